@@ -1,0 +1,54 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"hookrelay/store"
+)
+
+// Problem is an RFC 9457 problem document with the fields at fault.
+type Problem struct {
+	Type   string   `json:"type"`
+	Title  string   `json:"title"`
+	Status int      `json:"status"`
+	Detail string   `json:"detail,omitempty"`
+	Fields []string `json:"fields,omitempty"`
+}
+
+func problem(c *gin.Context, status int, detail string, fields ...string) {
+	typ := "about:blank"
+	switch status {
+	case http.StatusUnprocessableEntity, http.StatusBadRequest:
+		typ = "https://hookrelay.dev/problems/invalid-request"
+	case http.StatusNotFound:
+		typ = "https://hookrelay.dev/problems/not-found"
+	case http.StatusConflict:
+		typ = "https://hookrelay.dev/problems/conflict"
+	case http.StatusServiceUnavailable:
+		typ = "https://hookrelay.dev/problems/unavailable"
+	}
+	c.Header("Content-Type", "application/problem+json")
+	c.AbortWithStatusJSON(status, Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Fields: fields})
+	// gin sets application/json; restore the problem type.
+	c.Writer.Header().Set("Content-Type", "application/problem+json")
+}
+
+// fail maps a store error to its answer: 404, 409, 503 when Postgres is
+// unreachable, else 500 (logged, no detail leaked).
+func (s *Server) fail(c *gin.Context, err error) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		problem(c, http.StatusNotFound, err.Error())
+	case errors.Is(err, store.ErrConflict):
+		problem(c, http.StatusConflict, err.Error(), "id")
+	case store.IsUnavailable(err):
+		c.Header("Retry-After", "5")
+		problem(c, http.StatusServiceUnavailable, "the database is unavailable; retry shortly")
+	default:
+		s.logger.Error("request failed", "method", c.Request.Method, "route", c.FullPath(), "err", err)
+		problem(c, http.StatusInternalServerError, "internal error")
+	}
+}

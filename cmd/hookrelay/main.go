@@ -1,0 +1,92 @@
+// Command hookrelay delivers webhooks durably on Temporal and Postgres.
+//
+//	hookrelay dev       the whole product on one machine
+//	hookrelay api       the REST API (production)
+//	hookrelay worker    the Temporal worker and outbox dispatcher (production)
+//	hookrelay migrate   apply database migrations
+//	hookrelay sign      print the signature headers for a body
+//	hookrelay verify    check a webhook's signature headers
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"hookrelay/config"
+	"hookrelay/internal/app"
+)
+
+const usage = `usage: hookrelay <command> [flags]
+
+commands:
+  dev       run the whole product on this machine (embedded Temporal + UI, private Postgres)
+  api       run the REST API against external Postgres and Temporal
+  worker    run the delivery worker and outbox dispatcher
+  migrate   apply database migrations
+  sign      print both signature header sets for a body on stdin
+  verify    verify a webhook's signature headers (exit 0 valid, 1 not)
+
+Run 'hookrelay <command> -h' for the command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "sign":
+		return sign(rest, stdin, stdout, stderr)
+	case "verify":
+		return verify(rest, stdin, stdout, stderr)
+	case "dev", "api", "worker", "migrate":
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "hookrelay: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	cfg, err := config.Load(cmd, cmd == "dev", rest, os.Getenv)
+	if err != nil {
+		fmt.Fprintln(stderr, "hookrelay:", err)
+		return 2
+	}
+	logger := newLogger(cfg.LogLevel, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "dev":
+		err = app.Dev(ctx, cfg, logger)
+	case "api":
+		err = app.API(ctx, cfg, logger)
+	case "worker":
+		err = app.Worker(ctx, cfg, logger)
+	case "migrate":
+		err = app.Migrate(ctx, cfg, logger)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "hookrelay:", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(level string, w io.Writer) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

@@ -1,0 +1,64 @@
+// Package ids makes hookrelay's object IDs: a type prefix (app_, ep_, evt_,
+// dlv_, atm_, key_, whk_) and a 26-character sortable identifier (48-bit
+// millisecond time, 80 random bits, Crockford base32), as in ULID.
+package ids
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"strings"
+	"time"
+)
+
+// Prefixes of each object type.
+const (
+	App      = "app_"
+	Endpoint = "ep_"
+	Event    = "evt_"
+	Delivery = "dlv_"
+	Attempt  = "atm_"
+	APIKey   = "key_"
+	Secret   = "whk_"
+)
+
+const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// New returns prefix followed by a new sortable identifier.
+func New(prefix string) string {
+	return NewAt(prefix, time.Now())
+}
+
+// NewAt is New with an explicit time, for IDs that must sort by it.
+func NewAt(prefix string, t time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(t.UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
+	// 128 bits → 26 base32 characters (the first carries 3 bits).
+	var sb strings.Builder
+	sb.Grow(len(prefix) + 26)
+	sb.WriteString(prefix)
+	hi := binary.BigEndian.Uint64(b[:8])
+	lo := binary.BigEndian.Uint64(b[8:])
+	out := make([]byte, 26)
+	for i := 25; i >= 0; i-- {
+		out[i] = alphabet[lo&31]
+		lo = lo>>5 | hi<<59
+		hi >>= 5
+	}
+	sb.Write(out)
+	return sb.String()
+}
+
+// Valid reports whether s looks like an ID with the given prefix.
+func Valid(prefix, s string) bool {
+	rest, ok := strings.CutPrefix(s, prefix)
+	if !ok || len(rest) == 0 || len(rest) > 64 {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,392 @@
+// Package devstack embeds a Temporal server (frontend, history, matching and
+// worker services in this process) persisted in PostgreSQL, plus the
+// Temporal Web UI. It is what `hookrelay dev` and the integration tests run;
+// production points hookrelay at an external Temporal cluster instead.
+package devstack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	uiserver "github.com/temporalio/ui-server/v2/server"
+	uiconfig "github.com/temporalio/ui-server/v2/server/config"
+	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/operatorservice/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
+	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/temporal"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"hookrelay/internal/pgcluster"
+)
+
+// Default values of Options.
+const (
+	// FrontendAddrDefault is where the embedded frontend listens.
+	FrontendAddrDefault = "127.0.0.1:7233"
+	// UIAddrDefault is where the Temporal Web UI listens.
+	UIAddrDefault = "127.0.0.1:8233"
+	// NamespaceDefault is the namespace created at start.
+	NamespaceDefault = "default"
+	// ShardsDefault is the number of history shards. Fixed at first start:
+	// Temporal cannot change it for an existing store.
+	ShardsDefault = 4
+	// DatabaseDefault and VisibilityDatabaseDefault name the Postgres
+	// databases the server keeps its state in.
+	DatabaseDefault           = "temporal"
+	VisibilityDatabaseDefault = "temporal_visibility"
+	// RetentionDefault is how long closed workflow histories are kept.
+	RetentionDefault = 8 * 24 * time.Hour
+)
+
+// Options configures the embedded server.
+type Options struct {
+	// PostgresURL reaches the Postgres server (any database) as a role that
+	// may create databases. Required.
+	PostgresURL string
+	// FrontendAddr is host:port of the frontend gRPC API. Defaults to
+	// FrontendAddrDefault; port 0 picks a free port.
+	FrontendAddr string
+	// UIAddr is host:port of the Web UI; empty disables the UI.
+	UIAddr string
+	// Namespace is created at start if missing. Defaults to NamespaceDefault.
+	Namespace string
+	// SearchAttributes are registered on the namespace at start.
+	SearchAttributes map[string]enumspb.IndexedValueType
+	// Shards is the number of history shards. Defaults to ShardsDefault.
+	Shards int32
+	// Database and VisibilityDatabase default to DatabaseDefault and
+	// VisibilityDatabaseDefault.
+	Database, VisibilityDatabase string
+	// DynamicConfig overrides server dynamic config keys.
+	DynamicConfig map[string]any
+	// Logger receives the server's logs at LogLevel or above. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// LogLevel filters the server's own logs. Defaults to warn.
+	LogLevel *slog.Level
+}
+
+// Server is a running embedded Temporal server.
+type Server struct {
+	server       temporal.Server
+	ui           *uiserver.Server
+	frontendAddr string
+	uiAddr       string
+	namespace    string
+}
+
+func (o *Options) withDefaults() {
+	if o.FrontendAddr == "" {
+		o.FrontendAddr = FrontendAddrDefault
+	}
+	if o.Namespace == "" {
+		o.Namespace = NamespaceDefault
+	}
+	if o.Shards == 0 {
+		o.Shards = ShardsDefault
+	}
+	if o.Database == "" {
+		o.Database = DatabaseDefault
+	}
+	if o.VisibilityDatabase == "" {
+		o.VisibilityDatabase = VisibilityDatabaseDefault
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Start prepares the databases, starts the server and the UI, and returns
+// once the namespace accepts requests and the search attributes exist.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	opts.withDefaults()
+	pgCfg, err := pgx.ParseConfig(opts.PostgresURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse temporal postgres url: %w", err)
+	}
+	host, portStr, err := net.SplitHostPort(opts.FrontendAddr)
+	if err != nil {
+		return nil, fmt.Errorf("frontend address %q: %w", opts.FrontendAddr, err)
+	}
+	port, _ := strconv.Atoi(portStr)
+	if port == 0 {
+		if port, err = pgcluster.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	logger := serverLogger{l: opts.Logger, min: slog.LevelWarn}
+	if opts.LogLevel != nil {
+		logger.min = *opts.LogLevel
+	}
+	store := func(db string) *config.SQL {
+		return &config.SQL{
+			PluginName:      postgresql.PluginNamePGX,
+			DatabaseName:    db,
+			ConnectAddr:     net.JoinHostPort(pgCfg.Host, strconv.Itoa(int(pgCfg.Port))),
+			ConnectProtocol: "tcp",
+			User:            pgCfg.User,
+			Password:        pgCfg.Password,
+			MaxConns:        20,
+			MaxIdleConns:    20,
+		}
+	}
+	for _, s := range []struct{ db, schema string }{
+		{opts.Database, "postgresql/v12/temporal"},
+		{opts.VisibilityDatabase, "postgresql/v12/visibility"},
+	} {
+		if err := pgcluster.CreateDatabase(ctx, opts.PostgresURL, s.db); err != nil {
+			return nil, err
+		}
+		if err := setupSchema(store(s.db), s.schema, logger); err != nil {
+			return nil, err
+		}
+	}
+
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = pgcluster.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	httpPort, err := pgcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	service := func(grpcPort int) config.Service {
+		// MembershipPort is set explicitly: the random default can exceed the
+		// int2 column Postgres keeps it in.
+		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, MembershipPort: grpcPort + 100, BindOnIP: host}}
+	}
+	frontend := service(port)
+	frontend.RPC.HTTPPort = httpPort
+	frontendAddr := net.JoinHostPort(host, strconv.Itoa(port))
+
+	conf := &config.Config{}
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = host
+	conf.Persistence.DefaultStore = "default"
+	conf.Persistence.VisibilityStore = "visibility"
+	conf.Persistence.NumHistoryShards = opts.Shards
+	conf.Persistence.DataStores = map[string]config.DataStore{
+		"default":    {SQL: store(opts.Database)},
+		"visibility": {SQL: store(opts.VisibilityDatabase)},
+	}
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        "active",
+		CurrentClusterName:       "active",
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			"active": {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             frontendAddr,
+				HTTPAddress:            net.JoinHostPort(host, strconv.Itoa(httpPort)),
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = map[string]config.Service{
+		"frontend": frontend,
+		"history":  service(ports[0]),
+		"matching": service(ports[1]),
+		"worker":   service(ports[2]),
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = frontendAddr
+
+	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	if err != nil {
+		return nil, fmt.Errorf("temporal authorizer: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
+	if err != nil {
+		return nil, fmt.Errorf("temporal claim mapper: %w", err)
+	}
+	dyn := dynamicconfig.StaticClient{
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                   8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key():   100,
+		dynamicconfig.NamespaceCacheRefreshInterval.Key():                  time.Second,
+		dynamicconfig.EnableEagerWorkflowStart.Key():                       true,
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():             1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key():            1,
+		dynamicconfig.FrontendMaxConcurrentLongRunningRequestsPerInstance.Key(): 3000,
+	}
+	for k, v := range opts.DynamicConfig {
+		dyn[dynamicconfig.MakeKey(k)] = v
+	}
+	hostAt := func(p int) static.Hosts { return static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(p))) }
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: hostAt(port),
+			primitives.HistoryService:  hostAt(ports[0]),
+			primitives.MatchingService: hostAt(ports[1]),
+			primitives.WorkerService:   hostAt(ports[2]),
+		}),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dyn),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("build temporal server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start temporal server: %w", err)
+	}
+	s := &Server{server: srv, frontendAddr: frontendAddr, namespace: opts.Namespace}
+	if err := s.prepareNamespace(ctx, opts); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	if opts.UIAddr != "" {
+		if err := s.startUI(opts.UIAddr, opts.Logger); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// FrontendAddr is the host:port clients dial.
+func (s *Server) FrontendAddr() string { return s.frontendAddr }
+
+// UIAddr is the host:port of the Web UI, or "" when it is off.
+func (s *Server) UIAddr() string { return s.uiAddr }
+
+// Stop stops the UI and the server.
+func (s *Server) Stop() {
+	if s.ui != nil {
+		s.ui.Stop()
+	}
+	_ = s.server.Stop()
+}
+
+func (s *Server) startUI(addr string, logger *slog.Logger) error {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("ui address %q: %w", addr, err)
+	}
+	port, _ := strconv.Atoi(portStr)
+	// Fail early and clearly if the port is taken: the UI server's own
+	// Start blocks and only logs.
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("temporal ui on %s: %w", addr, err)
+	}
+	_ = l.Close()
+	s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
+		Host:                host,
+		Port:                port,
+		TemporalGRPCAddress: s.frontendAddr,
+		EnableUI:            true,
+		DefaultNamespace:    s.namespace,
+		CORS:                uiconfig.CORS{CookieInsecure: true},
+		HideLogs:            true,
+		DisableNewsFetch:    true,
+	}))
+	s.uiAddr = addr
+	go func() {
+		if err := s.ui.Start(); err != nil && !errors.Is(err, context.Canceled) {
+			logger.Error("temporal ui stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+func (s *Server) prepareNamespace(ctx context.Context, opts Options) error {
+	c, err := client.Dial(client.Options{HostPort: s.frontendAddr, Logger: quietSDKLogger{}})
+	if err != nil {
+		return fmt.Errorf("dial embedded temporal: %w", err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	ws := c.WorkflowService()
+	_, err = ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: opts.Namespace})
+	var notFound *serviceerror.NamespaceNotFound
+	if errors.As(err, &notFound) {
+		_, err = ws.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
+			Namespace:                        opts.Namespace,
+			WorkflowExecutionRetentionPeriod: durationpb.New(RetentionDefault),
+		})
+		var exists *serviceerror.NamespaceAlreadyExists
+		if err != nil && !errors.As(err, &exists) {
+			return fmt.Errorf("register namespace %s: %w", opts.Namespace, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("describe namespace %s: %w", opts.Namespace, err)
+	}
+	// A new namespace becomes usable after the registry refresh; retry the
+	// search-attribute registration until it does.
+	for {
+		err = s.addSearchAttributes(ctx, c, opts)
+		if err == nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("prepare namespace %s: %w", opts.Namespace, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// Wait until the namespace serves reads (the registry refresh).
+	for {
+		_, err := ws.ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: opts.Namespace, PageSize: 1})
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("namespace %s not ready: %w", opts.Namespace, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Server) addSearchAttributes(ctx context.Context, c client.Client, opts Options) error {
+	if len(opts.SearchAttributes) == 0 {
+		return nil
+	}
+	op := c.OperatorService()
+	have, err := op.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: opts.Namespace})
+	if err != nil {
+		return fmt.Errorf("list search attributes: %w", err)
+	}
+	missing := map[string]enumspb.IndexedValueType{}
+	for name, typ := range opts.SearchAttributes {
+		if _, ok := have.GetCustomAttributes()[name]; !ok {
+			missing[name] = typ
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	_, err = op.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
+		Namespace: opts.Namespace, SearchAttributes: missing,
+	})
+	if err != nil {
+		return fmt.Errorf("add search attributes: %w", err)
+	}
+	return nil
+}

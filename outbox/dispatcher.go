@@ -1,0 +1,263 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"hookrelay/workflows"
+)
+
+// Dispatcher defaults.
+const (
+	BatchDefault        = 200
+	PollIntervalDefault = time.Second
+	// startConcurrency bounds concurrent workflow starts per batch.
+	startConcurrency = 32
+)
+
+// Dispatcher drains the outbox into Temporal: a workflow start per new
+// delivery, a signal-with-start per replay. Rows are claimed with FOR
+// UPDATE SKIP LOCKED, so several dispatchers can run; a row is deleted only
+// after Temporal accepted it, and starts are idempotent by workflow ID.
+type Dispatcher struct {
+	Pool   *pgxpool.Pool
+	Client client.Client
+	// Batch is the number of rows claimed per round. Defaults to BatchDefault.
+	Batch int
+	// PollInterval is the safety-net poll when no NOTIFY arrives.
+	PollInterval time.Duration
+	// LocalActivity is passed to every workflow.
+	LocalActivity bool
+	Logger        *slog.Logger
+}
+
+type item struct {
+	outboxID    int64
+	kind        string
+	requestedBy *string
+	input       workflows.Input
+}
+
+// Run dispatches until ctx ends.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	batch := d.Batch
+	if batch <= 0 {
+		batch = BatchDefault
+	}
+	poll := d.PollInterval
+	if poll <= 0 {
+		poll = PollIntervalDefault
+	}
+	wake := make(chan struct{}, 1)
+	go d.listen(ctx, wake)
+	backoff := time.Duration(0)
+	for {
+		n, err := d.dispatch(ctx, batch)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
+			d.Logger.Warn("outbox dispatch failed; will retry", "err", err, "retry_in", backoff)
+		case n >= batch:
+			backoff = 0
+			continue // more rows are waiting
+		default:
+			backoff = 0
+		}
+		wait := poll
+		if backoff > 0 {
+			wait = backoff
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+			if backoff > 0 {
+				// Still honour the backoff after a failure.
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(backoff):
+				}
+			}
+		case <-time.After(wait):
+		}
+	}
+}
+
+// listen turns NOTIFYs into wake-ups; it reconnects after failures.
+func (d *Dispatcher) listen(ctx context.Context, wake chan<- struct{}) {
+	for ctx.Err() == nil {
+		err := func() error {
+			conn, err := d.Pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			defer conn.Release()
+			if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+				return err
+			}
+			for {
+				if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+					conn.Conn().Close(context.Background()) //nolint:errcheck // discard the listening conn
+					return err
+				}
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		if ctx.Err() != nil {
+			return
+		}
+		d.Logger.Debug("outbox listener reconnecting", "err", err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// dispatch handles one batch and returns how many rows it claimed.
+func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
+	tx, err := d.Pool.Begin(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after commit
+	rows, err := tx.Query(ctx, `
+		SELECT o.id, o.kind, o.requested_by, d.id, d.app_id, d.event_id, ev.type, d.endpoint_id, d.cycle,
+		       e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
+		FROM outbox o
+		JOIN deliveries d ON d.id = o.delivery_id
+		JOIN endpoints e ON e.id = d.endpoint_id
+		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
+		ORDER BY o.id LIMIT $1
+		FOR UPDATE OF o SKIP LOCKED`, batch)
+	if err != nil {
+		return 0, fmt.Errorf("claim outbox: %w", err)
+	}
+	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (item, error) {
+		var it item
+		var sched []int64
+		var deadline, timeout int64
+		err := r.Scan(&it.outboxID, &it.kind, &it.requestedBy, &it.input.DeliveryID, &it.input.AppID, &it.input.EventID,
+			&it.input.EventType, &it.input.EndpointID, &it.input.Cycle, &sched, &deadline, &timeout)
+		it.input.Settings = settings(sched, deadline, timeout)
+		it.input.LocalActivity = d.LocalActivity
+		return it, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("claim outbox: %w", err)
+	}
+	if len(items) == 0 {
+		return 0, nil
+	}
+	done := make([]int64, 0, len(items))
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, startConcurrency)
+	var wg sync.WaitGroup
+	for _, it := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := d.send(ctx, it)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if firstErr == nil {
+					firstErr = err
+				}
+				return
+			}
+			done = append(done, it.outboxID)
+		}()
+	}
+	wg.Wait()
+	if len(done) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, done); err != nil {
+			return 0, fmt.Errorf("delete dispatched rows: %w", err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return 0, fmt.Errorf("commit dispatched rows: %w", err)
+		}
+	}
+	if firstErr != nil {
+		return len(done), fmt.Errorf("%d of %d rows not dispatched: %w", len(items)-len(done), len(items), firstErr)
+	}
+	return len(items), nil
+}
+
+func settings(sched []int64, deadline, timeout int64) workflows.Settings {
+	s := workflows.Settings{
+		Deadline:       time.Duration(deadline) * time.Millisecond,
+		RequestTimeout: time.Duration(timeout) * time.Millisecond,
+	}
+	for _, ms := range sched {
+		s.Schedule = append(s.Schedule, time.Duration(ms)*time.Millisecond)
+	}
+	return s
+}
+
+// send starts (or signals) one delivery's workflow.
+func (d *Dispatcher) send(ctx context.Context, it item) error {
+	in := it.input
+	opts := client.StartWorkflowOptions{
+		ID:        in.DeliveryID,
+		TaskQueue: workflows.TaskQueue,
+		TypedSearchAttributes: temporal.NewSearchAttributes(
+			workflows.SAState.ValueSet(workflows.StatusPending),
+			workflows.SAEndpoint.ValueSet(in.EndpointID),
+			workflows.SAEventType.ValueSet(in.EventType),
+			workflows.SAApp.ValueSet(in.AppID),
+		),
+	}
+	if it.kind == "replay" {
+		by := ""
+		if it.requestedBy != nil {
+			by = *it.requestedBy
+		}
+		// A running (dead-lettered) workflow gets the signal; a completed one
+		// is started again as the next cycle.
+		in.Cycle++
+		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(
+			workflows.SAState.ValueSet(workflows.StatusDelivering),
+			workflows.SAEndpoint.ValueSet(in.EndpointID),
+			workflows.SAEventType.ValueSet(in.EventType),
+			workflows.SAApp.ValueSet(in.AppID),
+		)
+		_, err := d.Client.SignalWithStartWorkflow(ctx, in.DeliveryID, workflows.SignalReplay,
+			workflows.ReplaySignal{By: by}, opts, workflows.WorkflowName, in)
+		if err != nil {
+			return fmt.Errorf("replay %s: %w", in.DeliveryID, err)
+		}
+		return nil
+	}
+	in.Cycle = max(in.Cycle, 1)
+	// Reject a second run: a delivery whose workflow already completed must
+	// not be sent again because its outbox row was seen twice.
+	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	opts.EnableEagerStart = true
+	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return fmt.Errorf("start %s: %w", in.DeliveryID, err)
+	}
+	return nil
+}

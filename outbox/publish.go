@@ -1,0 +1,249 @@
+// Package outbox is hookrelay's transactional outbox. Publish writes an
+// event, its deliveries and their outbox rows inside the caller's pgx
+// transaction, so a producer's business row and its event commit together;
+// the Dispatcher starts a DeliveryWorkflow for every committed row, even if
+// Temporal was down when the event was accepted.
+package outbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"hookrelay/ids"
+	"hookrelay/store"
+)
+
+// Channel is the LISTEN/NOTIFY channel that wakes the dispatcher.
+const Channel = "hookrelay_outbox"
+
+// APIVersionDefault is the api_version of events that name none.
+const APIVersionDefault = "2026-11-01"
+
+// Limits on events.
+const (
+	MaxPayloadBytes = 256 << 10
+	MaxTypeLength   = 128
+	MaxIDLength     = 128
+)
+
+var (
+	typePattern = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)+$`)
+	idPattern   = regexp.MustCompile(`^[A-Za-z0-9_.:\-]+$`)
+)
+
+// Validation errors of Publish; each names the field at fault.
+var (
+	ErrInvalid = errors.New("invalid event")
+)
+
+// FieldError is a validation error of one field.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// Unwrap makes FieldError match ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }
+
+// Event is what a producer publishes.
+type Event struct {
+	// ID is optional: supplying it makes publishing idempotent.
+	ID   string
+	Type string
+	// Data is the JSON object carried in the envelope's data field.
+	Data json.RawMessage
+	// Created defaults to now; APIVersion to APIVersionDefault.
+	Created    time.Time
+	APIVersion string
+}
+
+// DeliveryRef is one delivery created for an event.
+type DeliveryRef struct {
+	ID         string `json:"id"`
+	EndpointID string `json:"endpoint_id"`
+	Status     string `json:"status"`
+}
+
+// Published is the stored event.
+type Published struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Created    time.Time       `json:"created"`
+	APIVersion string          `json:"api_version"`
+	Data       json.RawMessage `json:"data"`
+	Deliveries []DeliveryRef   `json:"deliveries"`
+	// Duplicate is true when the ID was published before with the same
+	// content; nothing new was written.
+	Duplicate bool `json:"-"`
+}
+
+// envelope is the frozen body (CONTRACT §2); field order is fixed here.
+type envelope struct {
+	ID         string          `json:"id"`
+	Type       string          `json:"type"`
+	Created    string          `json:"created"`
+	APIVersion string          `json:"api_version"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// Validate checks an event and fills its defaults.
+func (e *Event) Validate(now time.Time) error {
+	switch {
+	case e.Type == "":
+		return &FieldError{"type", "is required"}
+	case len(e.Type) > MaxTypeLength || !typePattern.MatchString(e.Type):
+		return &FieldError{"type", "must be resource.action: [a-z0-9_] segments joined by '.', at most 128 characters"}
+	case e.ID != "" && (len(e.ID) > MaxIDLength || !idPattern.MatchString(e.ID)):
+		return &FieldError{"id", "must be 1–128 characters of [A-Za-z0-9_.:-]"}
+	case len(bytes.TrimSpace(e.Data)) == 0:
+		return &FieldError{"data", "is required (a JSON object)"}
+	}
+	if d := bytes.TrimSpace(e.Data); d[0] != '{' || !json.Valid(d) {
+		return &FieldError{"data", "must be a JSON object"}
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, e.Data); err != nil {
+		return &FieldError{"data", "must be a JSON object"}
+	}
+	if compact.Len() > MaxPayloadBytes {
+		return &FieldError{"data", fmt.Sprintf("payload exceeds %d bytes", MaxPayloadBytes)}
+	}
+	e.Data = compact.Bytes()
+	if e.APIVersion == "" {
+		e.APIVersion = APIVersionDefault
+	}
+	return nil
+}
+
+// contentHash identifies what the producer sent, for idempotency: the same
+// ID with the same content is a repeat, with other content a conflict.
+func (e Event) contentHash() []byte {
+	h := sha256.New()
+	created := ""
+	if !e.Created.IsZero() {
+		created = e.Created.UTC().Format(time.RFC3339Nano)
+	}
+	for _, part := range []string{e.Type, created, e.APIVersion, string(e.Data)} {
+		fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	return h.Sum(nil)
+}
+
+// Publish stores ev for app in tx: the frozen envelope, one pending delivery
+// per enabled endpoint whose filter matches, and an outbox row for each.
+// Nothing is visible until tx commits; a rollback leaves no trace.
+// It returns store.ErrNotFound for an unknown app and store.ErrConflict when
+// ev.ID was published before with different content.
+func Publish(ctx context.Context, tx pgx.Tx, appID string, ev Event) (Published, error) {
+	now := time.Now().UTC()
+	if err := ev.Validate(now); err != nil {
+		return Published{}, err
+	}
+	hash := ev.contentHash()
+	if ev.ID == "" {
+		ev.ID = ids.NewAt(ids.Event, now)
+	}
+	created := ev.Created
+	if created.IsZero() {
+		created = now
+	}
+	created = created.UTC().Truncate(time.Second)
+	body, err := json.Marshal(envelope{ID: ev.ID, Type: ev.Type, Created: created.Format(time.RFC3339), APIVersion: ev.APIVersion, Data: ev.Data})
+	if err != nil {
+		return Published{}, fmt.Errorf("encode envelope: %w", err)
+	}
+	if len(body) > MaxPayloadBytes {
+		return Published{}, &FieldError{"data", fmt.Sprintf("payload exceeds %d bytes", MaxPayloadBytes)}
+	}
+	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, Deliveries: []DeliveryRef{}}
+
+	tag, err := tx.Exec(ctx, `
+		INSERT INTO events (app_id, id, type, payload, payload_hash, created)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (app_id, id) DO NOTHING`,
+		appID, ev.ID, ev.Type, body, hash, created)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+			return Published{}, fmt.Errorf("app %s: %w", appID, store.ErrNotFound)
+		}
+		return Published{}, fmt.Errorf("insert event: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return repeat(ctx, tx, appID, ev.ID, hash)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO event_types (name) VALUES ($1) ON CONFLICT DO NOTHING`, ev.Type); err != nil {
+		return Published{}, fmt.Errorf("add event type: %w", err)
+	}
+	rows, err := tx.Query(ctx, `
+		SELECT id FROM endpoints
+		WHERE app_id = $1 AND NOT disabled AND deleted_at IS NULL
+		  AND (cardinality(event_types) = 0 OR $2 = ANY (event_types))
+		ORDER BY id`, appID, ev.Type)
+	if err != nil {
+		return Published{}, fmt.Errorf("match endpoints: %w", err)
+	}
+	endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return Published{}, fmt.Errorf("match endpoints: %w", err)
+	}
+	if len(endpoints) == 0 {
+		return out, nil
+	}
+	dlvIDs := make([]string, len(endpoints))
+	for i, ep := range endpoints {
+		dlvIDs[i] = ids.NewAt(ids.Delivery, now)
+		out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: ep, Status: store.StatusPending})
+	}
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO deliveries (id, app_id, event_id, endpoint_id)
+		SELECT d, $1, $2, e FROM unnest($3::text[], $4::text[]) AS t(d, e)`,
+		appID, ev.ID, dlvIDs, endpoints); err != nil {
+		return Published{}, fmt.Errorf("insert deliveries: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO outbox (delivery_id, kind) SELECT unnest($1::text[]), 'start'`, dlvIDs); err != nil {
+		return Published{}, fmt.Errorf("insert outbox rows: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
+		return Published{}, fmt.Errorf("notify dispatcher: %w", err)
+	}
+	return out, nil
+}
+
+// repeat answers a second Publish of the same ID.
+func repeat(ctx context.Context, tx pgx.Tx, appID, id string, hash []byte) (Published, error) {
+	var stored []byte
+	var payload []byte
+	if err := tx.QueryRow(ctx, `SELECT payload_hash, payload FROM events WHERE app_id = $1 AND id = $2`, appID, id).
+		Scan(&stored, &payload); err != nil {
+		return Published{}, fmt.Errorf("load event %s: %w", id, err)
+	}
+	if !bytes.Equal(stored, hash) {
+		return Published{}, fmt.Errorf("event %s was published before with different content: %w", id, store.ErrConflict)
+	}
+	var env envelope
+	if err := json.Unmarshal(payload, &env); err != nil {
+		return Published{}, fmt.Errorf("decode stored event %s: %w", id, err)
+	}
+	created, _ := time.Parse(time.RFC3339, env.Created)
+	out := Published{ID: env.ID, Type: env.Type, Created: created, APIVersion: env.APIVersion, Data: env.Data, Duplicate: true}
+	rows, err := tx.Query(ctx, `SELECT id, endpoint_id, status FROM deliveries WHERE app_id = $1 AND event_id = $2 ORDER BY id`, appID, id)
+	if err != nil {
+		return Published{}, fmt.Errorf("load deliveries of %s: %w", id, err)
+	}
+	out.Deliveries, err = pgx.CollectRows(rows, pgx.RowToStructByPos[DeliveryRef])
+	if err != nil {
+		return Published{}, fmt.Errorf("load deliveries of %s: %w", id, err)
+	}
+	return out, nil
+}

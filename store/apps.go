@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"hookrelay/ids"
+)
+
+// App is one tenant of the provider.
+type App struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Page bounds a list: at most Limit rows after Cursor (an ID, exclusive).
+type Page struct {
+	Limit  int
+	Cursor string
+}
+
+// CreateApp stores a new app.
+func (s *Store) CreateApp(ctx context.Context, name string) (App, error) {
+	a := App{ID: ids.New(ids.App), Name: name}
+	err := s.pool.QueryRow(ctx, `INSERT INTO apps (id, name) VALUES ($1, $2) RETURNING created_at, updated_at`, a.ID, name).
+		Scan(&a.CreatedAt, &a.UpdatedAt)
+	if err != nil {
+		return App{}, fmt.Errorf("create app: %w", err)
+	}
+	return a, nil
+}
+
+// GetApp loads an app.
+func (s *Store) GetApp(ctx context.Context, id string) (App, error) {
+	var a App
+	err := s.pool.QueryRow(ctx, `SELECT id, name, created_at, updated_at FROM apps WHERE id = $1`, id).
+		Scan(&a.ID, &a.Name, &a.CreatedAt, &a.UpdatedAt)
+	if err != nil {
+		return App{}, notFound(err, "app "+id)
+	}
+	return a, nil
+}
+
+// ListApps lists apps newest first.
+func (s *Store) ListApps(ctx context.Context, p Page) ([]App, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT id, name, created_at, updated_at FROM apps
+		WHERE $1 = '' OR id < $1 ORDER BY id DESC LIMIT $2`, p.Cursor, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list apps: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (App, error) {
+		var a App
+		return a, r.Scan(&a.ID, &a.Name, &a.CreatedAt, &a.UpdatedAt)
+	})
+}
+
+// RenameApp changes an app's name.
+func (s *Store) RenameApp(ctx context.Context, id, name string) (App, error) {
+	a := App{ID: id, Name: name}
+	err := s.pool.QueryRow(ctx, `UPDATE apps SET name = $2, updated_at = now() WHERE id = $1 RETURNING created_at, updated_at`, id, name).
+		Scan(&a.CreatedAt, &a.UpdatedAt)
+	if err != nil {
+		return App{}, notFound(err, "app "+id)
+	}
+	return a, nil
+}
+
+// DeleteApp deletes an app with its endpoints, events and deliveries, and
+// returns the IDs of deliveries whose workflows may still run.
+func (s *Store) DeleteApp(ctx context.Context, id string) ([]string, error) {
+	var open []string
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT id FROM deliveries WHERE app_id = $1 AND status IN ('pending', 'delivering', 'dead_lettered')`, id)
+		if err != nil {
+			return fmt.Errorf("list open deliveries: %w", err)
+		}
+		if open, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("list open deliveries: %w", err)
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM apps WHERE id = $1`, id)
+		if err != nil {
+			return fmt.Errorf("delete app %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("app %s: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+	return open, err
+}
+
+// HashKey returns the stored form of an API key.
+func HashKey(key string) []byte {
+	h := sha256.Sum256([]byte(key))
+	return h[:]
+}
+
+// EnsureAdminKey stores key's hash as an admin key unless it is there.
+func (s *Store) EnsureAdminKey(ctx context.Context, key string) error {
+	prefix := key
+	if len(prefix) > 12 {
+		prefix = prefix[:12]
+	}
+	_, err := s.pool.Exec(ctx, `
+		INSERT INTO api_keys (id, key_hash, prefix, role) VALUES ($1, $2, $3, 'admin')
+		ON CONFLICT (key_hash) DO NOTHING`, ids.New(ids.APIKey), HashKey(key), prefix)
+	if err != nil {
+		return fmt.Errorf("store admin key: %w", err)
+	}
+	return nil
+}
+
+// Authenticate returns the key's ID when key is a stored API key. The
+// lookup is by SHA-256 hash and the final comparison is constant-time, so
+// timing does not reveal how much of a key matched.
+func (s *Store) Authenticate(ctx context.Context, key string) (string, error) {
+	h := HashKey(key)
+	var id string
+	var stored []byte
+	err := s.pool.QueryRow(ctx, `SELECT id, key_hash FROM api_keys WHERE key_hash = $1`, h).Scan(&id, &stored)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("authenticate: %w", err)
+	}
+	if subtle.ConstantTimeCompare(stored, h) != 1 {
+		return "", ErrNotFound
+	}
+	return id, nil
+}

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"hookrelay/ids"
+	"hookrelay/signing"
+)
+
+// Delivery statuses (CONTRACT §6).
+const (
+	StatusPending      = "pending"
+	StatusDelivering   = "delivering"
+	StatusSucceeded    = "succeeded"
+	StatusDeadLettered = "dead_lettered"
+	StatusCanceled     = "canceled"
+)
+
+// Target is everything one attempt needs: where to send, what, and with
+// which keys.
+type Target struct {
+	DeliveryID string
+	AppID      string
+	EventID    string
+	EndpointID string
+	URL        string
+	Headers    map[string]string
+	// Inactive is set when the endpoint is disabled or deleted.
+	Inactive bool
+	Payload  []byte
+	// Keys are the secrets valid now, current first.
+	Keys []signing.Key
+}
+
+// LoadTarget loads a delivery's endpoint, frozen payload and the signing
+// keys valid at now.
+func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time) (Target, error) {
+	t := Target{DeliveryID: deliveryID}
+	var headers []byte
+	err := s.pool.QueryRow(ctx, `
+		SELECT d.app_id, d.event_id, d.endpoint_id, e.url, e.headers,
+		       (e.disabled OR e.deleted_at IS NOT NULL), ev.payload
+		FROM deliveries d
+		JOIN endpoints e ON e.id = d.endpoint_id
+		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
+		WHERE d.id = $1`, deliveryID).
+		Scan(&t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &t.Inactive, &t.Payload)
+	if err != nil {
+		return Target{}, notFound(err, "load delivery "+deliveryID)
+	}
+	if err := json.Unmarshal(headers, &t.Headers); err != nil {
+		return Target{}, fmt.Errorf("endpoint %s headers: %w", t.EndpointID, err)
+	}
+	if t.Keys, err = s.signingKeys(ctx, s.pool, t.EndpointID, now); err != nil {
+		return Target{}, err
+	}
+	return t, nil
+}
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// signingKeys returns the endpoint's keys valid at now: the current one,
+// then previous ones whose grace period has not ended, newest first.
+func (s *Store) signingKeys(ctx context.Context, q querier, endpointID string, now time.Time) ([]signing.Key, error) {
+	rows, err := q.Query(ctx, `
+		SELECT id, sealed FROM endpoint_secrets
+		WHERE endpoint_id = $1
+		  AND (status = 'current' OR (status = 'previous' AND valid_until > $2))
+		ORDER BY (status = 'current') DESC, created_at DESC`, endpointID, now)
+	if err != nil {
+		return nil, fmt.Errorf("load secrets of %s: %w", endpointID, err)
+	}
+	defer rows.Close()
+	var keys []signing.Key
+	for rows.Next() {
+		var id string
+		var sealed []byte
+		if err := rows.Scan(&id, &sealed); err != nil {
+			return nil, fmt.Errorf("scan secret: %w", err)
+		}
+		secret, err := s.openSecret(id, sealed)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, signing.Key{ID: id, Secret: secret})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load secrets of %s: %w", endpointID, err)
+	}
+	return keys, nil
+}
+
+func (s *Store) openSecret(id string, sealed []byte) ([]byte, error) {
+	plain, err := s.box.Open(sealed, []byte(id))
+	if err != nil {
+		return nil, fmt.Errorf("secret %s: %w", id, err)
+	}
+	return signing.ParseSecret(string(plain))
+}
+
+// Attempt is the record of one HTTP attempt.
+type Attempt struct {
+	ID              string    `json:"id"`
+	DeliveryID      string    `json:"delivery_id"`
+	Cycle           int       `json:"cycle"`
+	Number          int       `json:"number"`
+	StartedAt       time.Time `json:"started_at"`
+	DurationMS      int64     `json:"duration_ms"`
+	StatusCode      *int      `json:"status_code"`
+	Class           string    `json:"class"`
+	Error           string    `json:"error"`
+	ResponseExcerpt string    `json:"response_excerpt"`
+	KeyIDs          []string  `json:"key_ids"`
+}
+
+// RecordAttempt stores an attempt and folds it into its delivery: count,
+// last status, and on success the succeeded state; a 410 ("gone") also
+// disables the endpoint. Recording is idempotent per (delivery, cycle,
+// number): a retried activity does not count twice.
+func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
+	if a.ID == "" {
+		a.ID = ids.NewAt(ids.Attempt, a.StartedAt)
+	}
+	if a.KeyIDs == nil {
+		a.KeyIDs = []string{}
+	}
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			ON CONFLICT (delivery_id, cycle, number) DO UPDATE SET
+			  started_at = EXCLUDED.started_at, duration_ms = EXCLUDED.duration_ms, status_code = EXCLUDED.status_code,
+			  class = EXCLUDED.class, error = EXCLUDED.error, response_excerpt = EXCLUDED.response_excerpt, key_ids = EXCLUDED.key_ids`,
+			a.ID, a.DeliveryID, a.Cycle, a.Number, a.StartedAt, a.DurationMS, a.StatusCode, a.Class, a.Error, a.ResponseExcerpt, a.KeyIDs)
+		if err != nil {
+			return fmt.Errorf("record attempt %s #%d: %w", a.DeliveryID, a.Number, err)
+		}
+		status := StatusDelivering
+		var succeeded *int
+		if a.Class == "success" {
+			status = StatusSucceeded
+			succeeded = &a.Number
+		}
+		_, err = tx.Exec(ctx, `
+			UPDATE deliveries SET
+			  attempt_count = (SELECT count(*) FROM attempts WHERE delivery_id = $1),
+			  last_status_code = $2,
+			  status = CASE WHEN status IN ('succeeded', 'canceled') THEN status ELSE $3 END,
+			  succeeded_attempt = COALESCE($4, succeeded_attempt),
+			  updated_at = now()
+			WHERE id = $1`, a.DeliveryID, a.StatusCode, status, succeeded)
+		if err != nil {
+			return fmt.Errorf("update delivery %s: %w", a.DeliveryID, err)
+		}
+		if a.Class == "gone" {
+			_, err = tx.Exec(ctx, `
+				UPDATE endpoints SET disabled = true, disabled_reason = 'receiver answered 410 Gone', updated_at = now()
+				WHERE id = (SELECT endpoint_id FROM deliveries WHERE id = $1)`, a.DeliveryID)
+			if err != nil {
+				return fmt.Errorf("disable endpoint after 410: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// MarkDelivery sets a delivery's state as its workflow decided: a new cycle
+// (delivering), dead letter with its reason, or canceled.
+func (s *Store) MarkDelivery(ctx context.Context, deliveryID, status, reason string, cycle int) error {
+	var r *string
+	if reason != "" {
+		r = &reason
+	}
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE deliveries SET status = $2, dead_letter_reason = $3, cycle = GREATEST(cycle, $4), updated_at = now()
+		WHERE id = $1`, deliveryID, status, r, cycle)
+	if err != nil {
+		return fmt.Errorf("mark delivery %s %s: %w", deliveryID, status, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("mark delivery %s: %w", deliveryID, ErrNotFound)
+	}
+	return nil
+}

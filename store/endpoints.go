@@ -1,0 +1,236 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"hookrelay/ids"
+	"hookrelay/signing"
+)
+
+// Endpoint is a subscriber's URL with its settings. Secrets are never part
+// of it.
+type Endpoint struct {
+	ID             string
+	AppID          string
+	URL            string
+	Description    string
+	EventTypes     []string
+	Environment    string
+	Disabled       bool
+	DisabledReason *string
+	RetrySchedule  []time.Duration
+	Deadline       time.Duration
+	RequestTimeout time.Duration
+	Headers        map[string]string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason,
+	retry_schedule_ms, deadline_ms, request_timeout_ms, headers, created_at, updated_at`
+
+func scanEndpoint(r pgx.Row) (Endpoint, error) {
+	var e Endpoint
+	var sched []int64
+	var deadline, timeout int64
+	var headers []byte
+	if err := r.Scan(&e.ID, &e.AppID, &e.URL, &e.Description, &e.EventTypes, &e.Environment, &e.Disabled, &e.DisabledReason,
+		&sched, &deadline, &timeout, &headers, &e.CreatedAt, &e.UpdatedAt); err != nil {
+		return Endpoint{}, err
+	}
+	e.RetrySchedule = make([]time.Duration, len(sched))
+	for i, ms := range sched {
+		e.RetrySchedule[i] = time.Duration(ms) * time.Millisecond
+	}
+	e.Deadline = time.Duration(deadline) * time.Millisecond
+	e.RequestTimeout = time.Duration(timeout) * time.Millisecond
+	if err := json.Unmarshal(headers, &e.Headers); err != nil {
+		return Endpoint{}, fmt.Errorf("endpoint headers: %w", err)
+	}
+	return e, nil
+}
+
+func toMS(ds []time.Duration) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.Milliseconds()
+	}
+	return out
+}
+
+// CreateEndpoint stores e (ID assigned here) with a new signing secret and
+// returns the secret; it is never readable again.
+func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, string, error) {
+	e.ID = ids.New(ids.Endpoint)
+	secret, err := signing.GenerateSecret()
+	if err != nil {
+		return Endpoint{}, "", err
+	}
+	headers, err := json.Marshal(e.Headers)
+	if err != nil {
+		return Endpoint{}, "", fmt.Errorf("endpoint headers: %w", err)
+	}
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		row := tx.QueryRow(ctx, `
+			INSERT INTO endpoints (id, app_id, url, description, event_types, environment, disabled,
+			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			RETURNING `+endpointCols,
+			e.ID, e.AppID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
+			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), headers)
+		var err error
+		if e, err = scanEndpoint(row); err != nil {
+			return foreignApp(err, e.AppID)
+		}
+		return s.insertSecret(ctx, tx, e.ID, secret)
+	})
+	if err != nil {
+		return Endpoint{}, "", err
+	}
+	return e, secret, nil
+}
+
+func foreignApp(err error, appID string) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+		return fmt.Errorf("app %s: %w", appID, ErrNotFound)
+	}
+	return fmt.Errorf("write: %w", err)
+}
+
+func (s *Store) insertSecret(ctx context.Context, tx pgx.Tx, endpointID, secret string) error {
+	id := ids.New(ids.Secret)
+	sealed, err := s.box.Seal([]byte(secret), []byte(id))
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO endpoint_secrets (id, endpoint_id, sealed, status) VALUES ($1, $2, $3, 'current')`,
+		id, endpointID, sealed); err != nil {
+		return fmt.Errorf("store secret: %w", err)
+	}
+	return nil
+}
+
+// GetEndpoint loads an endpoint of app.
+func (s *Store) GetEndpoint(ctx context.Context, appID, id string) (Endpoint, error) {
+	e, err := scanEndpoint(s.pool.QueryRow(ctx, `SELECT `+endpointCols+` FROM endpoints
+		WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL`, appID, id))
+	if err != nil {
+		return Endpoint{}, notFound(err, "endpoint "+id)
+	}
+	return e, nil
+}
+
+// ListEndpoints lists an app's endpoints, newest first.
+func (s *Store) ListEndpoints(ctx context.Context, appID string, p Page) ([]Endpoint, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+endpointCols+` FROM endpoints
+		WHERE app_id = $1 AND deleted_at IS NULL AND ($2 = '' OR id < $2)
+		ORDER BY id DESC LIMIT $3`, appID, p.Cursor, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list endpoints: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) { return scanEndpoint(r) })
+}
+
+// UpdateEndpoint replaces an endpoint's settings with e's.
+func (s *Store) UpdateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error) {
+	headers, err := json.Marshal(e.Headers)
+	if err != nil {
+		return Endpoint{}, fmt.Errorf("endpoint headers: %w", err)
+	}
+	out, err := scanEndpoint(s.pool.QueryRow(ctx, `
+		UPDATE endpoints SET url = $3, description = $4, event_types = $5, environment = $6,
+		  disabled = $7, disabled_reason = CASE WHEN $7 THEN disabled_reason ELSE NULL END,
+		  retry_schedule_ms = $8, deadline_ms = $9, request_timeout_ms = $10, headers = $11, updated_at = now()
+		WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL
+		RETURNING `+endpointCols,
+		e.AppID, e.ID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
+		toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), headers))
+	if err != nil {
+		return Endpoint{}, notFound(err, "endpoint "+e.ID)
+	}
+	return out, nil
+}
+
+// DeleteEndpoint soft-deletes an endpoint (its delivery history stays) and
+// returns the deliveries whose workflows should be canceled.
+func (s *Store) DeleteEndpoint(ctx context.Context, appID, id string) ([]string, error) {
+	tag, err := s.pool.Exec(ctx, `UPDATE endpoints SET deleted_at = now(), updated_at = now()
+		WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL`, appID, id)
+	if err != nil {
+		return nil, fmt.Errorf("delete endpoint %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil, fmt.Errorf("endpoint %s: %w", id, ErrNotFound)
+	}
+	return s.OpenDeliveries(ctx, id)
+}
+
+// OpenDeliveries returns an endpoint's deliveries whose workflows may run.
+func (s *Store) OpenDeliveries(ctx context.Context, endpointID string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM deliveries WHERE endpoint_id = $1 AND status IN ('pending', 'delivering', 'dead_lettered')`, endpointID)
+	if err != nil {
+		return nil, fmt.Errorf("open deliveries of %s: %w", endpointID, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// RotateSecret makes a new current secret; the old current one keeps
+// signing until now+grace (a zero grace revokes it at once).
+func (s *Store) RotateSecret(ctx context.Context, appID, endpointID string, grace time.Duration) (string, time.Time, error) {
+	secret, err := signing.GenerateSecret()
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	var until time.Time
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE)`,
+			appID, endpointID).Scan(&exists); err != nil {
+			return fmt.Errorf("rotate: %w", err)
+		}
+		if !exists {
+			return fmt.Errorf("endpoint %s: %w", endpointID, ErrNotFound)
+		}
+		if err := tx.QueryRow(ctx, `SELECT now() + $1 * interval '1 millisecond'`, grace.Milliseconds()).Scan(&until); err != nil {
+			return fmt.Errorf("rotate: %w", err)
+		}
+		// Only one previous key signs at a time: older ones are revoked.
+		if _, err := tx.Exec(ctx, `UPDATE endpoint_secrets SET status = 'revoked' WHERE endpoint_id = $1 AND status = 'previous'`, endpointID); err != nil {
+			return fmt.Errorf("rotate: %w", err)
+		}
+		status := "previous"
+		if grace <= 0 {
+			status = "revoked"
+		}
+		if _, err := tx.Exec(ctx, `UPDATE endpoint_secrets SET status = $2, valid_until = $3 WHERE endpoint_id = $1 AND status = 'current'`,
+			endpointID, status, until); err != nil {
+			return fmt.Errorf("rotate: %w", err)
+		}
+		return s.insertSecret(ctx, tx, endpointID, secret)
+	})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return secret, until.UTC(), nil
+}
+
+// RevokePrevious stops previous secrets from signing now.
+func (s *Store) RevokePrevious(ctx context.Context, appID, endpointID string) (int64, error) {
+	if _, err := s.GetEndpoint(ctx, appID, endpointID); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE endpoint_secrets SET status = 'revoked', valid_until = now()
+		WHERE endpoint_id = $1 AND status = 'previous'`, endpointID)
+	if err != nil {
+		return 0, fmt.Errorf("revoke previous secret: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}

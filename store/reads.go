@@ -1,0 +1,232 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Delivery is a delivery row with its latest attempt and replays.
+type Delivery struct {
+	ID               string     `json:"id"`
+	AppID            string     `json:"-"`
+	EventID          string     `json:"event_id"`
+	EndpointID       string     `json:"endpoint_id"`
+	Status           string     `json:"status"`
+	Cycle            int        `json:"cycle"`
+	AttemptCount     int        `json:"attempt_count"`
+	NextAttemptAt    *time.Time `json:"next_attempt_at"`
+	LastAttempt      *Attempt   `json:"last_attempt"`
+	DeadLetterReason *string    `json:"dead_letter_reason"`
+	Replays          []Replay   `json:"replays"`
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
+}
+
+// Replay records who asked for a replay and when.
+type Replay struct {
+	At time.Time `json:"at"`
+	By string    `json:"by"`
+}
+
+// DeliveryFilter narrows ListDeliveries.
+type DeliveryFilter struct {
+	Status, EndpointID, EventID string
+	Since, Until                time.Time
+}
+
+const deliveryCols = `id, app_id, event_id, endpoint_id, status, cycle, attempt_count, next_attempt_at, dead_letter_reason, created_at, updated_at`
+
+func scanDelivery(r pgx.Row) (Delivery, error) {
+	var d Delivery
+	err := r.Scan(&d.ID, &d.AppID, &d.EventID, &d.EndpointID, &d.Status, &d.Cycle, &d.AttemptCount, &d.NextAttemptAt,
+		&d.DeadLetterReason, &d.CreatedAt, &d.UpdatedAt)
+	d.Replays = []Replay{}
+	return d, err
+}
+
+// GetDelivery loads a delivery of app with its last attempt and replays.
+func (s *Store) GetDelivery(ctx context.Context, appID, id string) (Delivery, error) {
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE app_id = $1 AND id = $2`, appID, id))
+	if err != nil {
+		return Delivery{}, notFound(err, "delivery "+id)
+	}
+	atts, err := s.ListAttempts(ctx, appID, id, 1)
+	if err != nil {
+		return Delivery{}, err
+	}
+	if len(atts) > 0 {
+		d.LastAttempt = &atts[0]
+	}
+	rows, err := s.pool.Query(ctx, `SELECT requested_at, requested_by FROM replays WHERE delivery_id = $1 ORDER BY requested_at`, id)
+	if err != nil {
+		return Delivery{}, fmt.Errorf("replays of %s: %w", id, err)
+	}
+	if d.Replays, err = pgx.CollectRows(rows, pgx.RowToStructByPos[Replay]); err != nil {
+		return Delivery{}, fmt.Errorf("replays of %s: %w", id, err)
+	}
+	return d, nil
+}
+
+// ListDeliveries lists an app's deliveries, newest first.
+func (s *Store) ListDeliveries(ctx context.Context, appID string, f DeliveryFilter, p Page) ([]Delivery, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries
+		WHERE app_id = $1
+		  AND ($2 = '' OR status = $2) AND ($3 = '' OR endpoint_id = $3) AND ($4 = '' OR event_id = $4)
+		  AND ($5::timestamptz IS NULL OR created_at >= $5) AND ($6::timestamptz IS NULL OR created_at < $6)
+		  AND ($7 = '' OR id < $7)
+		ORDER BY id DESC LIMIT $8`,
+		appID, f.Status, f.EndpointID, f.EventID, nullTime(f.Since), nullTime(f.Until), p.Cursor, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list deliveries: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Delivery, error) { return scanDelivery(r) })
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// ListAttempts lists a delivery's attempts, newest first; limit 0 means all.
+func (s *Store) ListAttempts(ctx context.Context, appID, deliveryID string, limit int) ([]Attempt, error) {
+	if limit <= 0 {
+		limit = 1000
+	}
+	rows, err := s.pool.Query(ctx, `
+		SELECT a.id, a.delivery_id, a.cycle, a.number, a.started_at, a.duration_ms, a.status_code, a.class, a.error, a.response_excerpt, a.key_ids
+		FROM attempts a JOIN deliveries d ON d.id = a.delivery_id
+		WHERE d.app_id = $1 AND a.delivery_id = $2
+		ORDER BY a.cycle DESC, a.number DESC LIMIT $3`, appID, deliveryID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts of %s: %w", deliveryID, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[Attempt])
+}
+
+// EventRecord is a stored event.
+type EventRecord struct {
+	ID         string
+	Type       string
+	Payload    []byte
+	ReceivedAt time.Time
+}
+
+// GetEvent loads an event of app.
+func (s *Store) GetEvent(ctx context.Context, appID, id string) (EventRecord, error) {
+	var e EventRecord
+	err := s.pool.QueryRow(ctx, `SELECT id, type, payload, received_at FROM events WHERE app_id = $1 AND id = $2`, appID, id).
+		Scan(&e.ID, &e.Type, &e.Payload, &e.ReceivedAt)
+	if err != nil {
+		return EventRecord{}, notFound(err, "event "+id)
+	}
+	return e, nil
+}
+
+// ListEvents lists an app's events, newest first.
+func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until time.Time, p Page) ([]EventRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, type, payload, received_at FROM events
+		WHERE app_id = $1 AND ($2 = '' OR type = $2)
+		  AND ($3::timestamptz IS NULL OR received_at >= $3) AND ($4::timestamptz IS NULL OR received_at < $4)
+		  AND ($5 = '' OR id < $5)
+		ORDER BY id DESC LIMIT $6`, appID, typ, nullTime(since), nullTime(until), p.Cursor, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[EventRecord])
+}
+
+// RequestReplay records a replay of each delivery (by whom) and queues it
+// in the outbox, in one transaction. Only finished deliveries (succeeded,
+// dead-lettered, canceled) are replayed; it returns the IDs queued.
+func (s *Store) RequestReplay(ctx context.Context, appID string, deliveryIDs []string, by string) ([]string, error) {
+	var queued []string
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+			SELECT id FROM deliveries
+			WHERE app_id = $1 AND id = ANY ($2) AND status IN ('succeeded', 'dead_lettered')
+			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = deliveries.id)
+			FOR UPDATE`, appID, deliveryIDs)
+		if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		if queued, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		if len(queued) == 0 {
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO replays (delivery_id, requested_by) SELECT unnest($1::text[]), $2`, queued, by); err != nil {
+			return fmt.Errorf("record replay: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'pending', next_attempt_at = NULL, updated_at = now() WHERE id = ANY ($1)`, queued); err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO outbox (delivery_id, kind, requested_by) SELECT unnest($1::text[]), 'replay', $2`, queued, by); err != nil {
+			return fmt.Errorf("queue replay: %w", err)
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify('hookrelay_outbox', '')`)
+		return err
+	})
+	return queued, err
+}
+
+// DeadLettered returns an endpoint's dead-lettered deliveries created in
+// [since, until).
+func (s *Store) DeadLettered(ctx context.Context, appID, endpointID string, since, until time.Time) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM deliveries
+		WHERE app_id = $1 AND endpoint_id = $2 AND status = 'dead_lettered'
+		  AND ($3::timestamptz IS NULL OR created_at >= $3) AND ($4::timestamptz IS NULL OR created_at < $4)`,
+		appID, endpointID, nullTime(since), nullTime(until))
+	if err != nil {
+		return nil, fmt.Errorf("dead letters of %s: %w", endpointID, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// Stats are the seed article's acceptance figures over the latest events.
+type Stats struct {
+	Events                int     `json:"events"`
+	FirstAttemptSuccess   int     `json:"first_attempt_success"`
+	RetrySuccess          int     `json:"retry_success"`
+	EffectiveDeliveryRate float64 `json:"effective_delivery_rate"`
+	DeadLettered          int     `json:"dead_lettered"`
+	Pending               int     `json:"pending"`
+}
+
+// Stats computes CONTRACT §7 over the app's latest n events: an event counts
+// as a first-attempt success when all its deliveries succeeded on attempt
+// 1, a retry success when all succeeded and one needed a retry.
+func (s *Store) Stats(ctx context.Context, appID string, n int) (Stats, error) {
+	var st Stats
+	err := s.pool.QueryRow(ctx, `
+		WITH ev AS (
+		  SELECT id FROM events WHERE app_id = $1 ORDER BY received_at DESC, id DESC LIMIT $2
+		), per AS (
+		  SELECT ev.id,
+		         count(d.id) AS n,
+		         count(d.id) FILTER (WHERE d.status = 'succeeded') AS ok,
+		         count(d.id) FILTER (WHERE d.status = 'succeeded' AND d.succeeded_attempt = 1 AND d.cycle = 1) AS first,
+		         count(d.id) FILTER (WHERE d.status = 'dead_lettered') AS dead,
+		         count(d.id) FILTER (WHERE d.status IN ('pending', 'delivering')) AS pending
+		  FROM ev LEFT JOIN deliveries d ON d.app_id = $1 AND d.event_id = ev.id
+		  GROUP BY ev.id
+		)
+		SELECT count(*),
+		       count(*) FILTER (WHERE n > 0 AND ok = n AND first = n),
+		       count(*) FILTER (WHERE n > 0 AND ok = n AND first < n),
+		       count(*) FILTER (WHERE dead > 0),
+		       count(*) FILTER (WHERE pending > 0)
+		FROM per`, appID, n).Scan(&st.Events, &st.FirstAttemptSuccess, &st.RetrySuccess, &st.DeadLettered, &st.Pending)
+	if err != nil {
+		return Stats{}, fmt.Errorf("stats: %w", err)
+	}
+	if st.Events > 0 {
+		st.EffectiveDeliveryRate = float64(st.FirstAttemptSuccess+st.RetrySuccess) / float64(st.Events)
+	}
+	return st, nil
+}

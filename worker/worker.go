@@ -1,0 +1,64 @@
+// Package worker wires the delivery workflow and its activities onto a
+// Temporal worker. `hookrelay dev` and `hookrelay worker` both use it.
+package worker
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"hookrelay/activities"
+	"hookrelay/workflows"
+)
+
+// Options tunes the worker. Zero values take the defaults below.
+type Options struct {
+	// MaxConcurrentActivities bounds concurrent SendSigned attempts
+	// (regular and local). Defaults to MaxConcurrentActivitiesDefault.
+	MaxConcurrentActivities int
+	// MaxConcurrentWorkflowTasks bounds concurrent workflow tasks.
+	// Defaults to MaxConcurrentWorkflowTasksDefault.
+	MaxConcurrentWorkflowTasks int
+	// Pollers is the number of workflow and activity task pollers each.
+	// Defaults to PollersDefault.
+	Pollers int
+}
+
+// Defaults of Options.
+const (
+	MaxConcurrentActivitiesDefault    = 256
+	MaxConcurrentWorkflowTasksDefault = 64
+	PollersDefault                    = 4
+)
+
+// New returns a worker on workflows.TaskQueue with the delivery workflow and
+// activities registered. The caller starts and stops it.
+func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.Worker, error) {
+	if acts == nil || acts.Store == nil || acts.HTTP == nil {
+		return nil, fmt.Errorf("worker: activities need a store and an HTTP client")
+	}
+	conc := max(opts.MaxConcurrentActivities, 0)
+	if conc == 0 {
+		conc = MaxConcurrentActivitiesDefault
+	}
+	wft := opts.MaxConcurrentWorkflowTasks
+	if wft == 0 {
+		wft = MaxConcurrentWorkflowTasksDefault
+	}
+	pollers := opts.Pollers
+	if pollers == 0 {
+		pollers = PollersDefault
+	}
+	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:      conc,
+		MaxConcurrentLocalActivityExecutionSize: conc,
+		MaxConcurrentWorkflowTaskExecutionSize:  wft,
+		MaxConcurrentWorkflowTaskPollers:        pollers,
+		MaxConcurrentActivityTaskPollers:        pollers,
+	})
+	w.RegisterWorkflowWithOptions(workflows.DeliveryWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	w.RegisterActivity(acts)
+	return w, nil
+}

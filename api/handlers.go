@@ -899,4 +899,3 @@ func (s *Server) stats(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, st)
 }
-

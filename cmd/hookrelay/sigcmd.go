@@ -108,4 +108,3 @@ func verify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, "valid")
 	return 0
 }
-

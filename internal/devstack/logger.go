@@ -12,13 +12,13 @@ import (
 // server is chatty at info level; only records at min or above pass.
 type serverLogger struct {
 	l   *slog.Logger
-	min slog.Level
+	min *slog.LevelVar
 }
 
 var _ log.Logger = serverLogger{}
 
 func (s serverLogger) emit(level slog.Level, msg string, tags []tag.Tag) {
-	if level < s.min || !s.l.Enabled(context.Background(), level) {
+	if level < s.min.Level() || !s.l.Enabled(context.Background(), level) {
 		return
 	}
 	attrs := make([]slog.Attr, 0, len(tags))

@@ -89,6 +89,7 @@ type Server struct {
 	frontendAddr string
 	uiAddr       string
 	namespace    string
+	logLevel     *slog.LevelVar
 }
 
 func (o *Options) withDefaults() {
@@ -130,9 +131,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			return nil, err
 		}
 	}
-	logger := serverLogger{l: opts.Logger, min: slog.LevelWarn}
+	logger := serverLogger{l: opts.Logger, min: new(slog.LevelVar)}
+	logger.min.Set(slog.LevelWarn)
 	if opts.LogLevel != nil {
-		logger.min = *opts.LogLevel
+		logger.min.Set(*opts.LogLevel)
 	}
 	store := func(db string) *config.SQL {
 		return &config.SQL{
@@ -222,12 +224,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("temporal claim mapper: %w", err)
 	}
 	dyn := dynamicconfig.StaticClient{
-		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                   8096,
-		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key():   100,
-		dynamicconfig.NamespaceCacheRefreshInterval.Key():                  time.Second,
-		dynamicconfig.EnableEagerWorkflowStart.Key():                       true,
-		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():             1,
-		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key():            1,
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                        8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key():        100,
+		dynamicconfig.NamespaceCacheRefreshInterval.Key():                       time.Second,
+		dynamicconfig.EnableEagerWorkflowStart.Key():                            true,
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():                  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key():                 1,
 		dynamicconfig.FrontendMaxConcurrentLongRunningRequestsPerInstance.Key(): 3000,
 	}
 	for k, v := range opts.DynamicConfig {
@@ -254,7 +256,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := srv.Start(); err != nil {
 		return nil, fmt.Errorf("start temporal server: %w", err)
 	}
-	s := &Server{server: srv, frontendAddr: frontendAddr, namespace: opts.Namespace}
+	s := &Server{server: srv, frontendAddr: frontendAddr, namespace: opts.Namespace, logLevel: logger.min}
 	if err := s.prepareNamespace(ctx, opts); err != nil {
 		s.Stop()
 		return nil, err
@@ -274,8 +276,10 @@ func (s *Server) FrontendAddr() string { return s.frontendAddr }
 // UIAddr is the host:port of the Web UI, or "" when it is off.
 func (s *Server) UIAddr() string { return s.uiAddr }
 
-// Stop stops the UI and the server.
+// Stop stops the UI and the server. The services stop one after another
+// and complain about each other meanwhile; only errors are logged.
 func (s *Server) Stop() {
+	s.logLevel.Set(slog.LevelError)
 	if s.ui != nil {
 		s.ui.Stop()
 	}

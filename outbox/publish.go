@@ -237,7 +237,7 @@ func repeat(ctx context.Context, tx pgx.Tx, appID, id string, hash []byte) (Publ
 	}
 	created, _ := time.Parse(time.RFC3339, env.Created)
 	out := Published{ID: env.ID, Type: env.Type, Created: created, APIVersion: env.APIVersion, Data: env.Data, Duplicate: true}
-	rows, err := tx.Query(ctx, `SELECT id, endpoint_id, status FROM deliveries WHERE app_id = $1 AND event_id = $2 ORDER BY id`, appID, id)
+	rows, err := tx.Query(ctx, `SELECT id, endpoint_id, status FROM deliveries WHERE app_id = $1 AND event_id = $2 ORDER BY endpoint_id`, appID, id)
 	if err != nil {
 		return Published{}, fmt.Errorf("load deliveries of %s: %w", id, err)
 	}

@@ -57,6 +57,16 @@ func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	return e, nil
 }
 
+// normalize stores empty lists and maps rather than NULL.
+func (e *Endpoint) normalize() {
+	if e.EventTypes == nil {
+		e.EventTypes = []string{}
+	}
+	if e.Headers == nil {
+		e.Headers = map[string]string{}
+	}
+}
+
 func toMS(ds []time.Duration) []int64 {
 	out := make([]int64, len(ds))
 	for i, d := range ds {
@@ -69,6 +79,7 @@ func toMS(ds []time.Duration) []int64 {
 // returns the secret; it is never readable again.
 func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, string, error) {
 	e.ID = ids.New(ids.Endpoint)
+	e.normalize()
 	secret, err := signing.GenerateSecret()
 	if err != nil {
 		return Endpoint{}, "", err
@@ -141,6 +152,7 @@ func (s *Store) ListEndpoints(ctx context.Context, appID string, p Page) ([]Endp
 
 // UpdateEndpoint replaces an endpoint's settings with e's.
 func (s *Store) UpdateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error) {
+	e.normalize()
 	headers, err := json.Marshal(e.Headers)
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("endpoint headers: %w", err)

@@ -147,15 +147,18 @@ func (d *delivery) runCycle(ctx workflow.Context) outcome {
 	var hint *time.Duration // a 429's Retry-After replaces the next wait
 	n := len(d.set.Schedule)
 	for attempt := 1; attempt <= n; attempt++ {
-		wait := Jitter(d.set.Schedule[attempt-1], d.in.DeliveryID, attempt)
+		scheduled := d.set.Schedule[attempt-1]
+		wait := Jitter(scheduled, d.in.DeliveryID, attempt)
 		if hint != nil {
-			wait, hint = *hint, nil
+			scheduled, wait, hint = *hint, *hint, nil
 		}
 		now := workflow.Now(ctx)
 		// The latest moment an attempt may start and still finish in time.
+		// An attempt whose scheduled start is later is never started;
+		// jitter alone never moves an attempt past it.
 		latest := deadline.Add(-d.set.RequestTimeout).Sub(now)
-		if latest < 0 {
-			return d.deadLetter(fmt.Sprintf("deadline of %s reached after %d attempts", d.set.Deadline, attempt-1))
+		if scheduled > latest {
+			return d.deadLetter(fmt.Sprintf("deadline of %s: attempt %d could not finish in time (%d attempts made)", d.set.Deadline, attempt, attempt-1))
 		}
 		wait = min(wait, latest)
 		if wait > 0 {

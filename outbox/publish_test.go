@@ -1,0 +1,162 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/internal/testenv"
+	"hookrelay/outbox"
+	"hookrelay/store"
+	"hookrelay/workflows"
+)
+
+var pg *testenv.Postgres
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
+
+type bundle struct {
+	st  *store.Store
+	app store.App
+	all store.Endpoint // subscribes to every type
+	pay store.Endpoint // payment.succeeded only
+}
+
+func setup(t *testing.T) bundle {
+	t.Helper()
+	ctx := context.Background()
+	st, err := pg.Store(ctx, "outbox")
+	require.NoError(t, err)
+	t.Cleanup(st.Pool().Close)
+	app, err := st.CreateApp(ctx, "acme")
+	require.NoError(t, err)
+	ep := func(types ...string) store.Endpoint {
+		e, secret, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", EventTypes: types,
+			Environment: "live", RetrySchedule: workflows.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Headers: map[string]string{}})
+		require.NoError(t, err)
+		require.Contains(t, secret, "whsec_")
+		return e
+	}
+	return bundle{st: st, app: app, all: ep(), pay: ep("payment.succeeded")}
+}
+
+func count(t *testing.T, st *store.Store, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, st.Pool().QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
+	return n
+}
+
+func publish(t *testing.T, b bundle, ev outbox.Event) (outbox.Published, error) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	p, err := outbox.Publish(ctx, tx, b.app.ID, ev)
+	if err != nil {
+		return p, err
+	}
+	return p, tx.Commit(ctx)
+}
+
+func TestPublishMatchesFilters(t *testing.T) {
+	b := setup(t)
+	p, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{"amount": 9900}`)})
+	require.NoError(t, err)
+	require.Len(t, p.Deliveries, 2)
+	p, err = publish(t, b, outbox.Event{Type: "invoice.created", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.Len(t, p.Deliveries, 1)
+	require.Equal(t, b.all.ID, p.Deliveries[0].EndpointID)
+	require.Equal(t, 3, count(t, b.st, "outbox"))
+	require.Equal(t, 3, count(t, b.st, "deliveries"))
+
+	ev, err := b.st.GetEvent(context.Background(), b.app.ID, p.ID)
+	require.NoError(t, err)
+	var env map[string]any
+	require.NoError(t, json.Unmarshal(ev.Payload, &env))
+	require.Equal(t, p.ID, env["id"])
+	require.Equal(t, "invoice.created", env["type"])
+	require.Equal(t, outbox.APIVersionDefault, env["api_version"])
+}
+
+func TestPublishRolledBackLeavesNothing(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	tx, err := b.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	// The producer's business row and the event share the transaction.
+	_, err = tx.Exec(ctx, `CREATE TEMP TABLE payments (id text) ON COMMIT DROP`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO payments VALUES ('pay_42')`)
+	require.NoError(t, err)
+	p, err := outbox.Publish(ctx, tx, b.app.ID, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{"payment_id":"pay_42"}`)})
+	require.NoError(t, err)
+	require.Len(t, p.Deliveries, 2)
+	require.NoError(t, tx.Rollback(ctx))
+	for _, table := range []string{"events", "deliveries", "outbox"} {
+		require.Zero(t, count(t, b.st, table), table)
+	}
+}
+
+func TestIdempotentPublish(t *testing.T) {
+	b := setup(t)
+	ev := outbox.Event{ID: "order-42-paid", Type: "payment.succeeded", Data: json.RawMessage(`{"amount": 1}`)}
+	first, err := publish(t, b, ev)
+	require.NoError(t, err)
+	require.False(t, first.Duplicate)
+	again, err := publish(t, b, ev)
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, first.Deliveries, again.Deliveries)
+	require.Equal(t, 2, count(t, b.st, "deliveries"), "a repeat creates nothing")
+
+	ev.Data = json.RawMessage(`{"amount": 2}`)
+	_, err = publish(t, b, ev)
+	require.ErrorIs(t, err, store.ErrConflict)
+}
+
+func TestPublishRejects(t *testing.T) {
+	b := setup(t)
+	big := make([]byte, outbox.MaxPayloadBytes+10)
+	for i := range big {
+		big[i] = ' '
+	}
+	copy(big, `{"x":"`)
+	for i := 6; i < len(big)-2; i++ {
+		big[i] = 'a'
+	}
+	copy(big[len(big)-2:], `"}`)
+	for _, tc := range []struct {
+		ev    outbox.Event
+		field string
+	}{
+		{outbox.Event{Data: json.RawMessage(`{}`)}, "type"},
+		{outbox.Event{Type: "Payment Succeeded", Data: json.RawMessage(`{}`)}, "type"},
+		{outbox.Event{Type: "payment", Data: json.RawMessage(`{}`)}, "type"},
+		{outbox.Event{Type: "payment.succeeded"}, "data"},
+		{outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`[1]`)}, "data"},
+		{outbox.Event{Type: "payment.succeeded", Data: big}, "data"},
+		{outbox.Event{ID: "has space", Type: "payment.succeeded", Data: json.RawMessage(`{}`)}, "id"},
+	} {
+		_, err := publish(t, b, tc.ev)
+		var fe *outbox.FieldError
+		require.ErrorAs(t, err, &fe)
+		require.Equal(t, tc.field, fe.Field)
+	}
+	_, err := outbox.Publish(context.Background(), nil, b.app.ID, outbox.Event{})
+	require.ErrorIs(t, err, outbox.ErrInvalid)
+	require.Zero(t, count(t, b.st, "events"))
+}
+
+func TestPublishUnknownApp(t *testing.T) {
+	b := setup(t)
+	b.app.ID = "app_missing"
+	_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})
+	require.ErrorIs(t, err, store.ErrNotFound)
+}

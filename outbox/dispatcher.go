@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -39,6 +40,8 @@ type Dispatcher struct {
 	PollInterval time.Duration
 	// LocalActivity is passed to every workflow.
 	LocalActivity bool
+	// TaskQueue defaults to workflows.TaskQueue.
+	TaskQueue string
 	Logger        *slog.Logger
 }
 
@@ -219,7 +222,7 @@ func (d *Dispatcher) send(ctx context.Context, it item) error {
 	in := it.input
 	opts := client.StartWorkflowOptions{
 		ID:        in.DeliveryID,
-		TaskQueue: workflows.TaskQueue,
+		TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
 			workflows.SAState.ValueSet(workflows.StatusPending),
 			workflows.SAEndpoint.ValueSet(in.EndpointID),

@@ -3,6 +3,7 @@
 package worker
 
 import (
+	"cmp"
 	"fmt"
 
 	"go.temporal.io/sdk/client"
@@ -24,6 +25,8 @@ type Options struct {
 	// Pollers is the number of workflow and activity task pollers each.
 	// Defaults to PollersDefault.
 	Pollers int
+	// TaskQueue defaults to workflows.TaskQueue.
+	TaskQueue string
 }
 
 // Defaults of Options.
@@ -51,7 +54,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.
 	if pollers == 0 {
 		pollers = PollersDefault
 	}
-	w := sdkworker.New(c, workflows.TaskQueue, sdkworker.Options{
+	w := sdkworker.New(c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      conc,
 		MaxConcurrentLocalActivityExecutionSize: conc,
 		MaxConcurrentWorkflowTaskExecutionSize:  wft,

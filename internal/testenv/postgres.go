@@ -104,13 +104,24 @@ func (p *Postgres) Store(ctx context.Context, prefix string) (*store.Store, erro
 }
 
 // Main runs a test binary with a Postgres in *pg; it is for TestMain.
-func Main(m *testing.M, pg **Postgres) int {
-	p, err := StartPostgres(context.Background())
+// Each extra starts something on that Postgres (an embedded Temporal
+// server) and returns how to stop it.
+func Main(m *testing.M, pg **Postgres, extras ...func(context.Context, *Postgres) (func(), error)) int {
+	ctx := context.Background()
+	p, err := StartPostgres(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "testenv:", err)
 		return 1
 	}
 	defer p.Stop()
 	*pg = p
+	for _, start := range extras {
+		stop, err := start(ctx, p)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "testenv:", err)
+			return 1
+		}
+		defer stop()
+	}
 	return m.Run()
 }

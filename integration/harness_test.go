@@ -1,0 +1,295 @@
+// Package integration runs hookrelay against real parts: an embedded
+// Temporal server on a private Postgres, hookrelay's own database, the
+// worker, the outbox dispatcher, the REST API, and HTTP receivers on
+// 127.0.0.1.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"hookrelay/activities"
+	"hookrelay/api"
+	"hookrelay/internal/app"
+	"hookrelay/internal/devstack"
+	"hookrelay/internal/testenv"
+	"hookrelay/outbox"
+	"hookrelay/store"
+	"hookrelay/worker"
+)
+
+var (
+	pg       *testenv.Postgres
+	temporal *devstack.Server
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testenv.Main(m, &pg, func(ctx context.Context, p *testenv.Postgres) (func(), error) {
+		s, err := devstack.Start(ctx, devstack.Options{
+			PostgresURL:        p.AdminURL,
+			FrontendAddr:       "127.0.0.1:0",
+			Database:           "hookrelay_it_temporal",
+			VisibilityDatabase: "hookrelay_it_temporal_visibility",
+			SearchAttributes:   app.SearchAttributes(),
+			Logger:             slog.New(slog.DiscardHandler),
+		})
+		if err != nil {
+			return nil, err
+		}
+		temporal = s
+		return s.Stop, nil
+	}))
+}
+
+// logBuffer captures every log line the harness writes, so tests can check
+// that no secret or signature ever reaches a log.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// harness is one hookrelay deployment: its own database and task queue,
+// Temporal reached through a proxy the test can cut.
+type harness struct {
+	t        *testing.T
+	store    *store.Store
+	proxy    *proxy
+	client   client.Client
+	worker   sdkworker.Worker
+	api      *httptest.Server
+	adminKey string
+	logs     *logBuffer
+	stop     context.CancelFunc
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	ctx := context.Background()
+	st, err := pg.Store(ctx, "it")
+	require.NoError(t, err)
+	px, err := newProxy(temporal.FrontendAddr())
+	require.NoError(t, err)
+	logs := &logBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	tc, err := client.Dial(client.Options{HostPort: px.Addr(), Logger: quiet{}})
+	require.NoError(t, err)
+	queue := "it-" + t.Name()
+	acts := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "hookrelay/test", Logger: logger}
+	w, err := worker.New(tc, acts, worker.Options{TaskQueue: queue})
+	require.NoError(t, err)
+	require.NoError(t, w.Start())
+	runCtx, cancel := context.WithCancel(ctx)
+	d := &outbox.Dispatcher{Pool: st.Pool(), Client: tc, TaskQueue: queue, LocalActivity: true, PollInterval: 200 * time.Millisecond, Logger: logger}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(runCtx) }()
+	srv := httptest.NewServer(api.New(api.Options{Store: st, Temporal: tc, Logger: logger, AllowPrivateTargets: true}).Handler())
+	key := "hr_test_" + t.Name()
+	require.NoError(t, st.EnsureAdminKey(ctx, key))
+	h := &harness{t: t, store: st, proxy: px, client: tc, worker: w, api: srv, adminKey: key, logs: logs}
+	h.stop = func() {
+		srv.Close()
+		cancel()
+		<-done
+		w.Stop()
+		tc.Close()
+		px.Close()
+		st.Pool().Close()
+	}
+	t.Cleanup(h.stop)
+	return h
+}
+
+type quiet struct{}
+
+func (quiet) Debug(string, ...any) {}
+func (quiet) Info(string, ...any)  {}
+func (quiet) Warn(string, ...any)  {}
+func (quiet) Error(string, ...any) {}
+
+// do calls the API and decodes the JSON answer into out (when non-nil).
+func (h *harness) do(method, path string, body any, out any) int {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewReader([]byte(b))
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(h.t, err)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, h.api.URL+path, rd)
+	require.NoError(h.t, err)
+	req.Header.Set("Authorization", "Bearer "+h.adminKey)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(h.t, err)
+	if out != nil && len(raw) > 0 {
+		require.NoError(h.t, json.Unmarshal(raw, out), string(raw))
+	}
+	return resp.StatusCode
+}
+
+type endpointResp struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret"`
+}
+
+type eventResp struct {
+	ID         string               `json:"id"`
+	Deliveries []outbox.DeliveryRef `json:"deliveries"`
+}
+
+func (h *harness) createApp() string {
+	var a store.App
+	require.Equal(h.t, http.StatusCreated, h.do("POST", "/v1/apps", map[string]any{"name": h.t.Name()}, &a))
+	return a.ID
+}
+
+func (h *harness) createEndpoint(appID string, body map[string]any) endpointResp {
+	var e endpointResp
+	require.Equal(h.t, http.StatusCreated, h.do("POST", "/v1/apps/"+appID+"/endpoints", body, &e))
+	return e
+}
+
+func (h *harness) send(appID, typ string, data any) eventResp {
+	var ev eventResp
+	code := h.do("POST", "/v1/apps/"+appID+"/events", map[string]any{"type": typ, "data": data}, &ev)
+	require.Equal(h.t, http.StatusAccepted, code)
+	return ev
+}
+
+// waitDelivery polls a delivery until its status is one of want.
+func (h *harness) waitDelivery(appID, dlvID string, timeout time.Duration, want ...string) store.Delivery {
+	h.t.Helper()
+	deadline := time.Now().Add(timeout)
+	var d store.Delivery
+	for {
+		d = store.Delivery{}
+		h.do("GET", fmt.Sprintf("/v1/apps/%s/deliveries/%s", appID, dlvID), nil, &d)
+		for _, w := range want {
+			if d.Status == w {
+				return d
+			}
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("delivery %s: status %q after %s, want %v", dlvID, d.Status, timeout, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (h *harness) attempts(appID, dlvID string) []store.Attempt {
+	var out struct {
+		Data []store.Attempt `json:"data"`
+	}
+	require.Equal(h.t, http.StatusOK, h.do("GET", fmt.Sprintf("/v1/apps/%s/deliveries/%s/attempts", appID, dlvID), nil, &out))
+	return out.Data
+}
+
+// proxy forwards TCP to a target until closed; Open re-listens on the same
+// port. Closing it is a real network outage between hookrelay and Temporal.
+type proxy struct {
+	target string
+	addr   string
+	mu     sync.Mutex
+	ln     net.Listener
+	conns  map[net.Conn]struct{}
+}
+
+func newProxy(target string) (*proxy, error) {
+	p := &proxy{target: target, conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	return p, nil
+}
+
+func (p *proxy) Addr() string { return p.addr }
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.pipe(c)
+		}
+	}()
+}
+
+func (p *proxy) pipe(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	go func() { _, _ = io.Copy(up, c); up.Close() }()
+	_, _ = io.Copy(c, up)
+	c.Close()
+}
+
+// Close stops accepting and cuts every open connection.
+func (p *proxy) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]struct{}{}
+}
+
+// Open accepts again on the same address.
+func (p *proxy) Open() error {
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		return err
+	}
+	p.serve(ln)
+	return nil
+}

@@ -1,0 +1,115 @@
+package integration
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// receipt is one request a receiver saw.
+type receipt struct {
+	At        time.Time
+	ID        string
+	Timestamp int64
+	Body      []byte
+	Header    http.Header
+	// StdValid and XValid: the signatures checked with the receiver's own
+	// HMAC code against each secret it holds.
+	StdValid, XValid bool
+}
+
+// receiver is an httptest server whose n-th request (from 1) is answered
+// by respond; it verifies both signature headers independently of
+// hookrelay's signing package.
+type receiver struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	secrets [][]byte
+	got     []receipt
+	respond func(n int, w http.ResponseWriter, r *http.Request)
+}
+
+func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+	rc := &receiver{respond: respond}
+	rc.srv = httptest.NewServer(http.HandlerFunc(rc.handle))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) URL() string { return rc.srv.URL + "/hook" }
+
+// setSecrets replaces the secrets the receiver accepts.
+func (rc *receiver) setSecrets(secrets ...string) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.secrets = nil
+	for _, s := range secrets {
+		k, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
+		if err != nil {
+			panic(err)
+		}
+		rc.secrets = append(rc.secrets, k)
+	}
+}
+
+func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	rec := receipt{At: time.Now(), ID: r.Header.Get("webhook-id"), Body: body, Header: r.Header.Clone()}
+	rec.Timestamp, _ = strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
+	rc.mu.Lock()
+	for _, k := range rc.secrets {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(rec.ID + "." + r.Header.Get("webhook-timestamp") + "."))
+		m.Write(body)
+		want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+		for _, sig := range strings.Fields(r.Header.Get("webhook-signature")) {
+			if hmac.Equal([]byte(sig), []byte(want)) {
+				rec.StdValid = true
+			}
+		}
+		m = hmac.New(sha256.New, k)
+		m.Write([]byte(r.Header.Get("webhook-timestamp") + "."))
+		m.Write(body)
+		wantX := "v1=" + hex.EncodeToString(m.Sum(nil))
+		x := r.Header.Get("X-Webhook-Signature")
+		if strings.HasPrefix(x, "t="+r.Header.Get("webhook-timestamp")+",") {
+			for _, part := range strings.Split(x, ",")[1:] {
+				if hmac.Equal([]byte(part), []byte(wantX)) {
+					rec.XValid = true
+				}
+			}
+		}
+	}
+	rc.got = append(rc.got, rec)
+	n := len(rc.got)
+	rc.mu.Unlock()
+	if rc.respond == nil {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	rc.respond(n, w, r)
+}
+
+func (rc *receiver) receipts() []receipt {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]receipt(nil), rc.got...)
+}
+
+// byID counts receipts per event ID.
+func (rc *receiver) byID() map[string]int {
+	out := map[string]int{}
+	for _, r := range rc.receipts() {
+		out[r.ID]++
+	}
+	return out
+}

@@ -66,29 +66,7 @@ func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
 	rec := receipt{At: time.Now(), ID: r.Header.Get("webhook-id"), Body: body, Header: r.Header.Clone()}
 	rec.Timestamp, _ = strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
 	rc.mu.Lock()
-	for _, k := range rc.secrets {
-		m := hmac.New(sha256.New, k)
-		m.Write([]byte(rec.ID + "." + r.Header.Get("webhook-timestamp") + "."))
-		m.Write(body)
-		want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
-		for _, sig := range strings.Fields(r.Header.Get("webhook-signature")) {
-			if hmac.Equal([]byte(sig), []byte(want)) {
-				rec.StdValid = true
-			}
-		}
-		m = hmac.New(sha256.New, k)
-		m.Write([]byte(r.Header.Get("webhook-timestamp") + "."))
-		m.Write(body)
-		wantX := "v1=" + hex.EncodeToString(m.Sum(nil))
-		x := r.Header.Get("X-Webhook-Signature")
-		if strings.HasPrefix(x, "t="+r.Header.Get("webhook-timestamp")+",") {
-			for _, part := range strings.Split(x, ",")[1:] {
-				if hmac.Equal([]byte(part), []byte(wantX)) {
-					rec.XValid = true
-				}
-			}
-		}
-	}
+	rc.check(&rec)
 	rc.got = append(rc.got, rec)
 	n := len(rc.got)
 	rc.mu.Unlock()
@@ -97,6 +75,45 @@ func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rc.respond(n, w, r)
+}
+
+// recheck verifies receipt i again with the receiver's current secrets.
+func (rc *receiver) recheck(i int) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rec := rc.got[i]
+	rec.StdValid, rec.XValid = false, false
+	rc.check(&rec)
+	return rec.StdValid && rec.XValid
+}
+
+// check sets rec's validity flags; rc.mu is held.
+func (rc *receiver) check(rec *receipt) {
+	ts := rec.Header.Get("webhook-timestamp")
+	body := rec.Body
+	for _, k := range rc.secrets {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(rec.ID + "." + ts + "."))
+		m.Write(body)
+		want := "v1," + base64.StdEncoding.EncodeToString(m.Sum(nil))
+		for _, sig := range strings.Fields(rec.Header.Get("webhook-signature")) {
+			if hmac.Equal([]byte(sig), []byte(want)) {
+				rec.StdValid = true
+			}
+		}
+		m = hmac.New(sha256.New, k)
+		m.Write([]byte(ts + "."))
+		m.Write(body)
+		wantX := "v1=" + hex.EncodeToString(m.Sum(nil))
+		x := rec.Header.Get("X-Webhook-Signature")
+		if strings.HasPrefix(x, "t="+ts+",") {
+			for _, part := range strings.Split(x, ",")[1:] {
+				if hmac.Equal([]byte(part), []byte(wantX)) {
+					rec.XValid = true
+				}
+			}
+		}
+	}
 }
 
 func (rc *receiver) receipts() []receipt {

@@ -1,0 +1,282 @@
+package integration
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	sdkworker "go.temporal.io/sdk/worker"
+
+	"hookrelay/store"
+	"hookrelay/workflows"
+)
+
+func TestAPIEndToEnd(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, nil)
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"payment.succeeded", "invoice.paid"}, "description": "billing"})
+	require.True(t, strings.HasPrefix(ep.Secret, "whsec_"))
+	rc.setSecrets(ep.Secret)
+
+	// The secret is never readable again.
+	var got map[string]any
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, &got))
+	require.NotContains(t, got, "secret")
+
+	matching := []eventResp{
+		h.send(appID, "payment.succeeded", map[string]any{"amount": 9900}),
+		h.send(appID, "invoice.paid", map[string]any{"invoice": "in_1"}),
+	}
+	other := h.send(appID, "customer.created", map[string]any{"id": "cus_1"})
+	require.Empty(t, other.Deliveries, "a non-matching type creates no delivery")
+	for _, ev := range matching {
+		require.Len(t, ev.Deliveries, 1)
+		d := h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+		require.Equal(t, ev.ID, d.EventID)
+		require.Equal(t, 1, d.AttemptCount)
+		require.NotNil(t, d.LastAttempt)
+		require.Equal(t, 200, *d.LastAttempt.StatusCode)
+		atts := h.attempts(appID, d.ID)
+		require.Len(t, atts, 1)
+		require.Equal(t, "success", atts[0].Class)
+	}
+	require.Equal(t, map[string]int{matching[0].ID: 1, matching[1].ID: 1}, rc.byID())
+
+	// Reads: the event with its deliveries, lists, stats.
+	var evGot eventResp
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/events/"+matching[0].ID, nil, &evGot))
+	require.Equal(t, store.StatusSucceeded, evGot.Deliveries[0].Status)
+	var list struct {
+		Data       []store.Delivery `json:"data"`
+		NextCursor *string          `json:"next_cursor"`
+	}
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/deliveries?status=succeeded&limit=1", nil, &list))
+	require.Len(t, list.Data, 1)
+	require.NotNil(t, list.NextCursor)
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/deliveries?status=succeeded&limit=1&cursor="+*list.NextCursor, nil, &list))
+	require.Len(t, list.Data, 1)
+	var st store.Stats
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/stats?last=1000", nil, &st))
+	require.Equal(t, 3, st.Events)
+	require.Equal(t, 2, st.FirstAttemptSuccess)
+
+	// Another app's objects are 404.
+	other2 := h.createApp()
+	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/apps/"+other2+"/deliveries/"+matching[0].Deliveries[0].ID, nil, nil))
+	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/apps/"+other2+"/endpoints/"+ep.ID, nil, nil))
+
+	// Idempotent ingest through the API: 200 with the original, 409 on a
+	// different body.
+	var first, again eventResp
+	body := map[string]any{"id": "evt_order_42", "type": "payment.succeeded", "data": map[string]any{"amount": 1}}
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/events", body, &first))
+	require.Equal(t, http.StatusOK, h.do("POST", "/v1/apps/"+appID+"/events", body, &again))
+	require.Equal(t, first.Deliveries, again.Deliveries)
+	body["data"] = map[string]any{"amount": 2}
+	require.Equal(t, http.StatusConflict, h.do("POST", "/v1/apps/"+appID+"/events", body, nil))
+
+	// No secret and no full signature in any log line.
+	logs := h.logs.String()
+	require.NotContains(t, logs, ep.Secret)
+	require.NotContains(t, logs, strings.TrimPrefix(ep.Secret, "whsec_"))
+	for _, r := range rc.receipts() {
+		for _, sig := range strings.Fields(r.Header.Get("webhook-signature")) {
+			require.NotContains(t, logs, strings.TrimPrefix(sig, "v1,"))
+		}
+		require.NotContains(t, logs, r.Header.Get("X-Webhook-Signature"))
+	}
+}
+
+func TestAuth(t *testing.T) {
+	h := newHarness(t)
+	for _, hdr := range []string{"", "Bearer ", "Bearer wrong", "Basic " + base64.StdEncoding.EncodeToString([]byte(h.adminKey))} {
+		req, _ := http.NewRequest("GET", h.api.URL+"/v1/apps", nil)
+		if hdr != "" {
+			req.Header.Set("Authorization", hdr)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, hdr)
+		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
+	}
+	var ready map[string]string
+	resp, err := http.Get(h.api.URL + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	_ = ready
+}
+
+func TestTemporalOutage(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, nil)
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})
+	rc.setSecrets(ep.Secret)
+
+	h.proxy.Close() // Temporal is unreachable from hookrelay from here on.
+	const n = 200
+	var dlvs []string
+	for i := 0; i < n; i++ {
+		ev := h.send(appID, "payment.succeeded", map[string]any{"i": i})
+		dlvs = append(dlvs, ev.Deliveries[0].ID)
+	}
+	var queued int
+	require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&queued))
+	require.Equal(t, n, queued, "accepted events wait in the outbox")
+	require.Empty(t, rc.receipts())
+
+	require.NoError(t, h.proxy.Open())
+	for _, id := range dlvs {
+		h.waitDelivery(appID, id, 90*time.Second, store.StatusSucceeded)
+	}
+	byID := rc.byID()
+	require.Len(t, byID, n, "every event delivered")
+	dups := 0
+	for _, c := range byID {
+		dups += c - 1
+	}
+	t.Logf("outage: %d events accepted while Temporal was down, %d delivered, %d duplicate receipts", n, len(byID), dups)
+	require.Zero(t, dups)
+}
+
+func TestRotation(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, nil)
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL()})
+	oldSecret := ep.Secret
+
+	var rot struct {
+		Secret             string    `json:"secret"`
+		PreviousValidUntil time.Time `json:"previous_valid_until"`
+	}
+	require.Equal(t, http.StatusOK, h.do("POST", "/v1/apps/"+appID+"/endpoints/"+ep.ID+"/secret/rotate", map[string]any{"grace_period": "1h"}, &rot))
+	require.NotEqual(t, oldSecret, rot.Secret)
+	require.WithinDuration(t, time.Now().Add(time.Hour), rot.PreviousValidUntil, time.Minute)
+
+	// During the grace: both signatures; a receiver holding only the old
+	// secret accepts.
+	rc.setSecrets(oldSecret)
+	ev := h.send(appID, "payment.succeeded", map[string]any{"n": 1})
+	h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+	r := rc.receipts()[0]
+	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 2)
+	require.Len(t, strings.Split(r.Header.Get("X-Webhook-Signature"), ","), 3)
+	require.True(t, r.StdValid && r.XValid, "old secret verifies during the grace")
+	rc.setSecrets(rot.Secret)
+	require.True(t, rc.recheck(0), "new secret verifies too")
+
+	// After revoke-previous: only the new one.
+	require.Equal(t, http.StatusOK, h.do("POST", "/v1/apps/"+appID+"/endpoints/"+ep.ID+"/secret/revoke-previous", nil, nil))
+	rc.setSecrets(oldSecret)
+	ev = h.send(appID, "payment.succeeded", map[string]any{"n": 2})
+	h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+	r = rc.receipts()[1]
+	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 1)
+	require.False(t, r.StdValid || r.XValid, "the revoked secret never signs again")
+	rc.setSecrets(rot.Secret)
+	require.True(t, rc.recheck(1))
+}
+
+func TestReplay(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	healthy := false
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		if healthy {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	})
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL()})
+	rc.setSecrets(ep.Secret)
+	since := time.Now().Add(-time.Minute)
+	var dead []eventResp
+	for i := 0; i < 3; i++ {
+		ev := h.send(appID, "payment.succeeded", map[string]any{"i": i})
+		h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusDeadLettered)
+		dead = append(dead, ev)
+	}
+	healthy = true
+	time.Sleep(1100 * time.Millisecond) // a replay's timestamp is a later second
+
+	// Replay one by ID: a still-running dead-lettered workflow gets the signal.
+	var out map[string]int
+	dlv0 := dead[0].Deliveries[0].ID
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv0+"/replay", nil, &out))
+	require.Equal(t, 1, out["replayed"])
+	d := h.waitDelivery(appID, dlv0, 20*time.Second, store.StatusSucceeded)
+	require.Equal(t, 2, d.Cycle)
+	require.Len(t, d.Replays, 1)
+	require.Equal(t, "key_", d.Replays[0].By[:4])
+
+	// Replay the rest by time range.
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/endpoints/"+ep.ID+"/replay",
+		map[string]any{"since": since.UTC().Format(time.RFC3339), "until": time.Now().Add(time.Minute).UTC().Format(time.RFC3339)}, &out))
+	require.Equal(t, 2, out["replayed"])
+	for _, ev := range dead {
+		h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+	}
+	// Same event ID, fresh timestamp and signature on every replay.
+	for _, ev := range dead {
+		var recs []receipt
+		for _, r := range rc.receipts() {
+			if r.ID == ev.ID {
+				recs = append(recs, r)
+			}
+		}
+		require.Len(t, recs, 2)
+		require.Greater(t, recs[1].Timestamp, recs[0].Timestamp)
+		require.NotEqual(t, recs[0].Header.Get("webhook-signature"), recs[1].Header.Get("webhook-signature"))
+		require.True(t, recs[1].StdValid && recs[1].XValid)
+	}
+	// A running delivery cannot be replayed; a succeeded one can (again).
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv0+"/replay", nil, nil))
+	d = h.waitDelivery(appID, dlv0, 20*time.Second, store.StatusSucceeded)
+	require.Eventually(t, func() bool { return rc.byID()[dead[0].ID] == 3 }, 20*time.Second, 50*time.Millisecond)
+}
+
+// TestReplayHistories replays every recorded history of the package's runs
+// with the current workflow code: a non-deterministic change fails here.
+func TestReplayHistories(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	flaky := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		if n%2 == 1 {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	dead := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+	ep1 := h.createEndpoint(appID, map[string]any{"url": flaky.URL(), "event_types": []string{"a.ok"}, "retry_schedule": []string{"0s", "1s"}})
+	ep2 := h.createEndpoint(appID, map[string]any{"url": dead.URL() + "/gone", "event_types": []string{"a.gone"}})
+	_, _ = ep1, ep2
+	ok := h.send(appID, "a.ok", map[string]any{})
+	h.waitDelivery(appID, ok.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+
+	ctx := context.Background()
+	replayer := sdkworker.NewWorkflowReplayer()
+	replayer.RegisterWorkflow(workflows.DeliveryWorkflow)
+	iter := h.client.GetWorkflowHistory(ctx, ok.Deliveries[0].ID, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	hist := &historypb.History{}
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(t, err)
+		hist.Events = append(hist.Events, e)
+	}
+	events := len(hist.Events)
+	require.Greater(t, events, 3)
+	require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), fmt.Sprintf("history of %d events", events))
+}

@@ -25,18 +25,40 @@ import (
 // outbox.MaxPayloadBytes.
 const maxBody = outbox.MaxPayloadBytes + 16<<10
 
-// bind decodes a JSON body strictly into dst; it answers and returns false
-// on any error, naming the field at fault.
-func bind(c *gin.Context, dst any) bool {
+// readBody reads at most maxBody bytes of the request body.
+func readBody(c *gin.Context) ([]byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			problem(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes (event payload limit %d bytes)", maxBody, outbox.MaxPayloadBytes))
-			return false
+			return nil, false
 		}
 		problem(c, http.StatusBadRequest, "could not read request body")
+		return nil, false
+	}
+	return body, true
+}
+
+// bind decodes a JSON body strictly into dst; it answers and returns false
+// on any error, naming the field at fault.
+func bind(c *gin.Context, dst any) bool {
+	body, ok := readBody(c)
+	if !ok {
 		return false
+	}
+	if p := decodeStrict(body, dst); p != nil {
+		problem(c, p.Status, p.Detail, p.Fields...)
+		return false
+	}
+	return true
+}
+
+// decodeStrict decodes exactly one JSON value into dst, rejecting unknown
+// fields, and names the field at fault.
+func decodeStrict(body []byte, dst any) *Problem {
+	bad := func(status int, detail string, fields ...string) *Problem {
+		return &Problem{Status: status, Detail: detail, Fields: fields}
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -45,22 +67,22 @@ func bind(c *gin.Context, dst any) bool {
 		var syntaxErr *json.SyntaxError
 		switch {
 		case errors.As(err, &typeErr):
-			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("%s must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String())), typeErr.Field)
+			return bad(http.StatusUnprocessableEntity, fmt.Sprintf("%s must be %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String())), typeErr.Field)
 		case errors.As(err, &syntaxErr), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-			problem(c, http.StatusBadRequest, "request body is not valid JSON")
+			return bad(http.StatusBadRequest, "request body is not valid JSON")
 		case strings.HasPrefix(err.Error(), "json: unknown field "):
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-			problem(c, http.StatusUnprocessableEntity, "unknown field "+f, f)
+			return bad(http.StatusUnprocessableEntity, "unknown field "+f, f)
+		case strings.Contains(err.Error(), "parsing time"):
+			return bad(http.StatusUnprocessableEntity, "created must be an RFC 3339 time", "created")
 		default:
-			problem(c, http.StatusUnprocessableEntity, err.Error())
+			return bad(http.StatusUnprocessableEntity, err.Error())
 		}
-		return false
 	}
 	if dec.More() {
-		problem(c, http.StatusBadRequest, "request body has trailing data after the JSON value")
-		return false
+		return bad(http.StatusBadRequest, "request body has trailing data after the JSON value")
 	}
-	return true
+	return nil
 }
 
 func jsonKind(k string) string {
@@ -636,33 +658,45 @@ type EventView struct {
 	Deliveries []outbox.DeliveryRef `json:"deliveries"`
 }
 
-func (s *Server) createEvent(c *gin.Context) {
+// decodeEvent turns an ingest body (and Idempotency-Key header) into a
+// validated event, or the problem to answer.
+func decodeEvent(body []byte, idempotencyKey string) (outbox.Event, *Problem) {
 	var req eventRequest
-	if !bind(c, &req) {
-		return
+	if p := decodeStrict(body, &req); p != nil {
+		return outbox.Event{}, p
 	}
 	ev := outbox.Event{ID: deref(req.ID), Type: deref(req.Type), Data: req.Data, APIVersion: deref(req.APIVersion)}
-	if key := c.GetHeader("Idempotency-Key"); key != "" {
-		if ev.ID != "" && ev.ID != key {
-			problem(c, http.StatusUnprocessableEntity, "id and the Idempotency-Key header disagree", "id")
-			return
+	if idempotencyKey != "" {
+		if ev.ID != "" && ev.ID != idempotencyKey {
+			return ev, &Problem{Status: http.StatusUnprocessableEntity, Detail: "id and the Idempotency-Key header disagree", Fields: []string{"id"}}
 		}
-		ev.ID = key
+		ev.ID = idempotencyKey
 	}
 	if req.Created != nil {
 		ev.Created = *req.Created
 	}
 	if err := ev.Validate(time.Now()); err != nil {
 		var fe *outbox.FieldError
-		if errors.As(err, &fe) {
-			status := http.StatusUnprocessableEntity
-			if strings.Contains(fe.Reason, "exceeds") {
-				status = http.StatusRequestEntityTooLarge
-			}
-			problem(c, status, err.Error(), fe.Field)
-			return
+		if !errors.As(err, &fe) {
+			return ev, &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()}
 		}
-		s.fail(c, err)
+		status := http.StatusUnprocessableEntity
+		if strings.Contains(fe.Reason, "exceeds") {
+			status = http.StatusRequestEntityTooLarge
+		}
+		return ev, &Problem{Status: status, Detail: err.Error(), Fields: []string{fe.Field}}
+	}
+	return ev, nil
+}
+
+func (s *Server) createEvent(c *gin.Context) {
+	body, ok := readBody(c)
+	if !ok {
+		return
+	}
+	ev, p := decodeEvent(body, c.GetHeader("Idempotency-Key"))
+	if p != nil {
+		problem(c, p.Status, p.Detail, p.Fields...)
 		return
 	}
 	ctx := c.Request.Context()

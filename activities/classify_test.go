@@ -1,0 +1,120 @@
+package activities_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/activities"
+	"hookrelay/internal/netguard"
+)
+
+func TestClassifyStatus(t *testing.T) {
+	for code, want := range map[int]activities.Class{
+		200: activities.ClassSuccess, 201: activities.ClassSuccess, 204: activities.ClassSuccess, 299: activities.ClassSuccess,
+		429: activities.ClassThrottled,
+		500: activities.ClassRetryable, 502: activities.ClassRetryable, 503: activities.ClassRetryable, 504: activities.ClassRetryable,
+		410: activities.ClassGone,
+		400: activities.ClassPermanent, 401: activities.ClassPermanent, 403: activities.ClassPermanent, 404: activities.ClassPermanent,
+		301: activities.ClassPermanent, 302: activities.ClassPermanent, 307: activities.ClassPermanent, 308: activities.ClassPermanent,
+	} {
+		require.Equal(t, want, activities.ClassifyStatus(code), "HTTP %d", code)
+	}
+}
+
+func TestClassifyError(t *testing.T) {
+	blocked := &netguard.BlockedError{Addr: netip.MustParseAddr("169.254.169.254"), Reason: "link-local"}
+	for _, tc := range []struct {
+		err  error
+		want activities.Class
+		msg  string
+	}{
+		{context.DeadlineExceeded, activities.ClassRetryable, "timeout"},
+		{fmt.Errorf("Post: %w", &net.OpError{Op: "dial", Err: errors.New("connect: connection refused")}), activities.ClassRetryable, "connection refused"},
+		{errors.New("read: connection reset by peer"), activities.ClassRetryable, "connection reset"},
+		{&net.DNSError{Err: "no such host", Name: "x.invalid"}, activities.ClassRetryable, "dns"},
+		{errors.New("tls: failed to verify certificate: x509: certificate signed by unknown authority"), activities.ClassRetryable, "tls"},
+		{fmt.Errorf("dial: %w", blocked), activities.ClassPermanent, "169.254.169.254 is not allowed"},
+	} {
+		class, msg := activities.ClassifyError(tc.err)
+		require.Equal(t, tc.want, class, tc.err.Error())
+		require.Contains(t, msg, tc.msg)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Duration{
+		"120": 120 * time.Second, "0": 0, " 1 ": time.Second,
+		"Mon, 30 Nov 2026 10:02:00 GMT": 2 * time.Minute,
+		"Mon, 30 Nov 2026 09:00:00 GMT": 0, // in the past
+	} {
+		got, ok := activities.ParseRetryAfter(in, now)
+		require.True(t, ok, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, in := range []string{"", "-1", "soon", "1.5", "Mon, 99 Foo"} {
+		_, ok := activities.ParseRetryAfter(in, now)
+		require.False(t, ok, in)
+	}
+}
+
+func FuzzParseRetryAfter(f *testing.F) {
+	for _, s := range []string{"120", "Mon, 30 Nov 2026 10:02:00 GMT", "", "-5", "99999999999999999999"} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok := activities.ParseRetryAfter(s, now)
+		if ok && d < 0 {
+			t.Fatalf("negative hint %v for %q", d, s)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("unusable hint %q returned %v", s, d)
+		}
+	})
+}
+
+func TestNetguard(t *testing.T) {
+	for _, a := range []string{"127.0.0.1", "::1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "224.0.0.1", "fd00::1", "fe80::1", "0.0.0.0", "::ffff:127.0.0.1"} {
+		require.Error(t, netguard.Check(netip.MustParseAddr(a)), a)
+	}
+	for _, a := range []string{"93.184.216.34", "2606:2800:220:1::1", "8.8.8.8"} {
+		require.NoError(t, netguard.Check(netip.MustParseAddr(a)), a)
+	}
+	require.Error(t, netguard.CheckHost("localhost"))
+	require.NoError(t, netguard.CheckHost("example.com"), "hostnames are checked when dialed")
+}
+
+// TestGuardedDialRefusesLoopback: a guarded client refuses a name that
+// resolves to loopback at connect time (what DNS rebinding would exploit).
+func TestGuardedDialRefusesLoopback(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			accepted <- struct{}{}
+			c.Close()
+		}
+	}()
+	port := ln.Addr().(*net.TCPAddr).Port
+	c := activities.NewHTTPClient(true)
+	_, err = c.Post(fmt.Sprintf("http://localhost:%d/hook", port), "application/json", nil)
+	require.Error(t, err)
+	class, msg := activities.ClassifyError(err)
+	require.Equal(t, activities.ClassPermanent, class)
+	require.Contains(t, msg, "loopback")
+	select {
+	case <-accepted:
+		t.Fatal("the guarded client connected to loopback")
+	case <-time.After(100 * time.Millisecond):
+	}
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/internal/pgcluster"
+)
+
+// The test binary doubles as the hookrelay binary for the dev-stack test.
+func TestMain(m *testing.M) {
+	if os.Getenv("HOOKRELAY_TEST_MAIN") == "1" {
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+type devProc struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	api    string
+	exited chan error
+}
+
+func startDev(t *testing.T, dataDir string, uiPort, pgPort int) *devProc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "dev", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
+		"--temporal-address", "127.0.0.1:0", "--temporal-ui-addr", fmt.Sprintf("127.0.0.1:%d", uiPort), "--pg-port", strconv.Itoa(pgPort))
+	cmd.Env = append(os.Environ(), "HOOKRELAY_TEST_MAIN=1", "HOOKRELAY_ADMIN_KEY=", "HOOKRELAY_SECRET_KEY=", "HOOKRELAY_DATABASE_URL=")
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	p := &devProc{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	require.NoError(t, cmd.Start())
+	up := make(chan string, 1)
+	re := regexp.MustCompile(`hookrelay dev is up" api=http://(\S+)`)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			line := sc.Text()
+			p.stderr.WriteString(line + "\n")
+			if m := re.FindStringSubmatch(line); m != nil {
+				up <- m[1]
+			}
+		}
+	}()
+	go func() { p.exited <- cmd.Wait(); pw.Close() }()
+	select {
+	case p.api = <-up:
+	case err := <-p.exited:
+		t.Fatalf("hookrelay dev exited: %v\n%s", err, p.stderr)
+	case <-time.After(120 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("hookrelay dev not up within 120s\n%s", p.stderr)
+	}
+	return p
+}
+
+func (p *devProc) stop(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(os.Interrupt))
+	select {
+	case err := <-p.exited:
+		require.NoError(t, err, p.stderr.String())
+	case <-time.After(60 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Fatal("hookrelay dev did not stop within 60s after Ctrl-C")
+	}
+}
+
+func get(t *testing.T, url, key string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	require.NoError(t, err)
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// postmasterPID reads the running server's pid from the cluster directory.
+func postmasterPID(t *testing.T, dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "postmaster.pid"))
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	require.NoError(t, err)
+	return pid
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func TestDevStack(t *testing.T) {
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		t.Skip(err)
+	}
+	base, err := os.MkdirTemp("", "hookrelay-dev-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(base, 0o755))
+	t.Cleanup(func() { os.RemoveAll(base) })
+	dataDir := filepath.Join(base, "data")
+	uiPort, err := pgcluster.FreePort()
+	require.NoError(t, err)
+	pgPort, err := pgcluster.FreePort()
+	require.NoError(t, err)
+
+	start := time.Now()
+	p := startDev(t, dataDir, uiPort, pgPort)
+	t.Logf("dev stack up in %s", time.Since(start).Round(time.Millisecond))
+	code, _ := get(t, "http://"+p.api+"/healthz", "")
+	require.Equal(t, 200, code)
+	code, body := get(t, "http://"+p.api+"/readyz", "")
+	require.Equal(t, 200, code, string(body))
+	ui := fmt.Sprintf("http://127.0.0.1:%d", uiPort)
+	code, _ = get(t, ui+"/", "")
+	require.Equal(t, 200, code, "Temporal Web UI")
+	code, body = get(t, ui+"/api/v1/namespaces", "")
+	require.Equal(t, 200, code, string(body))
+	require.Contains(t, string(body), `"default"`, "the default namespace is listed in the UI")
+
+	keyFile := filepath.Join(dataDir, "admin-key")
+	st, err := os.Stat(keyFile)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	raw, err := os.ReadFile(keyFile)
+	require.NoError(t, err)
+	key := strings.TrimSpace(string(raw))
+	require.Equal(t, 1, strings.Count(p.stderr.String(), key), "the admin key is printed once")
+
+	// Data written in the first run survives a restart.
+	req, _ := http.NewRequest("POST", "http://"+p.api+"/v1/apps", strings.NewReader(`{"name":"survivor"}`))
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var created struct{ ID string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+	resp.Body.Close()
+	require.Equal(t, 201, resp.StatusCode)
+
+	pgDir := filepath.Join(dataDir, "postgres")
+	pid := postmasterPID(t, pgDir)
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	uid := regexp.MustCompile(`(?m)^Uid:\s+(\d+)`).FindStringSubmatch(string(status))[1]
+	if os.Geteuid() == 0 {
+		require.NotEqual(t, "0", uid, "postgres must not run as root")
+	}
+
+	p.stop(t)
+	require.False(t, alive(pid), "postgres is gone after exit")
+	out, _ := exec.Command("pgrep", "-f", pgDir).Output()
+	require.Empty(t, strings.TrimSpace(string(out)), "no stray processes")
+
+	p2 := startDev(t, dataDir, uiPort, pgPort)
+	defer p2.stop(t)
+	require.NotContains(t, p2.stderr.String(), key, "not printed again")
+	code, body = get(t, "http://"+p2.api+"/v1/apps/"+created.ID, key)
+	require.Equal(t, 200, code, "same admin key, same data: %s", body)
+}

@@ -85,7 +85,7 @@ func TestVerify(t *testing.T) {
 		"stale":            {r.Payload, append([]string{"--secret", r.NewSecret, "--now", strconv.FormatInt(r.Timestamp+301, 10)}, headers(signed)...), "too old"},
 		"future":           {r.Payload, append([]string{"--secret", r.NewSecret, "--now", strconv.FormatInt(r.Timestamp-301, 10)}, headers(signed)...), "future"},
 		"retired key":      {r.Payload, append(append([]string{"--secret", r.NewSecret}, now...), headers(byOld)...), "no matching signature"},
-		"malformed digest": {r.Payload, append([]string{"--secret", r.NewSecret, "--now", ts, "-H", "webhook-id: " + r.ID, "-H", "webhook-timestamp: " + ts, "-H", "webhook-signature: v1,not-base64!"}), "malformed"},
+		"malformed digest": {r.Payload, []string{"--secret", r.NewSecret, "--now", ts, "-H", "webhook-id: " + r.ID, "-H", "webhook-timestamp: " + ts, "-H", "webhook-signature: v1,not-base64!"}, "malformed"},
 	} {
 		code, out := verify(tc.body, tc.args...)
 		require.Equal(t, 1, code, name)

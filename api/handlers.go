@@ -74,7 +74,8 @@ func decodeStrict(body []byte, dst any) *Problem {
 			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 			return bad(http.StatusUnprocessableEntity, "unknown field "+f, f)
 		case strings.Contains(err.Error(), "parsing time"):
-			return bad(http.StatusUnprocessableEntity, "created must be an RFC 3339 time", "created")
+			f := timeField(body, err)
+			return bad(http.StatusUnprocessableEntity, f+" must be an RFC 3339 time", f)
 		default:
 			return bad(http.StatusUnprocessableEntity, err.Error())
 		}
@@ -83,6 +84,21 @@ func decodeStrict(body []byte, dst any) *Problem {
 		return bad(http.StatusBadRequest, "request body has trailing data after the JSON value")
 	}
 	return nil
+}
+
+// timeField finds which top-level field held the time that failed to
+// parse: encoding/json does not say.
+func timeField(body []byte, err error) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) == nil {
+		for k, v := range fields {
+			var sv string
+			if json.Unmarshal(v, &sv) == nil && strings.Contains(err.Error(), "parsing time "+strconv.Quote(sv)) {
+				return k
+			}
+		}
+	}
+	return "time"
 }
 
 func jsonKind(k string) string {

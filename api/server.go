@@ -57,38 +57,52 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "version": Version}) })
 	r.GET("/readyz", s.ready)
 
-	v1 := r.Group("/v1", s.authenticate)
-	v1.POST("/apps", s.createApp)
-	v1.GET("/apps", s.listApps)
-	v1.GET("/apps/:app", s.getApp)
-	v1.PATCH("/apps/:app", s.patchApp)
-	v1.DELETE("/apps/:app", s.deleteApp)
-
-	v1.POST("/event-types", s.createEventType)
-	v1.GET("/event-types", s.listEventTypes)
-	v1.GET("/event-types/:name", s.getEventType)
-	v1.PATCH("/event-types/:name", s.patchEventType)
-
-	app := v1.Group("/apps/:app")
-	app.POST("/endpoints", s.createEndpoint)
-	app.GET("/endpoints", s.listEndpoints)
-	app.GET("/endpoints/:ep", s.getEndpoint)
-	app.PATCH("/endpoints/:ep", s.patchEndpoint)
-	app.DELETE("/endpoints/:ep", s.deleteEndpoint)
-	app.POST("/endpoints/:ep/secret/rotate", s.rotateSecret)
-	app.POST("/endpoints/:ep/secret/revoke-previous", s.revokePrevious)
-	app.POST("/endpoints/:ep/replay", s.replayEndpoint)
-
-	app.POST("/events", s.createEvent)
-	app.GET("/events", s.listEvents)
-	app.GET("/events/:evt", s.getEvent)
-
-	app.GET("/deliveries", s.listDeliveries)
-	app.GET("/deliveries/:dlv", s.getDelivery)
-	app.GET("/deliveries/:dlv/attempts", s.listAttempts)
-	app.POST("/deliveries/:dlv/replay", s.replayDelivery)
-	app.GET("/stats", s.stats)
+	r.GET("/openapi.json", s.openapi)
+	handlers := s.handlers()
+	for _, op := range operations() {
+		h, ok := handlers[op.method+" "+op.path]
+		if !ok {
+			panic("api: no handler for " + op.method + " " + op.path)
+		}
+		r.Handle(op.method, ginPath(op.path), s.authenticate, h)
+	}
 	return r
+}
+
+// handlers maps each operation ("METHOD /path/{param}") to its handler.
+func (s *Server) handlers() map[string]gin.HandlerFunc {
+	return map[string]gin.HandlerFunc{
+		"POST /v1/apps":                                             s.createApp,
+		"GET /v1/apps":                                              s.listApps,
+		"GET /v1/apps/{app}":                                        s.getApp,
+		"PATCH /v1/apps/{app}":                                      s.patchApp,
+		"DELETE /v1/apps/{app}":                                     s.deleteApp,
+		"POST /v1/event-types":                                      s.createEventType,
+		"GET /v1/event-types":                                       s.listEventTypes,
+		"GET /v1/event-types/{name}":                                s.getEventType,
+		"PATCH /v1/event-types/{name}":                              s.patchEventType,
+		"POST /v1/apps/{app}/endpoints":                             s.createEndpoint,
+		"GET /v1/apps/{app}/endpoints":                              s.listEndpoints,
+		"GET /v1/apps/{app}/endpoints/{ep}":                         s.getEndpoint,
+		"PATCH /v1/apps/{app}/endpoints/{ep}":                       s.patchEndpoint,
+		"DELETE /v1/apps/{app}/endpoints/{ep}":                      s.deleteEndpoint,
+		"POST /v1/apps/{app}/endpoints/{ep}/secret/rotate":          s.rotateSecret,
+		"POST /v1/apps/{app}/endpoints/{ep}/secret/revoke-previous": s.revokePrevious,
+		"POST /v1/apps/{app}/endpoints/{ep}/replay":                 s.replayEndpoint,
+		"POST /v1/apps/{app}/events":                                s.createEvent,
+		"GET /v1/apps/{app}/events":                                 s.listEvents,
+		"GET /v1/apps/{app}/events/{evt}":                           s.getEvent,
+		"GET /v1/apps/{app}/deliveries":                             s.listDeliveries,
+		"GET /v1/apps/{app}/deliveries/{dlv}":                       s.getDelivery,
+		"GET /v1/apps/{app}/deliveries/{dlv}/attempts":              s.listAttempts,
+		"POST /v1/apps/{app}/deliveries/{dlv}/replay":               s.replayDelivery,
+		"GET /v1/apps/{app}/stats":                                  s.stats,
+	}
+}
+
+// ginPath turns /a/{b} into /a/:b.
+func ginPath(p string) string {
+	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
 
 func (s *Server) accessLog(c *gin.Context) {

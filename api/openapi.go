@@ -1,0 +1,188 @@
+package api
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// obj and friends keep the OpenAPI document below readable.
+type obj = map[string]any
+
+func ref(name string) obj { return obj{"$ref": "#/components/schemas/" + name} }
+
+func arr(items obj) obj { return obj{"type": "array", "items": items} }
+
+func str(desc string) obj { return obj{"type": "string", "description": desc} }
+
+func nullable(t string) obj { return obj{"type": []string{t, "null"}} }
+
+func listOf(name string) obj {
+	return obj{"type": "object", "properties": obj{"data": arr(ref(name)), "next_cursor": nullable("string")}}
+}
+
+// operation describes one route.
+type operation struct {
+	method, path, summary string
+	request               obj // request body schema, nil for none
+	status                int
+	response              obj
+	query                 []string
+}
+
+// operations is the API surface; Handler registers the same routes and a
+// test checks that the two agree.
+func operations() []operation {
+	return []operation{
+		{"POST", "/v1/apps", "Create an app", ref("AppRequest"), 201, ref("App"), nil},
+		{"GET", "/v1/apps", "List apps", nil, 200, listOf("App"), []string{"limit", "cursor"}},
+		{"GET", "/v1/apps/{app}", "Get an app", nil, 200, ref("App"), nil},
+		{"PATCH", "/v1/apps/{app}", "Rename an app", ref("AppRequest"), 200, ref("App"), nil},
+		{"DELETE", "/v1/apps/{app}", "Delete an app and everything it owns", nil, 204, nil, nil},
+		{"POST", "/v1/event-types", "Add an event type to the catalog", ref("EventTypeRequest"), 201, ref("EventType"), nil},
+		{"GET", "/v1/event-types", "List event types", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
+		{"GET", "/v1/event-types/{name}", "Get an event type", nil, 200, ref("EventType"), nil},
+		{"PATCH", "/v1/event-types/{name}", "Update an event type", ref("EventTypeRequest"), 200, ref("EventType"), nil},
+		{"POST", "/v1/apps/{app}/endpoints", "Create an endpoint (the secret is returned once)", ref("EndpointRequest"), 201, ref("EndpointWithSecret"), nil},
+		{"GET", "/v1/apps/{app}/endpoints", "List endpoints", nil, 200, listOf("Endpoint"), []string{"limit", "cursor"}},
+		{"GET", "/v1/apps/{app}/endpoints/{ep}", "Get an endpoint", nil, 200, ref("Endpoint"), nil},
+		{"PATCH", "/v1/apps/{app}/endpoints/{ep}", "Update an endpoint", ref("EndpointRequest"), 200, ref("Endpoint"), nil},
+		{"DELETE", "/v1/apps/{app}/endpoints/{ep}", "Delete an endpoint; its open deliveries are canceled", nil, 204, nil, nil},
+		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/rotate", "Rotate the signing secret", obj{"type": "object", "properties": obj{"grace_period": str("Go duration, 0s–168h, default 24h")}}, 200,
+			obj{"type": "object", "properties": obj{"secret": str("whsec_…, shown once"), "previous_valid_until": obj{"type": "string", "format": "date-time"}}}, nil},
+		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/revoke-previous", "Stop the previous secret now", nil, 200, obj{"type": "object", "properties": obj{"revoked": obj{"type": "integer"}}}, nil},
+		{"POST", "/v1/apps/{app}/endpoints/{ep}/replay", "Replay the endpoint's dead letters created in a time range", ref("ReplayRange"), 202, ref("Replayed"), nil},
+		{"POST", "/v1/apps/{app}/events", "Publish an event (202; 200 on an idempotent repeat)", ref("EventRequest"), 202, ref("Event"), nil},
+		{"GET", "/v1/apps/{app}/events", "List events", nil, 200, listOf("Event"), []string{"type", "since", "until", "limit", "cursor"}},
+		{"GET", "/v1/apps/{app}/events/{evt}", "Get an event with its deliveries", nil, 200, ref("Event"), nil},
+		{"GET", "/v1/apps/{app}/deliveries", "List deliveries", nil, 200, listOf("Delivery"), []string{"status", "endpoint_id", "event_id", "since", "until", "limit", "cursor"}},
+		{"GET", "/v1/apps/{app}/deliveries/{dlv}", "The three questions: state, last failure, next attempt", nil, 200, ref("Delivery"), nil},
+		{"GET", "/v1/apps/{app}/deliveries/{dlv}/attempts", "Every attempt of a delivery", nil, 200, obj{"type": "object", "properties": obj{"data": arr(ref("Attempt"))}}, nil},
+		{"POST", "/v1/apps/{app}/deliveries/{dlv}/replay", "Replay one delivery", nil, 202, ref("Replayed"), nil},
+		{"GET", "/v1/apps/{app}/stats", "Acceptance figures over the latest events", nil, 200, ref("Stats"), []string{"last"}},
+	}
+}
+
+func schemas() obj {
+	ts := obj{"type": "string", "format": "date-time"}
+	durations := obj{"type": "array", "items": str("Go duration"), "example": []string{"1s", "5s", "30s", "2m", "10m", "1h"}}
+	endpointProps := obj{
+		"url": str("http(s) URL, ≤ 2 KiB; https only outside dev mode"), "description": str(""),
+		"event_types": arr(str("resource.action; empty = all")), "environment": obj{"type": "string", "enum": []string{"live", "test"}},
+		"disabled": obj{"type": "boolean"}, "retry_schedule": durations, "deadline": str("Go duration, default 75m"),
+		"request_timeout": str("Go duration, default 10s"), "headers": obj{"type": "object", "additionalProperties": obj{"type": "string"}},
+	}
+	endpoint := obj{"type": "object", "properties": merge(endpointProps, obj{"id": str("ep_…"), "disabled_reason": nullable("string"), "created_at": ts, "updated_at": ts})}
+	attempt := obj{"type": "object", "properties": obj{
+		"id": str("atm_…"), "cycle": obj{"type": "integer"}, "number": obj{"type": "integer"}, "started_at": ts,
+		"duration_ms": obj{"type": "integer"}, "status_code": nullable("integer"),
+		"class": obj{"type": "string", "enum": []string{"success", "retryable", "throttled", "permanent", "gone", "endpoint_disabled"}},
+		"error": str(""), "response_excerpt": str("first 2 KiB"), "key_ids": arr(str("signing key IDs, never secrets")),
+	}}
+	return obj{
+		"AppRequest": obj{"type": "object", "required": []string{"name"}, "properties": obj{"name": str("")}},
+		"App":        obj{"type": "object", "properties": obj{"id": str("app_…"), "name": str(""), "created_at": ts, "updated_at": ts}},
+		"EventTypeRequest": obj{"type": "object", "properties": obj{"name": str("resource.action"), "description": str(""),
+			"schema": obj{"type": "object", "description": "JSON Schema of data"}, "deprecated": obj{"type": "boolean"}}},
+		"EventType": obj{"type": "object", "properties": obj{"name": str(""), "description": str(""), "schema": obj{"type": []string{"object", "null"}},
+			"deprecated": obj{"type": "boolean"}, "created_at": ts, "updated_at": ts}},
+		"EndpointRequest":    obj{"type": "object", "required": []string{"url"}, "properties": endpointProps},
+		"Endpoint":           endpoint,
+		"EndpointWithSecret": obj{"allOf": []obj{ref("Endpoint"), {"type": "object", "properties": obj{"secret": str("whsec_…, shown once")}}}},
+		"EventRequest": obj{"type": "object", "required": []string{"type", "data"}, "properties": obj{
+			"id": str("optional; makes ingest idempotent (or the Idempotency-Key header)"), "type": str("resource.action"),
+			"data": obj{"type": "object"}, "created": ts, "api_version": str("default 2026-11-01")}},
+		"Event": obj{"type": "object", "properties": obj{"id": str("evt_… or the producer's id"), "type": str(""), "created": ts,
+			"api_version": str(""), "data": obj{"type": "object"}, "deliveries": arr(obj{"type": "object", "properties": obj{
+				"id": str("dlv_…"), "endpoint_id": str(""), "status": str("")}})}},
+		"Attempt": attempt,
+		"Delivery": obj{"type": "object", "properties": obj{
+			"id": str("dlv_…"), "event_id": str(""), "endpoint_id": str(""),
+			"status": obj{"type": "string", "enum": []string{"pending", "delivering", "succeeded", "dead_lettered", "canceled"}},
+			"cycle":  obj{"type": "integer"}, "attempt_count": obj{"type": "integer"},
+			"next_attempt_at":    obj{"type": []string{"string", "null"}, "format": "date-time"},
+			"last_attempt":       obj{"oneOf": []obj{ref("Attempt"), {"type": "null"}}},
+			"dead_letter_reason": nullable("string"),
+			"replays":            arr(obj{"type": "object", "properties": obj{"at": ts, "by": str("API key ID")}}),
+			"created_at":         ts, "updated_at": ts}},
+		"ReplayRange": obj{"type": "object", "required": []string{"since"}, "properties": obj{"since": ts, "until": ts}},
+		"Replayed":    obj{"type": "object", "properties": obj{"replayed": obj{"type": "integer"}}},
+		"Stats": obj{"type": "object", "properties": obj{"events": obj{"type": "integer"}, "first_attempt_success": obj{"type": "integer"},
+			"retry_success": obj{"type": "integer"}, "effective_delivery_rate": obj{"type": "number"},
+			"dead_lettered": obj{"type": "integer"}, "pending": obj{"type": "integer"}}},
+		"Problem": obj{"type": "object", "properties": obj{"type": str(""), "title": str(""), "status": obj{"type": "integer"},
+			"detail": str(""), "fields": arr(str("the fields at fault"))}},
+	}
+}
+
+func merge(a, b obj) obj {
+	out := obj{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// OpenAPI returns the OpenAPI 3.1 document of the API.
+func OpenAPI() obj {
+	paths := obj{}
+	problemResp := func(desc string) obj {
+		return obj{"description": desc, "content": obj{"application/problem+json": obj{"schema": ref("Problem")}}}
+	}
+	for _, op := range operations() {
+		item, _ := paths[op.path].(obj)
+		if item == nil {
+			item = obj{}
+			paths[op.path] = item
+		}
+		var params []obj
+		for _, seg := range strings.Split(op.path, "/") {
+			if strings.HasPrefix(seg, "{") {
+				params = append(params, obj{"name": strings.Trim(seg, "{}"), "in": "path", "required": true, "schema": obj{"type": "string"}})
+			}
+		}
+		for _, q := range op.query {
+			params = append(params, obj{"name": q, "in": "query", "schema": obj{"type": "string"}})
+		}
+		ok := obj{"description": http.StatusText(op.status)}
+		if op.response != nil {
+			ok["content"] = obj{"application/json": obj{"schema": op.response}}
+		}
+		o := obj{
+			"summary":  op.summary,
+			"security": []obj{{"bearer": []string{}}},
+			"responses": obj{
+				strconv.Itoa(op.status): ok,
+				"401":                   problemResp("missing or wrong API key"),
+				"404":                   problemResp("no such object in this app"),
+				"422":                   problemResp("invalid field (named in fields)"),
+				"503":                   problemResp("database unavailable; retry"),
+			},
+		}
+		if len(params) > 0 {
+			o["parameters"] = params
+		}
+		if op.request != nil {
+			o["requestBody"] = obj{"required": true, "content": obj{"application/json": obj{"schema": op.request}}}
+		}
+		item[strings.ToLower(op.method)] = o
+	}
+	paths["/healthz"] = obj{"get": obj{"summary": "Process is up", "responses": obj{"200": obj{"description": "OK"}}}}
+	paths["/readyz"] = obj{"get": obj{"summary": "Postgres and Temporal reachable", "responses": obj{"200": obj{"description": "ready"}, "503": obj{"description": "not ready"}}}}
+	return obj{
+		"openapi": "3.1.0",
+		"info":    obj{"title": "hookrelay", "version": Version, "description": "Durable webhook delivery on Temporal and Postgres."},
+		"paths":   paths,
+		"components": obj{
+			"schemas":         schemas(),
+			"securitySchemes": obj{"bearer": obj{"type": "http", "scheme": "bearer"}},
+		},
+	}
+}
+
+func (s *Server) openapi(c *gin.Context) { c.JSON(http.StatusOK, OpenAPI()) }

@@ -42,7 +42,7 @@ type Dispatcher struct {
 	LocalActivity bool
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
-	Logger        *slog.Logger
+	Logger    *slog.Logger
 }
 
 type item struct {

@@ -63,7 +63,9 @@ func setup(t *testing.T, local bool, results ...activities.SendResult) (*testsui
 	return env, s, in
 }
 
-func ok() activities.SendResult { return activities.SendResult{Class: activities.ClassSuccess, StatusCode: 200} }
+func ok() activities.SendResult {
+	return activities.SendResult{Class: activities.ClassSuccess, StatusCode: 200}
+}
 func fail(code int) activities.SendResult {
 	return activities.SendResult{Class: activities.ClassifyStatus(code), StatusCode: code, Error: "HTTP"}
 }

@@ -5,11 +5,14 @@ import (
 	"encoding/base64"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protojson"
 	"go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -279,4 +282,12 @@ func TestReplayHistories(t *testing.T) {
 	events := len(hist.Events)
 	require.Greater(t, events, 3)
 	require.NoError(t, replayer.ReplayWorkflowHistory(nil, hist), fmt.Sprintf("history of %d events", events))
+
+	// HOOKRELAY_RECORD_HISTORIES=dir saves the history for the workflows
+	// package's replay test (run it when the workflow changes on purpose).
+	if dir := os.Getenv("HOOKRELAY_RECORD_HISTORIES"); dir != "" {
+		raw, err := protojson.Marshal(hist)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "retry-then-success.json"), raw, 0o644))
+	}
 }

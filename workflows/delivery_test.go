@@ -112,7 +112,8 @@ func TestFirstAttemptSucceeds(t *testing.T) {
 
 func TestSixFailuresDeadLetterAt72Minutes(t *testing.T) {
 	env, s, in := setup(t, false)
-	var mid workflows.State
+	var early, mid workflows.State
+	env.RegisterDelayedCallback(func() { early = query(t, env) }, 500*time.Millisecond)
 	env.RegisterDelayedCallback(func() { mid = query(t, env) }, 40*time.Second)
 	var dead workflows.State
 	env.RegisterDelayedCallback(func() { dead = query(t, env) }, 80*time.Minute)
@@ -129,6 +130,9 @@ func TestSixFailuresDeadLetterAt72Minutes(t *testing.T) {
 	require.InDelta(t, 4356, s.calls[5].Seconds(), 436)
 	require.Less(t, s.calls[5], 75*time.Minute-10*time.Second)
 
+	require.Equal(t, workflows.StatusPending, early.Status, "before the first attempt")
+	require.Zero(t, early.AttemptCount)
+	require.True(t, s.start.Add(expectedWaits()[0]).Equal(*early.NextAttemptAt), "next attempt time")
 	require.Equal(t, workflows.StatusDelivering, mid.Status)
 	require.Equal(t, 3, mid.AttemptCount, "1 s + 5 s + 30 s elapsed by 40 s")
 	require.NotNil(t, mid.NextAttemptAt)

@@ -160,22 +160,20 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = pgcluster.FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	httpPort, err := pgcluster.FreePort()
+	// gRPC ports of history, matching and worker, the frontend's HTTP
+	// port, and a membership port per service.
+	ports, err := pgcluster.FreePorts(8)
 	if err != nil {
 		return nil, err
 	}
-	service := func(grpcPort int) config.Service {
+	httpPort := ports[3]
+	membership := ports[4:]
+	service := func(i, grpcPort int) config.Service {
 		// MembershipPort is set explicitly: the random default can exceed the
 		// int2 column Postgres keeps it in.
-		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, MembershipPort: grpcPort + 100, BindOnIP: host}}
+		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, MembershipPort: membership[i], BindOnIP: host}}
 	}
-	frontend := service(port)
+	frontend := service(0, port)
 	frontend.RPC.HTTPPort = httpPort
 	frontendAddr := net.JoinHostPort(host, strconv.Itoa(port))
 
@@ -205,9 +203,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	conf.DCRedirectionPolicy.Policy = "noop"
 	conf.Services = map[string]config.Service{
 		"frontend": frontend,
-		"history":  service(ports[0]),
-		"matching": service(ports[1]),
-		"worker":   service(ports[2]),
+		"history":  service(1, ports[0]),
+		"matching": service(2, ports[1]),
+		"worker":   service(3, ports[2]),
 	}
 	conf.Archival.History.State = "disabled"
 	conf.Archival.Visibility.State = "disabled"

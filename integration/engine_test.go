@@ -26,7 +26,7 @@ func TestEngineScenarios(t *testing.T) {
 		respond  func(n int, w http.ResponseWriter, r *http.Request)
 		status   string
 		attempts int
-		check    func(t *testing.T, atts []store.Attempt, d store.Delivery, rc *receiver)
+		check    func(t *testing.T, atts []store.Attempt, d store.Delivery, rc *probe)
 	}
 	thenOK := func(first func(w http.ResponseWriter, r *http.Request)) func(int, http.ResponseWriter, *http.Request) {
 		return func(n int, w http.ResponseWriter, r *http.Request) {
@@ -44,7 +44,7 @@ func TestEngineScenarios(t *testing.T) {
 				http.Error(w, "bad gateway: deploying", http.StatusBadGateway)
 			}),
 			status: store.StatusSucceeded, attempts: 2,
-			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *receiver) {
+			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *probe) {
 				require.Equal(t, 502, *atts[1].StatusCode)
 				require.Equal(t, "retryable", atts[1].Class)
 				require.Contains(t, atts[1].ResponseExcerpt, "deploying")
@@ -60,7 +60,7 @@ func TestEngineScenarios(t *testing.T) {
 				w.WriteHeader(http.StatusOK)
 			}),
 			status: store.StatusSucceeded, attempts: 2,
-			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *receiver) {
+			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *probe) {
 				require.Nil(t, atts[1].StatusCode)
 				require.Contains(t, atts[1].Error, "timeout")
 				require.GreaterOrEqual(t, atts[1].DurationMS, int64(1000))
@@ -70,7 +70,7 @@ func TestEngineScenarios(t *testing.T) {
 			name:    "404 dead-letters after one attempt",
 			respond: func(_ int, w http.ResponseWriter, _ *http.Request) { http.NotFound(w, nil) },
 			status:  store.StatusDeadLettered, attempts: 1,
-			check: func(t *testing.T, atts []store.Attempt, d store.Delivery, _ *receiver) {
+			check: func(t *testing.T, atts []store.Attempt, d store.Delivery, _ *probe) {
 				require.Equal(t, "permanent", atts[0].Class)
 				require.Contains(t, *d.DeadLetterReason, "check the endpoint's configuration")
 			},
@@ -82,7 +82,7 @@ func TestEngineScenarios(t *testing.T) {
 				w.WriteHeader(http.StatusTooManyRequests)
 			}),
 			status: store.StatusSucceeded, attempts: 2,
-			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, rc *receiver) {
+			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, rc *probe) {
 				require.Equal(t, "throttled", atts[1].Class)
 				got := rc.receipts()
 				require.GreaterOrEqual(t, got[1].At.Sub(got[0].At), 900*time.Millisecond)
@@ -97,7 +97,7 @@ func TestEngineScenarios(t *testing.T) {
 				}
 			}),
 			status: store.StatusSucceeded, attempts: 2,
-			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *receiver) {
+			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *probe) {
 				require.Equal(t, "retryable", atts[1].Class)
 				require.Nil(t, atts[1].StatusCode)
 			},
@@ -108,7 +108,7 @@ func TestEngineScenarios(t *testing.T) {
 				http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
 			},
 			status: store.StatusDeadLettered, attempts: 1,
-			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, rc *receiver) {
+			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, rc *probe) {
 				require.Contains(t, atts[0].Error, "redirect not followed")
 				require.Len(t, rc.receipts(), 1)
 			},
@@ -122,14 +122,14 @@ func TestEngineScenarios(t *testing.T) {
 			name:    "always 503 exhausts the schedule",
 			respond: func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
 			status:  store.StatusDeadLettered, attempts: 4,
-			check: func(t *testing.T, _ []store.Attempt, d store.Delivery, _ *receiver) {
+			check: func(t *testing.T, _ []store.Attempt, d store.Delivery, _ *probe) {
 				require.Contains(t, *d.DeadLetterReason, "all 4 attempts failed")
 			},
 		},
 	}
 	type running struct {
 		scenario
-		rc    *receiver
+		rc    *probe
 		ep    endpointResp
 		dlvID string
 	}

@@ -27,10 +27,10 @@ type receipt struct {
 	StdValid, XValid bool
 }
 
-// receiver is an httptest server whose n-th request (from 1) is answered
+// probe is an httptest server whose n-th request (from 1) is answered
 // by respond; it verifies both signature headers independently of
 // hookrelay's signing package.
-type receiver struct {
+type probe struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	secrets [][]byte
@@ -38,17 +38,17 @@ type receiver struct {
 	respond func(n int, w http.ResponseWriter, r *http.Request)
 }
 
-func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
-	rc := &receiver{respond: respond}
+func newReceiver(t *testing.T, respond func(n int, w http.ResponseWriter, r *http.Request)) *probe {
+	rc := &probe{respond: respond}
 	rc.srv = httptest.NewServer(http.HandlerFunc(rc.handle))
 	t.Cleanup(rc.srv.Close)
 	return rc
 }
 
-func (rc *receiver) URL() string { return rc.srv.URL + "/hook" }
+func (rc *probe) URL() string { return rc.srv.URL + "/hook" }
 
 // setSecrets replaces the secrets the receiver accepts.
-func (rc *receiver) setSecrets(secrets ...string) {
+func (rc *probe) setSecrets(secrets ...string) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.secrets = nil
@@ -61,7 +61,7 @@ func (rc *receiver) setSecrets(secrets ...string) {
 	}
 }
 
-func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
+func (rc *probe) handle(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	rec := receipt{At: time.Now(), ID: r.Header.Get("webhook-id"), Body: body, Header: r.Header.Clone()}
 	rec.Timestamp, _ = strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
@@ -78,7 +78,7 @@ func (rc *receiver) handle(w http.ResponseWriter, r *http.Request) {
 }
 
 // recheck verifies receipt i again with the receiver's current secrets.
-func (rc *receiver) recheck(i int) bool {
+func (rc *probe) recheck(i int) bool {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rec := rc.got[i]
@@ -88,7 +88,7 @@ func (rc *receiver) recheck(i int) bool {
 }
 
 // check sets rec's validity flags; rc.mu is held.
-func (rc *receiver) check(rec *receipt) {
+func (rc *probe) check(rec *receipt) {
 	ts := rec.Header.Get("webhook-timestamp")
 	body := rec.Body
 	for _, k := range rc.secrets {
@@ -116,14 +116,14 @@ func (rc *receiver) check(rec *receipt) {
 	}
 }
 
-func (rc *receiver) receipts() []receipt {
+func (rc *probe) receipts() []receipt {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return append([]receipt(nil), rc.got...)
 }
 
 // byID counts receipts per event ID.
-func (rc *receiver) byID() map[string]int {
+func (rc *probe) byID() map[string]int {
 	out := map[string]int{}
 	for _, r := range rc.receipts() {
 		out[r.ID]++

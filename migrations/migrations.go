@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
 )
 
 //go:embed *.sql
@@ -21,7 +22,12 @@ var files embed.FS
 func Up(ctx context.Context, pool *pgxpool.Pool, logger *slog.Logger) (int64, error) {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, db, files)
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return 0, fmt.Errorf("migration lock: %w", err)
+	}
+	// The session lock lets several processes migrate at once safely.
+	p, err := goose.NewProvider(goose.DialectPostgres, db, files, goose.WithSessionLocker(locker))
 	if err != nil {
 		return 0, fmt.Errorf("load migrations: %w", err)
 	}

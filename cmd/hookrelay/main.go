@@ -6,6 +6,7 @@
 //	hookrelay migrate   apply database migrations
 //	hookrelay sign      print the signature headers for a body
 //	hookrelay verify    check a webhook's signature headers
+//	hookrelay receiver  the reference receiver, for demos and tests
 package main
 
 import (
@@ -31,6 +32,7 @@ commands:
   migrate   apply database migrations
   sign      print both signature header sets for a body on stdin
   verify    verify a webhook's signature headers (exit 0 valid, 1 not)
+  receiver  run the reference receiver (verify, dedupe, durable inbox, failure injection)
 
 Run 'hookrelay <command> -h' for the command's flags.
 `
@@ -50,6 +52,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return sign(rest, stdin, stdout, stderr)
 	case "verify":
 		return verify(rest, stdin, stdout, stderr)
+	case "receiver":
+		return receiverCmd(rest, stderr)
 	case "dev", "api", "worker", "migrate":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

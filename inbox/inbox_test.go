@@ -1,0 +1,176 @@
+package inbox_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/inbox"
+	"hookrelay/internal/testenv"
+)
+
+var pg *testenv.Postgres
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
+
+func setup(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	url, err := pg.NewDatabase(ctx, "inbox")
+	require.NoError(t, err)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	require.NoError(t, inbox.Migrate(ctx, pool))
+	require.NoError(t, inbox.Migrate(ctx, pool), "idempotent")
+	_, err = pool.Exec(ctx, `CREATE TABLE orders (event_id text PRIMARY KEY)`)
+	require.NoError(t, err)
+	return pool
+}
+
+// handle is the seed's transactional handler: dedupe row and business
+// change commit together.
+func handle(ctx context.Context, pool *pgxpool.Pool, eventID string, fail bool, hold time.Duration) (bool, error) {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if err := inbox.Accept(ctx, tx, "acme", eventID); errors.Is(err, inbox.ErrDuplicate) {
+		return false, tx.Commit(ctx)
+	} else if err != nil {
+		return false, err
+	}
+	time.Sleep(hold)
+	if fail {
+		return false, errors.New("business operation failed")
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO orders VALUES ($1)`, eventID); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+func count(t *testing.T, pool *pgxpool.Pool, sql string) int {
+	var n int
+	require.NoError(t, pool.QueryRow(context.Background(), sql).Scan(&n))
+	return n
+}
+
+func TestAcceptSeedDemo(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	_, err := handle(ctx, pool, "evt_1", true, 0)
+	require.Error(t, err)
+	require.Zero(t, count(t, pool, `SELECT count(*) FROM webhook_inbox_seen`), "a rolled-back change leaves no dedupe row")
+	done, err := handle(ctx, pool, "evt_1", false, 0)
+	require.NoError(t, err)
+	require.True(t, done, "the retry is processed")
+	done, err = handle(ctx, pool, "evt_1", false, 0)
+	require.NoError(t, err)
+	require.False(t, done, "the duplicate has no second effect")
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders`))
+	// Same event ID from another source is another event.
+	tx, _ := pool.Begin(ctx)
+	require.NoError(t, inbox.Accept(ctx, tx, "other-sender", "evt_1"))
+	require.NoError(t, tx.Rollback(ctx))
+}
+
+func TestConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
+	for _, firstFails := range []bool{false, true} {
+		pool := setup(t)
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		var firstDone bool
+		var firstErr error
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			firstDone, firstErr = handle(ctx, pool, "evt_c", firstFails, 300*time.Millisecond)
+		}()
+		time.Sleep(100 * time.Millisecond) // the first holds its row
+		start := time.Now()
+		secondDone, err := handle(ctx, pool, "evt_c", false, 0)
+		waited := time.Since(start)
+		wg.Wait()
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, waited, 100*time.Millisecond, "the duplicate waited for the first transaction")
+		if firstFails {
+			require.Error(t, firstErr)
+			require.True(t, secondDone, "after a rollback the duplicate is processed")
+		} else {
+			require.NoError(t, firstErr)
+			require.True(t, firstDone)
+			require.False(t, secondDone, "after a commit the duplicate is absorbed")
+		}
+		require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders`))
+	}
+}
+
+func enqueue(t *testing.T, pool *pgxpool.Pool, eventID string) {
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, inbox.Enqueue(ctx, tx, inbox.Task{Source: "acme", EventID: eventID, Kind: "email", Payload: []byte("{}")}))
+	require.NoError(t, inbox.Enqueue(ctx, tx, inbox.Task{Source: "acme", EventID: eventID, Kind: "email", Payload: []byte("{}")}))
+	require.NoError(t, tx.Commit(ctx))
+}
+
+func TestWorkerRetriesWithStableKey(t *testing.T) {
+	pool := setup(t)
+	enqueue(t, pool, "evt_w")
+	var keys []string
+	w := &inbox.Worker{Pool: pool, BaseBackoff: time.Millisecond, Handle: func(_ context.Context, task inbox.Task) error {
+		keys = append(keys, task.IdempotencyKey())
+		if len(keys) < 3 {
+			return errors.New("smtp 451")
+		}
+		return nil
+	}}
+	ctx := context.Background()
+	for i := 0; i < 50 && count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == 0; i++ {
+		_, err := w.RunOnce(ctx)
+		require.NoError(t, err)
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, []string{"acme:evt_w:email", "acme:evt_w:email", "acme:evt_w:email"}, keys)
+	var attempts int
+	var lastErr *string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT attempts, last_error FROM webhook_inbox_tasks`).Scan(&attempts, &lastErr))
+	require.Equal(t, 3, attempts)
+	require.Nil(t, lastErr)
+}
+
+func TestWorkerRecoversStuckTasks(t *testing.T) {
+	pool := setup(t)
+	enqueue(t, pool, "evt_s")
+	ctx := context.Background()
+	// A worker claims the task and "crashes" (never finishes).
+	crashed := &inbox.Worker{Pool: pool, Lease: 50 * time.Millisecond, Handle: func(ctx context.Context, _ inbox.Task) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}}
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	_, _ = crashed.RunOnce(cctx)
+	// Simulate the crash: the row stays in processing.
+	_, err := pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET status = 'processing', locked_until = now() + interval '50 milliseconds'`)
+	require.NoError(t, err)
+	var ran int
+	w := &inbox.Worker{Pool: pool, Handle: func(context.Context, inbox.Task) error { ran++; return nil }}
+	n, err := w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a live lease is respected")
+	time.Sleep(80 * time.Millisecond)
+	n, err = w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "an expired lease is recovered")
+	require.Equal(t, 1, ran)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`))
+}

@@ -706,6 +706,9 @@ func decodeEvent(body []byte, idempotencyKey string) (outbox.Event, *Problem) {
 }
 
 func (s *Server) createEvent(c *gin.Context) {
+	if s.shed(c) {
+		return
+	}
 	body, ok := readBody(c)
 	if !ok {
 		return
@@ -715,19 +718,8 @@ func (s *Server) createEvent(c *gin.Context) {
 		problem(c, p.Status, p.Detail, p.Fields...)
 		return
 	}
-	ctx := c.Request.Context()
-	tx, err := s.store.Pool().Begin(ctx)
+	pub, err := outbox.PublishNow(c.Request.Context(), s.store.Pool(), c.Param("app"), ev)
 	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after commit
-	pub, err := outbox.Publish(ctx, tx, c.Param("app"), ev)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if err := tx.Commit(ctx); err != nil {
 		s.fail(c, err)
 		return
 	}

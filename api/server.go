@@ -5,9 +5,12 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -26,6 +29,42 @@ type Server struct {
 	logger   *slog.Logger
 	// allowPrivate permits loopback/private endpoint URLs (dev mode).
 	allowPrivate bool
+	maxBacklog   int
+	backlog      atomic.Int64 // sampled outbox size
+	keys         keyCache
+}
+
+// keyCacheTTL is how long a verified API key is trusted without a lookup.
+const keyCacheTTL = 5 * time.Second
+
+// keyCache remembers verified keys by their SHA-256 hash (never the key).
+type keyCache struct {
+	mu sync.Mutex
+	m  map[string]cachedKey
+}
+
+type cachedKey struct {
+	id      string
+	expires time.Time
+}
+
+func (k *keyCache) get(hash string, now time.Time) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e, ok := k.m[hash]
+	if !ok || now.After(e.expires) {
+		return "", false
+	}
+	return e.id, true
+}
+
+func (k *keyCache) put(hash, id string, now time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil || len(k.m) > 1024 {
+		k.m = map[string]cachedKey{}
+	}
+	k.m[hash] = cachedKey{id: id, expires: now.Add(keyCacheTTL)}
 }
 
 // Options configures the API.
@@ -35,11 +74,14 @@ type Options struct {
 	Logger   *slog.Logger
 	// AllowPrivateTargets permits http and private addresses (dev mode).
 	AllowPrivateTargets bool
+	// MaxBacklog is the outbox size past which ingest sheds (0 = never);
+	// it takes effect while WatchBacklog runs.
+	MaxBacklog int
 }
 
 // New returns the API server.
 func New(opts Options) *Server {
-	return &Server{store: opts.Store, temporal: opts.Temporal, logger: opts.Logger, allowPrivate: opts.AllowPrivateTargets}
+	return &Server{store: opts.Store, temporal: opts.Temporal, logger: opts.Logger, allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog}
 }
 
 // Handler returns the HTTP handler with every route.
@@ -105,6 +147,43 @@ func ginPath(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
 
+// backlogInterval is how often WatchBacklog samples the outbox.
+const backlogInterval = 250 * time.Millisecond
+
+// WatchBacklog samples the outbox size until ctx ends; ingest sheds load
+// with 503 + Retry-After while it exceeds MaxBacklog, so a stalled
+// dispatcher never hides behind fast 2xx answers.
+func (s *Server) WatchBacklog(ctx context.Context) {
+	if s.maxBacklog <= 0 {
+		return
+	}
+	t := time.NewTicker(backlogInterval)
+	defer t.Stop()
+	for {
+		var n int64
+		// Counting stops at the bound: past it the exact size does not matter.
+		err := s.store.Pool().QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT $1) b`, s.maxBacklog+1).Scan(&n)
+		if err == nil {
+			s.backlog.Store(n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// shed answers 503 when the outbox backlog is past its bound.
+func (s *Server) shed(c *gin.Context) bool {
+	if s.maxBacklog > 0 && s.backlog.Load() > int64(s.maxBacklog) {
+		c.Header("Retry-After", "1")
+		problem(c, http.StatusServiceUnavailable, fmt.Sprintf("delivery backlog is over %d events; retry shortly (nothing already accepted is affected)", s.maxBacklog))
+		return true
+	}
+	return false
+}
+
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
@@ -119,6 +198,12 @@ func (s *Server) authenticate(c *gin.Context) {
 		problem(c, http.StatusUnauthorized, "")
 		return
 	}
+	hash := string(store.HashKey(key))
+	now := time.Now()
+	if id, ok := s.keys.get(hash, now); ok {
+		c.Set("key_id", id)
+		return
+	}
 	id, err := s.store.Authenticate(c.Request.Context(), key)
 	if err != nil {
 		if store.IsUnavailable(err) {
@@ -128,6 +213,7 @@ func (s *Server) authenticate(c *gin.Context) {
 		problem(c, http.StatusUnauthorized, "")
 		return
 	}
+	s.keys.put(hash, id, now)
 	c.Set("key_id", id)
 }
 

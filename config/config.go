@@ -23,6 +23,7 @@ const (
 	ShutdownTimeoutDefault   = 30 * time.Second
 	DispatchBatchDefault     = 200
 	DBMaxConnsDefault        = 32
+	MaxBacklogDefault        = 20000
 	LogLevelDefault          = "info"
 )
 
@@ -67,6 +68,9 @@ type Config struct {
 	// DispatchBatch is how many outbox rows the dispatcher claims at once.
 	// Env HOOKRELAY_DISPATCH_BATCH.
 	DispatchBatch int
+	// MaxBacklog is the outbox backlog past which ingest answers 503 with
+	// Retry-After (0 disables). Env HOOKRELAY_MAX_BACKLOG.
+	MaxBacklog int
 	// WorkerConcurrency bounds concurrent attempts per worker.
 	// Env HOOKRELAY_WORKER_CONCURRENCY.
 	WorkerConcurrency int
@@ -122,6 +126,7 @@ func Load(name string, dev bool, args []string, getenv func(string) string) (Con
 	boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow loopback/private endpoint addresses (always on in dev)")
 	boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
 	num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", DispatchBatchDefault, "outbox rows claimed per dispatcher round")
+	num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest sheds with 503 (0 = never)")
 	num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", 0, "concurrent attempts per worker (0 = default 256)")
 	str(&c.LogLevel, "log-level", "HOOKRELAY_LOG_LEVEL", LogLevelDefault, "debug, info, warn or error")
 	shutdown := or(getenv("HOOKRELAY_SHUTDOWN_TIMEOUT"), ShutdownTimeoutDefault.String())

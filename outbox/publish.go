@@ -146,6 +146,23 @@ func (e Event) contentHash() []byte {
 // It returns store.ErrNotFound for an unknown app and store.ErrConflict when
 // ev.ID was published before with different content.
 func Publish(ctx context.Context, tx pgx.Tx, appID string, ev Event) (Published, error) {
+	return publish(ctx, tx, appID, ev)
+}
+
+// Querier runs statements: a pgx.Tx, a *pgx.Conn or a *pgxpool.Pool.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// PublishNow is Publish outside any transaction of the caller's: the single
+// statement it runs is atomic by itself (the API's ingest path).
+func PublishNow(ctx context.Context, q Querier, appID string, ev Event) (Published, error) {
+	return publish(ctx, q, appID, ev)
+}
+
+func publish(ctx context.Context, q Querier, appID string, ev Event) (Published, error) {
 	now := time.Now().UTC()
 	if err := ev.Validate(now); err != nil {
 		return Published{}, err
@@ -168,60 +185,52 @@ func Publish(ctx context.Context, tx pgx.Tx, appID string, ev Event) (Published,
 	}
 	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, Deliveries: []DeliveryRef{}}
 
-	tag, err := tx.Exec(ctx, `
-		INSERT INTO events (app_id, id, type, payload, payload_hash, created)
-		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (app_id, id) DO NOTHING`,
-		appID, ev.ID, ev.Type, body, hash, created)
+	// One statement: the event, its catalog entry, a delivery per matching
+	// endpoint, their outbox rows and the dispatcher's wake-up.
+	var inserted int
+	var dlvIDs, endpoints []string
+	err = q.QueryRow(ctx, `
+		WITH ev AS (
+		  INSERT INTO events (app_id, id, type, payload, payload_hash, created)
+		  VALUES ($1, $2, $3, $4, $5, $6)
+		  ON CONFLICT (app_id, id) DO NOTHING
+		  RETURNING app_id, id, type
+		), et AS (
+		  INSERT INTO event_types (name) SELECT type FROM ev ON CONFLICT DO NOTHING
+		), dl AS (
+		  INSERT INTO deliveries (id, app_id, event_id, endpoint_id)
+		  SELECT hookrelay_id('dlv_'), ev.app_id, ev.id, e.id
+		  FROM ev JOIN endpoints e ON e.app_id = ev.app_id
+		  WHERE NOT e.disabled AND e.deleted_at IS NULL
+		    AND (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
+		  RETURNING id, endpoint_id
+		), ob AS (
+		  INSERT INTO outbox (delivery_id, kind) SELECT id, 'start' FROM dl
+		), wake AS (
+		  SELECT pg_notify($7, '') FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery
+		)
+		SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM wake),
+		       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}')
+		FROM dl`,
+		appID, ev.ID, ev.Type, body, hash, created, Channel).Scan(&inserted, new(int), &dlvIDs, &endpoints)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23503" {
 			return Published{}, fmt.Errorf("app %s: %w", appID, store.ErrNotFound)
 		}
-		return Published{}, fmt.Errorf("insert event: %w", err)
+		return Published{}, fmt.Errorf("publish event: %w", err)
 	}
-	if tag.RowsAffected() == 0 {
-		return repeat(ctx, tx, appID, ev.ID, hash)
+	if inserted == 0 {
+		return repeat(ctx, q, appID, ev.ID, hash)
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO event_types (name) VALUES ($1) ON CONFLICT DO NOTHING`, ev.Type); err != nil {
-		return Published{}, fmt.Errorf("add event type: %w", err)
-	}
-	rows, err := tx.Query(ctx, `
-		SELECT id FROM endpoints
-		WHERE app_id = $1 AND NOT disabled AND deleted_at IS NULL
-		  AND (cardinality(event_types) = 0 OR $2 = ANY (event_types))
-		ORDER BY id`, appID, ev.Type)
-	if err != nil {
-		return Published{}, fmt.Errorf("match endpoints: %w", err)
-	}
-	endpoints, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return Published{}, fmt.Errorf("match endpoints: %w", err)
-	}
-	if len(endpoints) == 0 {
-		return out, nil
-	}
-	dlvIDs := make([]string, len(endpoints))
-	for i, ep := range endpoints {
-		dlvIDs[i] = ids.NewAt(ids.Delivery, now)
-		out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: ep, Status: store.StatusPending})
-	}
-	if _, err := tx.Exec(ctx, `
-		INSERT INTO deliveries (id, app_id, event_id, endpoint_id)
-		SELECT d, $1, $2, e FROM unnest($3::text[], $4::text[]) AS t(d, e)`,
-		appID, ev.ID, dlvIDs, endpoints); err != nil {
-		return Published{}, fmt.Errorf("insert deliveries: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `INSERT INTO outbox (delivery_id, kind) SELECT unnest($1::text[]), 'start'`, dlvIDs); err != nil {
-		return Published{}, fmt.Errorf("insert outbox rows: %w", err)
-	}
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
-		return Published{}, fmt.Errorf("notify dispatcher: %w", err)
+	for i := range dlvIDs {
+		out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: endpoints[i], Status: store.StatusPending})
 	}
 	return out, nil
 }
 
 // repeat answers a second Publish of the same ID.
-func repeat(ctx context.Context, tx pgx.Tx, appID, id string, hash []byte) (Published, error) {
+func repeat(ctx context.Context, tx Querier, appID, id string, hash []byte) (Published, error) {
 	var stored []byte
 	var payload []byte
 	if err := tx.QueryRow(ctx, `SELECT payload_hash, payload FROM events WHERE app_id = $1 AND id = $2`, appID, id).

@@ -7,6 +7,7 @@
 //	hookrelay sign      print the signature headers for a body
 //	hookrelay verify    check a webhook's signature headers
 //	hookrelay receiver  the reference receiver, for demos and tests
+//	hookrelay bench     the load harness
 package main
 
 import (
@@ -33,6 +34,7 @@ commands:
   sign      print both signature header sets for a body on stdin
   verify    verify a webhook's signature headers (exit 0 valid, 1 not)
   receiver  run the reference receiver (verify, dedupe, durable inbox, failure injection)
+  bench     measure delivery throughput, latency and cost on a fresh dev stack
 
 Run 'hookrelay <command> -h' for the command's flags.
 `
@@ -54,6 +56,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return verify(rest, stdin, stdout, stderr)
 	case "receiver":
 		return receiverCmd(rest, stderr)
+	case "bench":
+		return benchCmd(rest, stdout, stderr)
 	case "dev", "api", "worker", "migrate":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

@@ -42,54 +42,96 @@ const (
 	roleWorker             // Temporal worker + outbox dispatcher
 )
 
-// Dev runs the whole product in this process until ctx ends.
-func Dev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	started := time.Now()
+// Stack is a started hookrelay process: the dev stack's infrastructure
+// (when it owns it) and the roles it runs. Dev, API and Worker wait on one;
+// the bench drives one.
+type Stack struct {
+	Config   config.Config
+	Logger   *slog.Logger
+	PG       *pgcluster.Cluster // private cluster (dev without a database URL)
+	Temporal *devstack.Server   // embedded server (dev)
+	Pool     *pgxpool.Pool
+	Store    *store.Store
+	Client   client.Client
+	// APIAddr is where the REST API listens ("" without the API role).
+	APIAddr string
+	closers []func() // run in reverse order by Close
+	errc    chan error
+}
+
+// StartDev starts the whole product in this process: the private Postgres
+// (unless cfg.DatabaseURL is set), the embedded Temporal server and UI, the
+// API, the worker and the dispatcher.
+func StartDev(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Stack, error) {
+	st := &Stack{Config: cfg, Logger: logger, errc: make(chan error, 4)}
+	if err := st.startInfra(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := st.start(ctx, roleAPI|roleWorker); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+func (st *Stack) startInfra(ctx context.Context) error {
+	cfg := &st.Config
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
-	dbURL := cfg.DatabaseURL
-	if dbURL == "" {
+	if cfg.DatabaseURL == "" {
 		logf, err := os.OpenFile(filepath.Join(cfg.DataDir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		if err != nil {
 			return fmt.Errorf("open postgres log: %w", err)
 		}
-		defer logf.Close()
-		pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(cfg.DataDir, "postgres"), Port: cfg.PostgresPort, Log: logf, Logger: logger})
+		st.closers = append(st.closers, func() { logf.Close() })
+		pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(cfg.DataDir, "postgres"), Port: cfg.PostgresPort, Log: logf, Logger: st.Logger})
 		if err != nil {
 			return err
 		}
-		defer pg.Stop() //nolint:errcheck // logged by Stop
+		st.PG = pg
+		st.closers = append(st.closers, func() { _ = pg.Stop() })
 		if err := pgcluster.CreateDatabase(ctx, pg.URL("postgres"), "hookrelay"); err != nil {
 			return err
 		}
-		dbURL = pg.URL("hookrelay")
+		cfg.DatabaseURL = pg.URL("hookrelay")
 	}
 	tserver, err := devstack.Start(ctx, devstack.Options{
-		PostgresURL:      dbURL,
+		PostgresURL:      cfg.DatabaseURL,
 		FrontendAddr:     cfg.TemporalAddress,
 		UIAddr:           cfg.TemporalUIAddr,
 		Namespace:        cfg.TemporalNamespace,
 		SearchAttributes: SearchAttributes(),
-		Logger:           logger.With("component", "temporal"),
+		Logger:           st.Logger.With("component", "temporal"),
 	})
 	if err != nil {
 		return err
 	}
-	defer tserver.Stop()
+	st.Temporal = tserver
+	st.closers = append(st.closers, tserver.Stop)
 	cfg.TemporalAddress = tserver.FrontendAddr()
-	cfg.DatabaseURL = dbURL
 	if cfg.AdminKey, err = fileSecret(cfg.AdminKey, filepath.Join(cfg.DataDir, "admin-key"), newAPIKey); err != nil {
 		return err
 	}
 	if cfg.SecretKey, err = fileSecret(cfg.SecretKey, filepath.Join(cfg.DataDir, "secret-key"), secretbox.GenerateKey); err != nil {
 		return err
 	}
-	return run(ctx, cfg, logger, roleAPI|roleWorker, func(addr string) {
-		logger.Info("hookrelay dev is up",
-			"api", "http://"+addr, "temporal", tserver.FrontendAddr(), "temporal_ui", uiURL(tserver.UIAddr()),
-			"data_dir", cfg.DataDir, "startup", time.Since(started).Round(time.Millisecond))
-	})
+	return nil
+}
+
+// Dev runs the whole product in this process until ctx ends.
+func Dev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	started := time.Now()
+	st, err := StartDev(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	logger.Info("hookrelay dev is up",
+		"api", "http://"+st.APIAddr, "temporal", st.Temporal.FrontendAddr(), "temporal_ui", uiURL(st.Temporal.UIAddr()),
+		"data_dir", st.Config.DataDir, "startup", time.Since(started).Round(time.Millisecond))
+	return st.Wait(ctx)
 }
 
 func uiURL(addr string) string {
@@ -110,12 +152,23 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 
 // API runs the REST API against external Postgres and Temporal.
 func API(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	return run(ctx, cfg, logger, roleAPI, nil)
+	return runRoles(ctx, cfg, logger, roleAPI)
 }
 
 // Worker runs the Temporal worker and the outbox dispatcher.
 func Worker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	return run(ctx, cfg, logger, roleWorker, nil)
+	return runRoles(ctx, cfg, logger, roleWorker)
+}
+
+func runRoles(ctx context.Context, cfg config.Config, logger *slog.Logger, roles int) error {
+	st := &Stack{Config: cfg, Logger: logger, errc: make(chan error, 4)}
+	if err := st.start(ctx, roles); err != nil {
+		st.Close()
+		return err
+	}
+	defer st.Close()
+	logger.Info("hookrelay started", "api", st.APIAddr, "temporal", cfg.TemporalAddress)
+	return st.Wait(ctx)
 }
 
 // Migrate applies pending migrations and exits.
@@ -133,9 +186,10 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 	return nil
 }
 
-// run starts the given roles and blocks until ctx ends, then stops them
-// within cfg.ShutdownTimeout.
-func run(ctx context.Context, cfg config.Config, logger *slog.Logger, roles int, onReady func(addr string)) error {
+// start connects to Postgres and Temporal and starts the given roles.
+func (st *Stack) start(ctx context.Context, roles int) error {
+	cfg := st.Config
+	logger := st.Logger
 	if cfg.SecretKey == "" {
 		return errors.New("HOOKRELAY_SECRET_KEY is required (base64 of 32 random bytes; `openssl rand -base64 32`)")
 	}
@@ -156,7 +210,8 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger, roles int,
 	if err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
-	defer pool.Close()
+	st.Pool = pool
+	st.closers = append(st.closers, pool.Close)
 	if cfg.Dev {
 		if _, err := migrations.Up(ctx, pool, logger); err != nil {
 			return err
@@ -166,9 +221,9 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger, roles int,
 	} else if n > 0 {
 		return fmt.Errorf("%d migrations pending: run `hookrelay migrate` first", n)
 	}
-	st := store.New(pool, box)
+	st.Store = store.New(pool, box)
 	if cfg.AdminKey != "" {
-		if err := st.EnsureAdminKey(ctx, cfg.AdminKey); err != nil {
+		if err := st.Store.EnsureAdminKey(ctx, cfg.AdminKey); err != nil {
 			return err
 		}
 	}
@@ -180,15 +235,24 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger, roles int,
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
 	}
-	defer tc.Close()
+	st.Client = tc
+	st.closers = append(st.closers, tc.Close)
 
+	// Close runs closers in reverse: the HTTP server stops taking requests,
+	// the dispatcher and background loops end, then the worker finishes its
+	// in-flight attempts, then the client, pool and infrastructure go.
 	runCtx, stop := context.WithCancel(context.Background())
-	defer stop()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	var httpShutdown func()
+	defer func() {
+		st.closers = append(st.closers, func() { stop(); wg.Wait() })
+		if httpShutdown != nil {
+			st.closers = append(st.closers, httpShutdown)
+		}
+	}()
 	if roles&roleWorker != 0 {
 		acts := &activities.Activities{
-			Store:     st,
+			Store:     st.Store,
 			HTTP:      activities.NewHTTPClient(!cfg.AllowPrivateTargets),
 			UserAgent: "hookrelay/" + api.Version,
 			Logger:    logger.With("component", "delivery"),
@@ -200,53 +264,58 @@ func run(ctx context.Context, cfg config.Config, logger *slog.Logger, roles int,
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker: %w", err)
 		}
-		defer w.Stop() // waits for in-flight attempts (bounded by the SDK's stop timeout)
+		st.closers = append(st.closers, w.Stop)
 		d := &outbox.Dispatcher{Pool: pool, Client: tc, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity, Logger: logger.With("component", "dispatcher")}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := d.Run(runCtx); err != nil {
-				errc <- err
+				st.errc <- err
 			}
 		}()
 	}
-	var httpSrv *http.Server
-	addr := ""
 	if roles&roleAPI != 0 {
-		srv := api.New(api.Options{Store: st, Temporal: tc, Logger: logger.With("component", "api"), AllowPrivateTargets: cfg.AllowPrivateTargets})
+		srv := api.New(api.Options{Store: st.Store, Temporal: tc, Logger: logger.With("component", "api"),
+			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog})
+		wg.Add(1)
+		go func() { defer wg.Done(); srv.WatchBacklog(runCtx) }()
 		l, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 		}
-		addr = l.Addr().String()
-		httpSrv = &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		wg.Add(1)
+		st.APIAddr = l.Addr().String()
+		httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() {
-			defer wg.Done()
 			if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("http: %w", err)
+				st.errc <- fmt.Errorf("http: %w", err)
 			}
 		}()
+		httpShutdown = func() {
+			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+			defer cancel()
+			_ = httpSrv.Shutdown(sctx)
+		}
 	}
-	if onReady != nil {
-		onReady(addr)
-	} else {
-		logger.Info("hookrelay started", "api", addr, "temporal", cfg.TemporalAddress)
-	}
-	var runErr error
+	return nil
+}
+
+// Wait blocks until ctx ends or a part fails.
+func (st *Stack) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
-	case runErr = <-errc:
+		return nil
+	case err := <-st.errc:
+		return err
 	}
-	logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
-	shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if httpSrv != nil {
-		_ = httpSrv.Shutdown(shutCtx)
+}
+
+// Close stops every part in reverse start order.
+func (st *Stack) Close() {
+	st.Logger.Info("shutting down", "timeout", st.Config.ShutdownTimeout)
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		st.closers[i]()
 	}
-	stop()
-	wg.Wait()
-	return runErr
+	st.closers = nil
 }
 
 // fileSecret returns value when set; else the secret kept in path, created

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"hookrelay/internal/bench"
+)
+
+// benchCmd runs `hookrelay bench`.
+func benchCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("hookrelay bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o bench.Options
+	fs.IntVar(&o.Events, "events", 3000, "events to deliver")
+	fs.Float64Var(&o.Rate, "rate", 0, "open-loop ingest rate in events/s (0 = as fast as accepted)")
+	fs.IntVar(&o.Receivers, "receivers", 4, "receivers (one endpoint each)")
+	fs.IntVar(&o.Concurrency, "concurrency", 32, "ingest clients")
+	schedule := fs.String("schedule", "0s,5s,30s,2m,10m,1h", "every endpoint's retry schedule (first wait first)")
+	fs.BoolVar(&o.LocalActivity, "local-activity", true, "run SendSigned as a local activity")
+	fs.IntVar(&o.CeilingWorkflows, "ceiling-workflows", 1000, "trivial workflows for the Temporal ceiling")
+	out := fs.String("out", "bench-report.json", "report path")
+	svg := fs.String("svg", "bench-report.svg", "chart path")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.Schedule = strings.Split(*schedule, ",")
+	o.Progress = stderr
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := bench.Run(ctx, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "\nhookrelay bench:", err)
+		return 1
+	}
+	rep.WriteTable(stdout)
+	if err := rep.WriteJSON(*out); err != nil {
+		fmt.Fprintln(stderr, "hookrelay bench:", err)
+		return 1
+	}
+	if err := rep.WriteSVG(*svg); err != nil {
+		fmt.Fprintln(stderr, "hookrelay bench:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\n  wrote %s and %s\n", *out, *svg)
+	if rep.Lost > 0 {
+		return 1
+	}
+	return 0
+}

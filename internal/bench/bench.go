@@ -1,0 +1,550 @@
+// Package bench is `hookrelay bench`: it starts the dev stack in a fresh
+// data dir, feeds K signature-verifying receivers through the public API,
+// and measures delivery throughput, first-attempt latency, ingest, CPU per
+// delivery, lost and duplicate receipts; in the same run it measures a plain
+// sign-and-POST loop (the HTTP baseline) and a trivial workflow on the same
+// Temporal server (the Temporal ceiling).
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"hookrelay/activities"
+	"hookrelay/config"
+	"hookrelay/internal/app"
+	"hookrelay/internal/pgcluster"
+	"hookrelay/signing"
+	"hookrelay/webhook"
+)
+
+// Options of a run. Zero values take the defaults.
+type Options struct {
+	// Events is how many events hookrelay (and the baseline) deliver.
+	Events int
+	// Rate is the open-loop ingest rate in events/s; 0 sends as fast as
+	// the API accepts with Concurrency clients.
+	Rate float64
+	// Receivers is the number of receivers and endpoints.
+	Receivers int
+	// Concurrency is the number of ingest (and baseline) clients.
+	Concurrency int
+	// Schedule is every endpoint's retry schedule; the default starts
+	// with a 0 s wait.
+	Schedule []string
+	// CeilingWorkflows is how many trivial workflows the ceiling runs.
+	CeilingWorkflows int
+	// LocalActivity runs SendSigned as a local activity.
+	LocalActivity bool
+	// DrainTimeout bounds the wait for deliveries after ingest ends.
+	DrainTimeout time.Duration
+	// DataDir is the stack's state; empty uses a fresh temporary directory.
+	DataDir string
+	// Progress receives a progress line per second; nil is silent.
+	Progress io.Writer
+	Logger   *slog.Logger
+}
+
+func (o *Options) withDefaults() {
+	if o.Events <= 0 {
+		o.Events = 3000
+	}
+	if o.Receivers <= 0 {
+		o.Receivers = 4
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 32
+	}
+	if len(o.Schedule) == 0 {
+		o.Schedule = []string{"0s", "5s", "30s", "2m", "10m", "1h"}
+	}
+	if o.CeilingWorkflows <= 0 {
+		o.CeilingWorkflows = min(o.Events, 1000)
+	}
+	if o.DrainTimeout <= 0 {
+		o.DrainTimeout = 2 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Latency is a distribution summary in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Report is bench-report.json.
+type Report struct {
+	Date                   string    `json:"date"`
+	Machine                string    `json:"machine"`
+	Events                 int       `json:"events"`
+	Receivers              int       `json:"receivers"`
+	Rate                   float64   `json:"rate"`
+	Schedule               []string  `json:"schedule"`
+	LocalActivity          bool      `json:"local_activity"`
+	DeliveriesPerSecond    float64   `json:"deliveries_per_second"`
+	LatencyMS              Latency   `json:"latency_ms"`
+	IngestPerSecond        float64   `json:"ingest_per_second"`
+	IngestLatencyMS        Latency   `json:"ingest_latency_ms"`
+	Shed                   int       `json:"shed_503"`
+	CPUMSPerDelivery       float64   `json:"cpu_ms_per_delivery"`
+	CPUSeconds             float64   `json:"cpu_seconds"`
+	PeakRSSMB              float64   `json:"peak_rss_mb"`
+	Delivered              int       `json:"delivered"`
+	Lost                   int       `json:"lost"`
+	Duplicates             int       `json:"duplicates"`
+	BaselinePerSecond      float64   `json:"baseline_deliveries_per_second"`
+	RatioToBaseline        float64   `json:"ratio_to_baseline"`
+	TemporalCeilingPerSec  float64   `json:"temporal_ceiling_per_second"`
+	RatioToTemporalCeiling float64   `json:"ratio_to_temporal_ceiling"`
+	ThroughputPerSecond    []int     `json:"throughput_per_second"`
+	LatencySamplesMS       []float64 `json:"-"`
+}
+
+// sink is the receivers' shared record of first receipts.
+type sink struct {
+	mu       sync.Mutex
+	first    map[string]time.Time
+	dups     int
+	rejected int
+}
+
+func (s *sink) record(id string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.first[id]; ok {
+		s.dups++
+		return
+	}
+	s.first[id] = at
+}
+
+func (s *sink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.first)
+}
+
+func (s *sink) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.first = map[string]time.Time{}
+	s.dups, s.rejected = 0, 0
+}
+
+// receiverSet is K HTTP receivers that verify every signature.
+type receiverSet struct {
+	sink      *sink
+	servers   []*http.Server
+	urls      []string
+	verifiers []atomic.Pointer[webhook.Verifier]
+}
+
+func startReceivers(k int, s *sink) (*receiverSet, error) {
+	rs := &receiverSet{sink: s, verifiers: make([]atomic.Pointer[webhook.Verifier], k)}
+	for i := 0; i < k; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		srv := &http.Server{Handler: rs.handler(i)}
+		go srv.Serve(l) //nolint:errcheck // closed by stop
+		rs.servers = append(rs.servers, srv)
+		rs.urls = append(rs.urls, "http://"+l.Addr().String()+"/hook")
+	}
+	return rs, nil
+}
+
+func (rs *receiverSet) handler(i int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := time.Now()
+		body, _ := io.ReadAll(r.Body)
+		v := rs.verifiers[i].Load()
+		if v == nil || v.Verify(r.Header, body) != nil {
+			rs.sink.mu.Lock()
+			rs.sink.rejected++
+			rs.sink.mu.Unlock()
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		rs.sink.record(r.Header.Get("webhook-id"), now)
+		w.WriteHeader(http.StatusNoContent)
+	})
+}
+
+func (rs *receiverSet) stop() {
+	for _, s := range rs.servers {
+		_ = s.Close()
+	}
+}
+
+// Run executes a full bench.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.withDefaults()
+	dir := o.DataDir
+	if dir == "" {
+		base, err := os.MkdirTemp("", "hookrelay-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(base)
+		if err := os.Chmod(base, 0o755); err != nil {
+			return nil, err
+		}
+		dir = filepath.Join(base, "data")
+	}
+	pgPort, err := pgcluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	cfg := config.Config{
+		Dev: true, DataDir: dir, HTTPAddr: "127.0.0.1:0", PostgresPort: pgPort, TemporalAddress: "127.0.0.1:0",
+		TemporalNamespace: "default", AllowPrivateTargets: true, LocalActivity: o.LocalActivity,
+		DispatchBatch: config.DispatchBatchDefault, DBMaxConns: config.DBMaxConnsDefault, MaxBacklog: config.MaxBacklogDefault,
+		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin",
+	}
+	stack, err := app.StartDev(ctx, cfg, o.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("start dev stack: %w", err)
+	}
+	defer stack.Close()
+
+	s := &sink{first: map[string]time.Time{}}
+	rs, err := startReceivers(o.Receivers, s)
+	if err != nil {
+		return nil, err
+	}
+	defer rs.stop()
+	b := &runner{o: o, stack: stack, rs: rs, sink: s, api: "http://" + stack.APIAddr, key: cfg.AdminKey}
+	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Events: o.Events, Receivers: o.Receivers,
+		Rate: o.Rate, Schedule: o.Schedule, LocalActivity: o.LocalActivity}
+	if err := b.setup(ctx); err != nil {
+		return nil, err
+	}
+	b.progress("baseline: plain sign-and-POST loop")
+	if rep.BaselinePerSecond, err = b.baseline(ctx); err != nil {
+		return nil, err
+	}
+	b.progress("temporal ceiling: trivial workflows")
+	if rep.TemporalCeilingPerSec, err = ceiling(ctx, stack.Client, o.CeilingWorkflows, o.Concurrency); err != nil {
+		return nil, err
+	}
+	s.reset()
+	if err := b.hookrelay(ctx, rep); err != nil {
+		return nil, err
+	}
+	if rep.BaselinePerSecond > 0 {
+		rep.RatioToBaseline = rep.DeliveriesPerSecond / rep.BaselinePerSecond
+	}
+	if rep.TemporalCeilingPerSec > 0 {
+		rep.RatioToTemporalCeiling = rep.DeliveriesPerSecond / rep.TemporalCeilingPerSec
+	}
+	return rep, nil
+}
+
+type runner struct {
+	o       Options
+	stack   *app.Stack
+	rs      *receiverSet
+	sink    *sink
+	api     string
+	key     string
+	appID   string
+	types   []string
+	secrets []string
+	client  *http.Client
+}
+
+func (b *runner) progress(format string, args ...any) {
+	if b.o.Progress != nil {
+		fmt.Fprintf(b.o.Progress, "\r\033[K"+format, args...)
+	}
+}
+
+func (b *runner) call(ctx context.Context, method, path string, body any, out any) (int, error) {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, b.api+path, bytes.NewReader(raw))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+b.key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && resp.StatusCode < 300 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return resp.StatusCode, err
+		}
+	}
+	return resp.StatusCode, nil
+}
+
+// setup creates one app and one endpoint per receiver, each subscribed to
+// its own event type, so every event is exactly one delivery.
+func (b *runner) setup(ctx context.Context) error {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	b.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	var a struct{ ID string }
+	if code, err := b.call(ctx, "POST", "/v1/apps", map[string]any{"name": "bench"}, &a); err != nil || code != 201 {
+		return fmt.Errorf("create app: %d %v", code, err)
+	}
+	b.appID = a.ID
+	for i, u := range b.rs.urls {
+		typ := fmt.Sprintf("bench.r%d", i)
+		var ep struct{ Secret string }
+		code, err := b.call(ctx, "POST", "/v1/apps/"+a.ID+"/endpoints", map[string]any{
+			"url": u, "event_types": []string{typ}, "retry_schedule": b.o.Schedule}, &ep)
+		if err != nil || code != 201 {
+			return fmt.Errorf("create endpoint: %d %v", code, err)
+		}
+		v, err := webhook.NewVerifier(ep.Secret)
+		if err != nil {
+			return err
+		}
+		b.rs.verifiers[i].Store(v)
+		b.types = append(b.types, typ)
+		b.secrets = append(b.secrets, ep.Secret)
+	}
+	return nil
+}
+
+// baseline signs and POSTs the same envelopes to the same receivers with
+// the attempt client's settings: no Temporal, no Postgres.
+func (b *runner) baseline(ctx context.Context) (float64, error) {
+	b.sink.reset()
+	client := activities.NewHTTPClient(false)
+	keys := make([][]signing.Key, len(b.secrets))
+	for i, s := range b.secrets {
+		k, err := signing.ParseSecret(s)
+		if err != nil {
+			return 0, err
+		}
+		keys[i] = []signing.Key{{ID: "k", Secret: k}}
+	}
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < b.o.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r := i % len(b.rs.urls)
+				id := fmt.Sprintf("evt_baseline_%d", i)
+				body := envelope(id, b.types[r], i)
+				h, _ := signing.Sign(id, time.Now(), body, keys[r])
+				req, _ := http.NewRequestWithContext(ctx, "POST", b.rs.urls[r], bytes.NewReader(body))
+				for k, v := range h.Map() {
+					req.Header.Set(k, v)
+				}
+				req.Header.Set("Content-Type", "application/json")
+				if resp, err := client.Do(req); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	for i := 0; i < b.o.Events; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	return float64(b.sink.count()) / elapsed, nil
+}
+
+func envelope(id, typ string, i int) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":"2026-11-30T10:00:00Z","api_version":"2026-11-01","data":{"n":%d,"amount":9900,"currency":"usd"}}`, id, typ, i))
+}
+
+// hookrelay ingests Events through the API and waits for their delivery.
+func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
+	pid := os.Getpid()
+	pgPID := 0
+	if b.stack.PG != nil {
+		pgPID = b.stack.PG.PID()
+	}
+	cpu0 := cpuSeconds(pid, false) + treeCPU(pgPID)
+	accepted := make(map[string]time.Time, b.o.Events)
+	var mu sync.Mutex
+	var ingestLat []float64
+	var shed atomic.Int64
+	jobs := make(chan int, b.o.Concurrency)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < b.o.Concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				typ := b.types[i%len(b.types)]
+				for {
+					t0 := time.Now()
+					var ev struct{ ID string }
+					code, err := b.call(ctx, "POST", "/v1/apps/"+b.appID+"/events", map[string]any{"type": typ, "data": map[string]any{"n": i, "amount": 9900}}, &ev)
+					if err == nil && code == http.StatusServiceUnavailable {
+						shed.Add(1)
+						time.Sleep(time.Second) // Retry-After
+						continue
+					}
+					if err != nil || code != http.StatusAccepted {
+						break
+					}
+					t1 := time.Now()
+					mu.Lock()
+					accepted[ev.ID] = t1
+					ingestLat = append(ingestLat, float64(t1.Sub(t0).Microseconds())/1000)
+					mu.Unlock()
+					break
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go b.report(done, start, func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(accepted), b.sink.count()
+	})
+	for i := 0; i < b.o.Events; i++ {
+		if b.o.Rate > 0 {
+			if d := time.Until(start.Add(time.Duration(float64(i) / b.o.Rate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	ingestDur := time.Since(start).Seconds()
+	deadline := time.Now().Add(b.o.DrainTimeout)
+	for b.sink.count() < len(accepted) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond) // let late duplicates land
+	close(done)
+	cpu1 := cpuSeconds(pid, false) + treeCPU(pgPID)
+
+	b.sink.mu.Lock()
+	defer b.sink.mu.Unlock()
+	var lat []float64
+	var times []time.Time
+	for id, at := range accepted {
+		if got, ok := b.sink.first[id]; ok {
+			lat = append(lat, float64(got.Sub(at).Microseconds())/1000)
+			times = append(times, got)
+		}
+	}
+	rep.Delivered = len(lat)
+	rep.Lost = len(accepted) - len(lat)
+	rep.Duplicates = b.sink.dups
+	rep.Shed = int(shed.Load())
+	rep.LatencyMS = summarize(lat)
+	rep.LatencySamplesMS = lat
+	rep.IngestLatencyMS = summarize(ingestLat)
+	rep.IngestPerSecond = float64(len(accepted)) / ingestDur
+	rep.CPUSeconds = cpu1 - cpu0
+	if rep.Delivered > 0 {
+		rep.CPUMSPerDelivery = rep.CPUSeconds * 1000 / float64(rep.Delivered)
+	}
+	rep.PeakRSSMB = float64(peakRSSKB(pid)) / 1024
+	rep.ThroughputPerSecond, rep.DeliveriesPerSecond = throughput(start, times)
+	if rep.Lost > 0 {
+		b.o.Logger.Warn("bench: deliveries missing", "lost", rep.Lost)
+	}
+	return nil
+}
+
+func (b *runner) report(done <-chan struct{}, start time.Time, counts func() (int, int)) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			b.progress("")
+			return
+		case <-t.C:
+			acc, del := counts()
+			b.progress("hookrelay: %5.0fs  accepted %d/%d  delivered %d", time.Since(start).Seconds(), acc, b.o.Events, del)
+		}
+	}
+}
+
+// throughput buckets first receipts per second since start and returns
+// the steady rate: deliveries in the middle 80 % of the delivery interval
+// divided by its length.
+func throughput(start time.Time, times []time.Time) ([]int, float64) {
+	if len(times) == 0 {
+		return nil, 0
+	}
+	sort.Slice(times, func(i, j int) bool { return times[i].Before(times[j]) })
+	last := times[len(times)-1]
+	buckets := make([]int, int(last.Sub(start).Seconds())+1)
+	for _, t := range times {
+		buckets[int(t.Sub(start).Seconds())]++
+	}
+	first := times[0]
+	span := last.Sub(first)
+	lo, hi := first.Add(span/10), last.Add(-span/10)
+	n := 0
+	for _, t := range times {
+		if !t.Before(lo) && !t.After(hi) {
+			n++
+		}
+	}
+	if hi.Sub(lo) <= 0 {
+		return buckets, float64(len(times)) / max(span.Seconds(), 0.001)
+	}
+	return buckets, float64(n) / hi.Sub(lo).Seconds()
+}
+
+func summarize(v []float64) Latency {
+	if len(v) == 0 {
+		return Latency{}
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	q := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return Latency{P50: q(0.50), P95: q(0.95), P99: q(0.99), Max: s[len(s)-1]}
+}
+
+func machine() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	model := ""
+	cores := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "model name") && model == "" {
+			model = strings.TrimSpace(strings.SplitN(line, ":", 2)[1])
+		}
+		if strings.HasPrefix(line, "processor") {
+			cores++
+		}
+	}
+	return fmt.Sprintf("%d cores, %s", cores, model)
+}

@@ -1,0 +1,36 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/internal/pgcluster"
+)
+
+// TestSmoke runs a short bench end to end: every accepted event must be
+// delivered (lost = 0). It checks no speed.
+func TestSmoke(t *testing.T) {
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		t.Skip(err)
+	}
+	rep, err := Run(context.Background(), Options{Events: 300, CeilingWorkflows: 100, Concurrency: 8, LocalActivity: true})
+	require.NoError(t, err)
+	require.Equal(t, 300, rep.Delivered)
+	require.Zero(t, rep.Lost)
+	require.Positive(t, rep.DeliveriesPerSecond)
+	require.Positive(t, rep.TemporalCeilingPerSec)
+	require.Positive(t, rep.BaselinePerSecond)
+	dir := t.TempDir()
+	require.NoError(t, rep.WriteJSON(filepath.Join(dir, "bench-report.json")))
+	require.NoError(t, rep.WriteSVG(filepath.Join(dir, "bench-report.svg")))
+	raw, err := os.ReadFile(filepath.Join(dir, "bench-report.json"))
+	require.NoError(t, err)
+	for _, key := range []string{`"deliveries_per_second"`, `"latency_ms"`, `"p99"`, `"ingest_per_second"`, `"cpu_ms_per_delivery"`, `"lost"`, `"duplicates"`,
+		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`} {
+		require.Contains(t, string(raw), key)
+	}
+}

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+)
+
+// WriteTable prints the report as a table.
+func (r *Report) WriteTable(w io.Writer) {
+	row := func(k, v string) { fmt.Fprintf(w, "  %-34s %s\n", k, v) }
+	fmt.Fprintf(w, "\nhookrelay bench — %s, %s\n", r.Date, r.Machine)
+	row("events / receivers", fmt.Sprintf("%d / %d", r.Events, r.Receivers))
+	rate := "as fast as accepted"
+	if r.Rate > 0 {
+		rate = fmt.Sprintf("%.0f events/s", r.Rate)
+	}
+	row("ingest rate", rate)
+	row("schedule", strings.Join(r.Schedule, ","))
+	row("SendSigned", map[bool]string{true: "local activity", false: "activity"}[r.LocalActivity])
+	row("deliveries/s (steady)", fmt.Sprintf("%.1f", r.DeliveriesPerSecond))
+	row("first-attempt latency p50/p95/p99/max", fmt.Sprintf("%.0f / %.0f / %.0f / %.0f ms", r.LatencyMS.P50, r.LatencyMS.P95, r.LatencyMS.P99, r.LatencyMS.Max))
+	row("ingest/s, ingest p99", fmt.Sprintf("%.0f, %.1f ms (shed with 503: %d)", r.IngestPerSecond, r.IngestLatencyMS.P99, r.Shed))
+	row("CPU per delivery (whole stack)", fmt.Sprintf("%.1f ms (%.1f s in all)", r.CPUMSPerDelivery, r.CPUSeconds))
+	row("peak RSS (hookrelay process)", fmt.Sprintf("%.0f MiB", r.PeakRSSMB))
+	row("delivered / lost / duplicates", fmt.Sprintf("%d / %d / %d", r.Delivered, r.Lost, r.Duplicates))
+	row("baseline (sign + POST loop)", fmt.Sprintf("%.0f/s → ratio %.4f", r.BaselinePerSecond, r.RatioToBaseline))
+	row("Temporal ceiling (trivial workflow)", fmt.Sprintf("%.1f/s → ratio %.2f", r.TemporalCeilingPerSec, r.RatioToTemporalCeiling))
+}
+
+// WriteJSON writes bench-report.json.
+func (r *Report) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// WriteSVG draws the first-attempt latency distribution (CDF) and the
+// deliveries per second over time.
+func (r *Report) WriteSVG(path string) error {
+	const w, h, pad = 900, 360, 50
+	var sb strings.Builder
+	fmt.Fprintf(&sb, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`, w, h*2+40)
+	fmt.Fprintf(&sb, `<rect width="100%%" height="100%%" fill="white"/>`)
+	// Latency CDF, log-scaled x.
+	lat := append([]float64(nil), r.LatencySamplesMS...)
+	sort.Float64s(lat)
+	fmt.Fprintf(&sb, `<text x="%d" y="20" font-size="14">First-attempt latency (ingest 202 → receiver), CDF; p50 %.0f ms, p99 %.0f ms</text>`, pad, r.LatencyMS.P50, r.LatencyMS.P99)
+	axes(&sb, pad, 30, w-2*pad, h-60)
+	if len(lat) > 0 {
+		lo, hi := math.Log10(math.Max(lat[0], 0.1)), math.Log10(math.Max(lat[len(lat)-1], 1))
+		if hi <= lo {
+			hi = lo + 1
+		}
+		var pts []string
+		step := max(1, len(lat)/400)
+		for i := 0; i < len(lat); i += step {
+			x := float64(pad) + (math.Log10(math.Max(lat[i], 0.1))-lo)/(hi-lo)*float64(w-2*pad)
+			y := float64(30+h-60) - float64(i+1)/float64(len(lat))*float64(h-60)
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+		}
+		fmt.Fprintf(&sb, `<polyline fill="none" stroke="#1f77b4" stroke-width="2" points="%s"/>`, strings.Join(pts, " "))
+		for _, v := range []float64{1, 10, 100, 1000, 10000, 100000} {
+			if lv := math.Log10(v); lv >= lo && lv <= hi {
+				x := float64(pad) + (lv-lo)/(hi-lo)*float64(w-2*pad)
+				fmt.Fprintf(&sb, `<text x="%.0f" y="%d" text-anchor="middle">%g ms</text>`, x, h-15, v)
+			}
+		}
+		fmt.Fprintf(&sb, `<text x="%d" y="40">100%%</text><text x="%d" y="%d">0%%</text>`, pad-40, pad-30, h-30)
+	}
+	// Throughput over time.
+	top := h + 40
+	peak := 1
+	for _, v := range r.ThroughputPerSecond {
+		peak = max(peak, v)
+	}
+	fmt.Fprintf(&sb, `<text x="%d" y="%d" font-size="14">Deliveries per second (first 2xx at a receiver); steady %.1f/s, peak %d/s</text>`, pad, top-10, r.DeliveriesPerSecond, peak)
+	axes(&sb, pad, top, w-2*pad, h-60)
+	if n := len(r.ThroughputPerSecond); n > 0 {
+		bw := float64(w-2*pad) / float64(n)
+		for i, v := range r.ThroughputPerSecond {
+			bh := float64(v) / float64(peak) * float64(h-60)
+			fmt.Fprintf(&sb, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#2ca02c"/>`, float64(pad)+float64(i)*bw, float64(top+h-60)-bh, math.Max(bw-1, 0.5), bh)
+		}
+		fmt.Fprintf(&sb, `<text x="%d" y="%d">0 s</text><text x="%d" y="%d" text-anchor="end">%d s</text>`, pad, top+h-45, w-pad, top+h-45, n)
+		fmt.Fprintf(&sb, `<text x="%d" y="%d">%d/s</text>`, 5, top+10, peak)
+	}
+	sb.WriteString(`</svg>`)
+	return os.WriteFile(path, []byte(sb.String()), 0o644)
+}
+
+func axes(sb *strings.Builder, x, y, w, h int) {
+	fmt.Fprintf(sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`, x, y+h, x+w, y+h)
+	fmt.Fprintf(sb, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>`, x, y, x, y+h)
+}

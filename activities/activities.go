@@ -209,7 +209,8 @@ func excerpt(body []byte) string {
 			body = body[:len(body)-1]
 		}
 	}
-	return strings.ToValidUTF8(string(body), "\uFFFD")
+	// Postgres text holds neither invalid UTF-8 nor NUL bytes.
+	return strings.ReplaceAll(strings.ToValidUTF8(string(body), "\uFFFD"), "\x00", "\uFFFD")
 }
 
 func truncate(s string, n int) string {

@@ -65,6 +65,12 @@ type Config struct {
 	// LocalActivity runs SendSigned as a local activity.
 	// Env HOOKRELAY_LOCAL_ACTIVITY.
 	LocalActivity bool
+	// EagerStart starts delivery workflows eagerly on the dispatcher's own
+	// worker. Env HOOKRELAY_EAGER_START.
+	EagerStart bool
+	// TemporalShards is the embedded server's history shard count, fixed
+	// when its store is created (dev). Env HOOKRELAY_TEMPORAL_SHARDS.
+	TemporalShards int
 	// DispatchBatch is how many outbox rows the dispatcher claims at once.
 	// Env HOOKRELAY_DISPATCH_BATCH.
 	DispatchBatch int
@@ -125,6 +131,8 @@ func Load(name string, dev bool, args []string, getenv func(string) string) (Con
 	str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 key sealing endpoint secrets (dev: generated when empty)")
 	boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow loopback/private endpoint addresses (always on in dev)")
 	boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
+	boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly")
+	num(&c.TemporalShards, "temporal-shards", "HOOKRELAY_TEMPORAL_SHARDS", 4, "embedded Temporal history shards (dev; fixed at first start)")
 	num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", DispatchBatchDefault, "outbox rows claimed per dispatcher round")
 	num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest sheds with 503 (0 = never)")
 	num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", 0, "concurrent attempts per worker (0 = default 256)")

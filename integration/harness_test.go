@@ -89,8 +89,20 @@ type harness struct {
 	stop     context.CancelFunc
 }
 
-func newHarness(t *testing.T) *harness {
+// harnessConfig varies a harness.
+type harnessConfig struct {
+	// production refuses private targets at creation and at dial time.
+	production bool
+	// maxBacklog makes ingest shed past this outbox size.
+	maxBacklog int
+}
+
+func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	t.Helper()
+	var hc harnessConfig
+	for _, o := range opts {
+		o(&hc)
+	}
 	ctx := context.Background()
 	st, err := pg.Store(ctx, "it")
 	require.NoError(t, err)
@@ -101,7 +113,7 @@ func newHarness(t *testing.T) *harness {
 	tc, err := client.Dial(client.Options{HostPort: px.Addr(), Logger: quiet{}})
 	require.NoError(t, err)
 	queue := "it-" + t.Name()
-	acts := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "hookrelay/test", Logger: logger}
+	acts := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(hc.production), UserAgent: "hookrelay/test", Logger: logger}
 	w, err := worker.New(tc, acts, worker.Options{TaskQueue: queue})
 	require.NoError(t, err)
 	require.NoError(t, w.Start())
@@ -109,7 +121,9 @@ func newHarness(t *testing.T) *harness {
 	d := &outbox.Dispatcher{Pool: st.Pool(), Client: tc, TaskQueue: queue, LocalActivity: true, PollInterval: 200 * time.Millisecond, Logger: logger}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(runCtx) }()
-	srv := httptest.NewServer(api.New(api.Options{Store: st, Temporal: tc, Logger: logger, AllowPrivateTargets: true}).Handler())
+	apiSrv := api.New(api.Options{Store: st, Temporal: tc, Logger: logger, AllowPrivateTargets: !hc.production, MaxBacklog: hc.maxBacklog})
+	go apiSrv.WatchBacklog(runCtx)
+	srv := httptest.NewServer(apiSrv.Handler())
 	key := "hr_test_" + t.Name()
 	require.NoError(t, st.EnsureAdminKey(ctx, key))
 	h := &harness{t: t, store: st, proxy: px, client: tc, worker: w, api: srv, adminKey: key, logs: logs}

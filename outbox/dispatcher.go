@@ -42,6 +42,9 @@ type Dispatcher struct {
 	LocalActivity bool
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
+	// NoEagerStart turns off eager workflow start (the starter's own worker
+	// running the first workflow task without a poll round trip).
+	NoEagerStart bool
 	Logger    *slog.Logger
 }
 
@@ -256,7 +259,7 @@ func (d *Dispatcher) send(ctx context.Context, it item) error {
 	// Reject a second run: a delivery whose workflow already completed must
 	// not be sent again because its outbox row was seen twice.
 	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
-	opts.EnableEagerStart = true
+	opts.EnableEagerStart = !d.NoEagerStart
 	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {

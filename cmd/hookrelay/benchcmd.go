@@ -24,6 +24,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Concurrency, "concurrency", 32, "ingest clients")
 	schedule := fs.String("schedule", "0s,5s,30s,2m,10m,1h", "every endpoint's retry schedule (first wait first)")
 	fs.BoolVar(&o.LocalActivity, "local-activity", true, "run SendSigned as a local activity")
+	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")
+	fs.IntVar(&o.Shards, "temporal-shards", 4, "embedded Temporal history shards")
+	fs.IntVar(&o.DBMaxConns, "db-max-conns", 32, "pgx pool size")
 	fs.IntVar(&o.CeilingWorkflows, "ceiling-workflows", 1000, "trivial workflows for the Temporal ceiling")
 	out := fs.String("out", "bench-report.json", "report path")
 	svg := fs.String("svg", "bench-report.svg", "chart path")
@@ -31,6 +34,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Schedule = strings.Split(*schedule, ",")
+	o.NoEagerStart = !*eager
 	o.Progress = stderr
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

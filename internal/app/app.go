@@ -103,6 +103,7 @@ func (st *Stack) startInfra(ctx context.Context) error {
 		UIAddr:           cfg.TemporalUIAddr,
 		Namespace:        cfg.TemporalNamespace,
 		SearchAttributes: SearchAttributes(),
+		Shards:           int32(cfg.TemporalShards),
 		Logger:           st.Logger.With("component", "temporal"),
 	})
 	if err != nil {
@@ -265,7 +266,7 @@ func (st *Stack) start(ctx context.Context, roles int) error {
 			return fmt.Errorf("start worker: %w", err)
 		}
 		st.closers = append(st.closers, w.Stop)
-		d := &outbox.Dispatcher{Pool: pool, Client: tc, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity, Logger: logger.With("component", "dispatcher")}
+		d := &outbox.Dispatcher{Pool: pool, Client: tc, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity, NoEagerStart: !cfg.EagerStart, Logger: logger.With("component", "dispatcher")}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

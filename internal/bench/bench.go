@@ -8,6 +8,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,6 +50,12 @@ type Options struct {
 	CeilingWorkflows int
 	// LocalActivity runs SendSigned as a local activity.
 	LocalActivity bool
+	// NoEagerStart turns eager workflow start off.
+	NoEagerStart bool
+	// Shards is the embedded server's history shard count (default 4).
+	Shards int
+	// DBMaxConns is the pgx pool size (default config.DBMaxConnsDefault).
+	DBMaxConns int
 	// DrainTimeout bounds the wait for deliveries after ingest ends.
 	DrainTimeout time.Duration
 	// DataDir is the stack's state; empty uses a fresh temporary directory.
@@ -99,6 +106,8 @@ type Report struct {
 	Rate                   float64   `json:"rate"`
 	Schedule               []string  `json:"schedule"`
 	LocalActivity          bool      `json:"local_activity"`
+	EagerStart             bool      `json:"eager_start"`
+	Shards                 int       `json:"temporal_shards"`
 	DeliveriesPerSecond    float64   `json:"deliveries_per_second"`
 	LatencyMS              Latency   `json:"latency_ms"`
 	IngestPerSecond        float64   `json:"ingest_per_second"`
@@ -216,8 +225,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	cfg := config.Config{
 		Dev: true, DataDir: dir, HTTPAddr: "127.0.0.1:0", PostgresPort: pgPort, TemporalAddress: "127.0.0.1:0",
-		TemporalNamespace: "default", AllowPrivateTargets: true, LocalActivity: o.LocalActivity,
-		DispatchBatch: config.DispatchBatchDefault, DBMaxConns: config.DBMaxConnsDefault, MaxBacklog: config.MaxBacklogDefault,
+		TemporalNamespace: "default", AllowPrivateTargets: true, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart,
+		TemporalShards: o.Shards, DispatchBatch: config.DispatchBatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: config.MaxBacklogDefault,
 		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin",
 	}
 	stack, err := app.StartDev(ctx, cfg, o.Logger)
@@ -234,7 +243,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer rs.stop()
 	b := &runner{o: o, stack: stack, rs: rs, sink: s, api: "http://" + stack.APIAddr, key: cfg.AdminKey}
 	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Events: o.Events, Receivers: o.Receivers,
-		Rate: o.Rate, Schedule: o.Schedule, LocalActivity: o.LocalActivity}
+		Rate: o.Rate, Schedule: o.Schedule, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart, Shards: cmp.Or(o.Shards, 4)}
 	if err := b.setup(ctx); err != nil {
 		return nil, err
 	}

@@ -48,6 +48,7 @@ type Options struct {
 // Cluster is a running private PostgreSQL server.
 type Cluster struct {
 	opts Options
+	cred *syscall.Credential
 	cmd  *exec.Cmd
 	done chan error
 	port int
@@ -124,34 +125,55 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	c := &Cluster{opts: opts, port: port, cred: cred}
+	if err := c.launch(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// launch starts the server process and waits until it accepts connections.
+func (c *Cluster) launch(ctx context.Context) error {
 	// A kill -9 of a previous owner can leave postmaster.pid behind; postgres
 	// itself checks whether that pid is alive, so the file is left to it.
-	cmd := exec.Command(filepath.Join(opts.BinDir, "postgres"),
-		"-D", opts.Dir,
-		"-p", strconv.Itoa(port),
+	cmd := exec.Command(filepath.Join(c.opts.BinDir, "postgres"),
+		"-D", c.opts.Dir,
+		"-p", strconv.Itoa(c.port),
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "unix_socket_directories="+opts.Dir,
+		"-c", "unix_socket_directories="+c.opts.Dir,
 		"-c", "max_connections=300",
 		"-c", "shared_buffers=256MB",
-		"-c", "synchronous_commit=on",
 		"-c", "logging_collector=off",
 	)
-	cmd.Stdout, cmd.Stderr = opts.Log, opts.Log
+	cmd.Stdout, cmd.Stderr = c.opts.Log, c.opts.Log
 	// Pdeathsig stops the server if this process dies without cleaning up
-	// (kill -9), so no postgres outlives its owner.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
+	// (kill -9), so no postgres outlives its owner. Its own process group
+	// keeps a terminal's Ctrl-C from reaching it before hookrelay is done.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: c.cred, Pdeathsig: syscall.SIGQUIT, Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fmt.Errorf("start postgres: %w", err)
 	}
-	c := &Cluster{opts: opts, cmd: cmd, done: make(chan error, 1), port: port}
+	c.cmd = cmd
+	c.done = make(chan error, 1)
 	go func() { c.done <- cmd.Wait() }()
 	if err := c.waitReady(ctx); err != nil {
 		_ = c.Stop()
-		return nil, err
+		return err
 	}
-	opts.Logger.Info("private postgres started", "dir", opts.Dir, "port", port, "pid", cmd.Process.Pid)
-	return c, nil
+	c.opts.Logger.Info("private postgres started", "dir", c.opts.Dir, "port", c.port, "pid", cmd.Process.Pid)
+	return nil
 }
+
+// Restart stops the server and starts it again on the same port and data.
+func (c *Cluster) Restart(ctx context.Context) error {
+	if err := c.Stop(); err != nil {
+		return err
+	}
+	return c.launch(ctx)
+}
+
+// Start starts a stopped server again (after Stop or Kill).
+func (c *Cluster) Start(ctx context.Context) error { return c.launch(ctx) }
 
 // Port is the TCP port the server listens on.
 func (c *Cluster) Port() int { return c.port }

@@ -45,7 +45,7 @@ type Dispatcher struct {
 	// NoEagerStart turns off eager workflow start (the starter's own worker
 	// running the first workflow task without a poll round trip).
 	NoEagerStart bool
-	Logger    *slog.Logger
+	Logger       *slog.Logger
 }
 
 type item struct {

@@ -5,6 +5,7 @@ package worker
 import (
 	"cmp"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -27,6 +28,9 @@ type Options struct {
 	Pollers int
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
+	// StopTimeout is how long Stop lets in-flight attempts finish; an
+	// attempt cut short is retried (it surfaces as a timeout).
+	StopTimeout time.Duration
 }
 
 // Defaults of Options.
@@ -60,6 +64,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.
 		MaxConcurrentWorkflowTaskExecutionSize:  wft,
 		MaxConcurrentWorkflowTaskPollers:        pollers,
 		MaxConcurrentActivityTaskPollers:        pollers,
+		WorkerStopTimeout:                       opts.StopTimeout,
 	})
 	w.RegisterWorkflowWithOptions(workflows.DeliveryWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	w.RegisterActivity(acts)

@@ -4,6 +4,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -258,7 +259,7 @@ func (st *Stack) start(ctx context.Context, roles int) error {
 			UserAgent: "hookrelay/" + api.Version,
 			Logger:    logger.With("component", "delivery"),
 		}
-		w, err := worker.New(tc, acts, worker.Options{MaxConcurrentActivities: cfg.WorkerConcurrency})
+		w, err := worker.New(tc, acts, worker.Options{MaxConcurrentActivities: cfg.WorkerConcurrency, StopTimeout: cfg.ShutdownTimeout / 2})
 		if err != nil {
 			return err
 		}
@@ -310,13 +311,29 @@ func (st *Stack) Wait(ctx context.Context) error {
 	}
 }
 
-// Close stops every part in reverse start order.
+// Close stops every part in reverse start order within the shutdown
+// timeout; past it, the private Postgres is stopped anyway so it never
+// outlives the process.
 func (st *Stack) Close() {
-	st.Logger.Info("shutting down", "timeout", st.Config.ShutdownTimeout)
-	for i := len(st.closers) - 1; i >= 0; i-- {
-		st.closers[i]()
-	}
+	timeout := cmp.Or(st.Config.ShutdownTimeout, config.ShutdownTimeoutDefault)
+	st.Logger.Info("shutting down", "timeout", timeout)
+	closers := st.closers
 	st.closers = nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		st.Logger.Error("shutdown timed out; stopping now", "timeout", timeout)
+		if st.PG != nil {
+			_ = st.PG.Stop()
+		}
+	}
 }
 
 // fileSecret returns value when set; else the secret kept in path, created

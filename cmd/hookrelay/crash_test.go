@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/internal/pgcluster"
+	"hookrelay/webhook"
+)
+
+// counter is a receiver that verifies signatures and counts receipts per
+// event ID.
+type counter struct {
+	mu       sync.Mutex
+	verifier *webhook.Verifier
+	got      map[string]int
+	delay    time.Duration
+}
+
+func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	c.mu.Lock()
+	v := c.verifier
+	c.mu.Unlock()
+	if v == nil || v.Verify(r.Header, body) != nil {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	time.Sleep(c.delay)
+	c.mu.Lock()
+	c.got[r.Header.Get("webhook-id")]++
+	c.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (c *counter) distinct() (int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	dups := 0
+	for _, n := range c.got {
+		dups += n - 1
+	}
+	return len(c.got), dups
+}
+
+type crashRig struct {
+	t       *testing.T
+	dataDir string
+	uiPort  int
+	pgPort  int
+	rc      *counter
+	srv     *httptest.Server
+	key     string
+}
+
+func newCrashRig(t *testing.T, delay time.Duration) *crashRig {
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		t.Skip(err)
+	}
+	base, err := os.MkdirTemp("", "hookrelay-crash-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(base, 0o755))
+	t.Cleanup(func() { os.RemoveAll(base) })
+	ports, err := pgcluster.FreePorts(2)
+	require.NoError(t, err)
+	rc := &counter{got: map[string]int{}, delay: delay}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	return &crashRig{t: t, dataDir: filepath.Join(base, "data"), uiPort: ports[0], pgPort: ports[1], rc: rc, srv: srv}
+}
+
+func (r *crashRig) call(p *devProc, method, path string, body any, out any) int {
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, "http://"+p.api+path, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+r.key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(r.t, err)
+	defer resp.Body.Close()
+	if out != nil {
+		require.NoError(r.t, json.NewDecoder(resp.Body).Decode(out))
+	}
+	return resp.StatusCode
+}
+
+// setup starts the stack, creates an app and an endpoint at the counter,
+// and publishes n events.
+func (r *crashRig) setup(n int) (*devProc, string) {
+	p := startDev(r.t, r.dataDir, r.uiPort, r.pgPort)
+	raw, err := os.ReadFile(filepath.Join(r.dataDir, "admin-key"))
+	require.NoError(r.t, err)
+	r.key = strings.TrimSpace(string(raw))
+	var app struct{ ID string }
+	require.Equal(r.t, 201, r.call(p, "POST", "/v1/apps", map[string]any{"name": "crash"}, &app))
+	var ep struct{ Secret string }
+	require.Equal(r.t, 201, r.call(p, "POST", "/v1/apps/"+app.ID+"/endpoints", map[string]any{
+		"url": r.srv.URL + "/hook", "retry_schedule": []string{"0s", "1s", "2s", "5s", "10s", "30s"}, "deadline": "10m"}, &ep))
+	v, err := webhook.NewVerifier(ep.Secret)
+	require.NoError(r.t, err)
+	r.rc.mu.Lock()
+	r.rc.verifier = v
+	r.rc.mu.Unlock()
+	for i := 0; i < n; i++ {
+		require.Equal(r.t, 202, r.call(p, "POST", "/v1/apps/"+app.ID+"/events", map[string]any{"type": "payment.succeeded", "data": map[string]any{"i": i}}, nil))
+	}
+	return p, app.ID
+}
+
+func (r *crashRig) waitAll(n int, timeout time.Duration) (int, int) {
+	deadline := time.Now().Add(timeout)
+	for {
+		got, dups := r.rc.distinct()
+		if got >= n || time.Now().After(deadline) {
+			return got, dups
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestKillNineMidRun kills the whole dev process (API, worker, dispatcher,
+// embedded Temporal; the private Postgres follows through its parent-death
+// signal) with a few hundred events in flight, then starts it again.
+func TestKillNineMidRun(t *testing.T) {
+	r := newCrashRig(t, 20*time.Millisecond)
+	const n = 300
+	p, _ := r.setup(n)
+	require.Eventually(t, func() bool { got, _ := r.rc.distinct(); return got >= 30 }, time.Minute, 10*time.Millisecond)
+	pid := postmasterPID(t, filepath.Join(r.dataDir, "postgres"))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.exited
+	before, _ := r.rc.distinct()
+	require.Eventually(t, func() bool { return !alive(pid) }, 30*time.Second, 50*time.Millisecond, "postgres follows its killed parent")
+
+	p2 := startDev(t, r.dataDir, r.uiPort, r.pgPort)
+	defer p2.stop(t)
+	got, dups := r.waitAll(n, 3*time.Minute)
+	t.Logf("reliability | kill -9 of the whole dev process after %d of %d delivered, then restart | %d | %d | %d | %d | %.2f%%", before, n, n, got, n-got, dups, 100*float64(got)/n)
+	require.Equal(t, n, got, "every accepted event delivered after the crash")
+}
+
+// TestSIGTERMMidRun stops the process gracefully while attempts are in
+// flight: it exits within its shutdown timeout, and what was cut short is
+// retried after the restart.
+func TestSIGTERMMidRun(t *testing.T) {
+	r := newCrashRig(t, 1500*time.Millisecond)
+	const n = 40
+	p, _ := r.setup(n)
+	require.Eventually(t, func() bool { got, _ := r.rc.distinct(); return got >= 3 }, time.Minute, 10*time.Millisecond)
+	start := time.Now()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-p.exited:
+		require.NoError(t, err, p.stderr.String())
+	case <-time.After(45 * time.Second):
+		t.Fatal("no exit within 45 s of SIGTERM")
+	}
+	took := time.Since(start)
+	require.Less(t, took, 30*time.Second+5*time.Second, "exits within its shutdown timeout")
+	p2 := startDev(t, r.dataDir, r.uiPort, r.pgPort)
+	defer p2.stop(t)
+	got, dups := r.waitAll(n, 3*time.Minute)
+	t.Logf("reliability | SIGTERM mid-run (exit took %s), then restart | %d | %d | %d | %d | %.2f%%", took.Round(time.Millisecond), n, got, n-got, dups, 100*float64(got)/n)
+	require.Equal(t, n, got)
+}

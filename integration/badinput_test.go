@@ -12,11 +12,17 @@ import (
 	"hookrelay/api"
 )
 
-// snapshot counts the rows of every table.
+// snapshot counts what a request could write synchronously: the rows of
+// every table the API writes, the outbox's sequence (the dispatcher deletes
+// outbox rows concurrently, so their count is no witness) and the latest
+// update times. Attempts are written by the worker, not by requests.
 func (h *harness) snapshot() map[string]int {
 	h.t.Helper()
 	out := map[string]int{}
-	for _, table := range []string{"apps", "api_keys", "event_types", "endpoints", "endpoint_secrets", "events", "deliveries", "attempts", "replays", "outbox"} {
+	var outboxSeq int
+	require.NoError(h.t, h.store.Pool().QueryRow(context.Background(), `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM outbox_id_seq`).Scan(&outboxSeq))
+	out["outbox_seq"] = outboxSeq
+	for _, table := range []string{"apps", "api_keys", "event_types", "endpoints", "endpoint_secrets", "events", "deliveries", "replays"} {
 		var n int
 		require.NoError(h.t, h.store.Pool().QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n))
 		out[table] = n

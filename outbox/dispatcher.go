@@ -21,8 +21,10 @@ import (
 
 // Dispatcher defaults.
 const (
-	BatchDefault        = 200
-	PollIntervalDefault = time.Second
+	BatchDefault = 200
+	// PollIntervalDefault bounds how long a row can wait when its NOTIFY
+	// was skipped or lost.
+	PollIntervalDefault = 250 * time.Millisecond
 	// startConcurrency bounds concurrent workflow starts per batch.
 	startConcurrency = 32
 )
@@ -76,9 +78,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case err != nil:
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			d.Logger.Warn("outbox dispatch failed; will retry", "err", err, "retry_in", backoff)
-		case n >= batch:
+		case n > 0:
+			// Keep draining until a round finds nothing: ingest only wakes
+			// an idle dispatcher (see Publish).
 			backoff = 0
-			continue // more rows are waiting
+			continue
 		default:
 			backoff = 0
 		}

@@ -73,7 +73,7 @@ func (o *Options) withDefaults() {
 		o.Receivers = 4
 	}
 	if o.Concurrency <= 0 {
-		o.Concurrency = 32
+		o.Concurrency = 8
 	}
 	if len(o.Schedule) == 0 {
 		o.Schedule = []string{"0s", "5s", "30s", "2m", "10m", "1h"}

@@ -71,6 +71,10 @@ type Config struct {
 	// TemporalShards is the embedded server's history shard count, fixed
 	// when its store is created (dev). Env HOOKRELAY_TEMPORAL_SHARDS.
 	TemporalShards int
+	// TemporalSQLite keeps the embedded server's state in this SQLite file
+	// instead of Postgres (dev).
+	// Env HOOKRELAY_TEMPORAL_SQLITE.
+	TemporalSQLite string
 	// DispatchBatch is how many outbox rows the dispatcher claims at once.
 	// Env HOOKRELAY_DISPATCH_BATCH.
 	DispatchBatch int
@@ -133,6 +137,7 @@ func Load(name string, dev bool, args []string, getenv func(string) string) (Con
 	boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
 	boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly")
 	num(&c.TemporalShards, "temporal-shards", "HOOKRELAY_TEMPORAL_SHARDS", 4, "embedded Temporal history shards (dev; fixed at first start)")
+	str(&c.TemporalSQLite, "temporal-sqlite", "HOOKRELAY_TEMPORAL_SQLITE", "", "embedded Temporal on this SQLite file instead of Postgres")
 	num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", DispatchBatchDefault, "outbox rows claimed per dispatcher round")
 	num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest sheds with 503 (0 = never)")
 	num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", 0, "concurrent attempts per worker (0 = default 256)")

@@ -27,6 +27,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")
 	fs.IntVar(&o.Shards, "temporal-shards", 4, "embedded Temporal history shards")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 32, "pgx pool size")
+	fs.BoolVar(&o.TemporalSQLite, "temporal-sqlite", false, "embedded Temporal on SQLite (WAL) instead of Postgres")
 	fs.IntVar(&o.CeilingWorkflows, "ceiling-workflows", 1000, "trivial workflows for the Temporal ceiling")
 	out := fs.String("out", "bench-report.json", "report path")
 	svg := fs.String("svg", "bench-report.svg", "chart path")

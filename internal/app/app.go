@@ -105,6 +105,7 @@ func (st *Stack) startInfra(ctx context.Context) error {
 		Namespace:        cfg.TemporalNamespace,
 		SearchAttributes: SearchAttributes(),
 		Shards:           int32(cfg.TemporalShards),
+		SQLiteFile:       cfg.TemporalSQLite,
 		Logger:           st.Logger.With("component", "temporal"),
 	})
 	if err != nil {

@@ -56,6 +56,9 @@ type Options struct {
 	Shards int
 	// DBMaxConns is the pgx pool size (default config.DBMaxConnsDefault).
 	DBMaxConns int
+	// TemporalSQLite puts the embedded server on SQLite (WAL) instead of
+	// Postgres.
+	TemporalSQLite bool
 	// DrainTimeout bounds the wait for deliveries after ingest ends.
 	DrainTimeout time.Duration
 	// DataDir is the stack's state; empty uses a fresh temporary directory.
@@ -108,6 +111,7 @@ type Report struct {
 	LocalActivity          bool      `json:"local_activity"`
 	EagerStart             bool      `json:"eager_start"`
 	Shards                 int       `json:"temporal_shards"`
+	TemporalStore          string    `json:"temporal_store"`
 	DeliveriesPerSecond    float64   `json:"deliveries_per_second"`
 	LatencyMS              Latency   `json:"latency_ms"`
 	IngestPerSecond        float64   `json:"ingest_per_second"`
@@ -226,7 +230,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	cfg := config.Config{
 		Dev: true, DataDir: dir, HTTPAddr: "127.0.0.1:0", PostgresPort: pgPort, TemporalAddress: "127.0.0.1:0",
 		TemporalNamespace: "default", AllowPrivateTargets: true, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart,
-		TemporalShards: o.Shards, DispatchBatch: config.DispatchBatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: config.MaxBacklogDefault,
+		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: config.DispatchBatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: config.MaxBacklogDefault,
 		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin",
 	}
 	stack, err := app.StartDev(ctx, cfg, o.Logger)
@@ -243,7 +247,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer rs.stop()
 	b := &runner{o: o, stack: stack, rs: rs, sink: s, api: "http://" + stack.APIAddr, key: cfg.AdminKey}
 	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Events: o.Events, Receivers: o.Receivers,
-		Rate: o.Rate, Schedule: o.Schedule, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart, Shards: cmp.Or(o.Shards, 4)}
+		Rate: o.Rate, Schedule: o.Schedule, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart, Shards: cmp.Or(o.Shards, 4),
+		TemporalStore: map[bool]string{true: "sqlite-wal", false: "postgres"}[o.TemporalSQLite]}
 	if err := b.setup(ctx); err != nil {
 		return nil, err
 	}
@@ -266,6 +271,13 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		rep.RatioToTemporalCeiling = rep.DeliveriesPerSecond / rep.TemporalCeilingPerSec
 	}
 	return rep, nil
+}
+
+func sqliteFile(on bool, dir string) string {
+	if !on {
+		return ""
+	}
+	return filepath.Join(dir, "temporal.sqlite")
 }
 
 type runner struct {

@@ -11,6 +11,19 @@ import (
 	"hookrelay/internal/pgcluster"
 )
 
+// TestSmokeSQLite runs the embedded server on SQLite, the store the README
+// compares Postgres with.
+func TestSmokeSQLite(t *testing.T) {
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		t.Skip(err)
+	}
+	rep, err := Run(context.Background(), Options{Events: 50, CeilingWorkflows: 20, Concurrency: 4, LocalActivity: true, TemporalSQLite: true})
+	require.NoError(t, err)
+	require.Equal(t, "sqlite-wal", rep.TemporalStore)
+	require.Zero(t, rep.Lost)
+	require.Equal(t, 50, rep.Delivered)
+}
+
 // TestSmoke runs a short bench end to end: every accepted event must be
 // delivered (lost = 0). It checks no speed.
 func TestSmoke(t *testing.T) {

@@ -73,6 +73,9 @@ type Options struct {
 	// Database and VisibilityDatabase default to DatabaseDefault and
 	// VisibilityDatabaseDefault.
 	Database, VisibilityDatabase string
+	// SQLiteFile, when set, keeps the server's state in this SQLite (WAL)
+	// file instead of Postgres (used to measure the two).
+	SQLiteFile string
 	// DynamicConfig overrides server dynamic config keys.
 	DynamicConfig map[string]any
 	// Logger receives the server's logs at LogLevel or above. Defaults to
@@ -148,15 +151,23 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 			MaxIdleConns:    20,
 		}
 	}
-	for _, s := range []struct{ db, schema string }{
-		{opts.Database, "postgresql/v12/temporal"},
-		{opts.VisibilityDatabase, "postgresql/v12/visibility"},
-	} {
-		if err := pgcluster.CreateDatabase(ctx, opts.PostgresURL, s.db); err != nil {
+	defaultStore, visibilityStore := store(opts.Database), store(opts.VisibilityDatabase)
+	if opts.SQLiteFile != "" {
+		if defaultStore, err = sqliteStore(opts.SQLiteFile, "active", opts.Namespace, opts.SearchAttributes); err != nil {
 			return nil, err
 		}
-		if err := setupSchema(store(s.db), s.schema, logger); err != nil {
-			return nil, err
+		visibilityStore = defaultStore
+	} else {
+		for _, s := range []struct{ db, schema string }{
+			{opts.Database, "postgresql/v12/temporal"},
+			{opts.VisibilityDatabase, "postgresql/v12/visibility"},
+		} {
+			if err := pgcluster.CreateDatabase(ctx, opts.PostgresURL, s.db); err != nil {
+				return nil, err
+			}
+			if err := setupSchema(store(s.db), s.schema, logger); err != nil {
+				return nil, err
+			}
 		}
 	}
 
@@ -184,8 +195,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	conf.Persistence.VisibilityStore = "visibility"
 	conf.Persistence.NumHistoryShards = opts.Shards
 	conf.Persistence.DataStores = map[string]config.DataStore{
-		"default":    {SQL: store(opts.Database)},
-		"visibility": {SQL: store(opts.VisibilityDatabase)},
+		"default":    {SQL: defaultStore},
+		"visibility": {SQL: visibilityStore},
 	}
 	conf.ClusterMetadata = &cluster.Config{
 		FailoverVersionIncrement: 10,

@@ -1,0 +1,47 @@
+package config_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/config"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := config.Load("dev", true, nil, env(nil))
+	require.NoError(t, err)
+	require.Equal(t, config.DataDirDefault, c.DataDir)
+	require.Equal(t, config.HTTPAddrDefault, c.HTTPAddr)
+	require.Equal(t, config.TemporalAddressDefault, c.TemporalAddress)
+	require.Equal(t, config.TemporalUIAddrDefault, c.TemporalUIAddr)
+	require.Equal(t, config.ShutdownTimeoutDefault, c.ShutdownTimeout)
+	require.True(t, c.AllowPrivateTargets, "dev mode allows private targets")
+	require.True(t, c.LocalActivity)
+	require.True(t, c.EagerStart)
+}
+
+func TestFlagsWinOverEnvironment(t *testing.T) {
+	e := env(map[string]string{"HOOKRELAY_HTTP_ADDR": "127.0.0.1:1", "HOOKRELAY_DATABASE_URL": "postgres://env", "HOOKRELAY_SHUTDOWN_TIMEOUT": "5s", "HOOKRELAY_LOCAL_ACTIVITY": "false"})
+	c, err := config.Load("api", false, []string{"--http-addr", "127.0.0.1:2"}, e)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:2", c.HTTPAddr)
+	require.Equal(t, "postgres://env", c.DatabaseURL)
+	require.Equal(t, 5*time.Second, c.ShutdownTimeout)
+	require.False(t, c.LocalActivity)
+	require.False(t, c.AllowPrivateTargets, "production refuses private targets by default")
+}
+
+func TestErrorsNameTheSetting(t *testing.T) {
+	_, err := config.Load("api", false, nil, env(nil))
+	require.ErrorContains(t, err, "HOOKRELAY_DATABASE_URL")
+	_, err = config.Load("dev", true, nil, env(map[string]string{"HOOKRELAY_DB_MAX_CONNS": "many"}))
+	require.ErrorContains(t, err, "HOOKRELAY_DB_MAX_CONNS")
+	_, err = config.Load("dev", true, []string{"--shutdown-timeout", "soon"}, env(nil))
+	require.ErrorContains(t, err, "shutdown-timeout")
+	_, err = config.Load("dev", true, []string{"extra"}, env(nil))
+	require.ErrorContains(t, err, "unexpected arguments")
+}

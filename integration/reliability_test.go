@@ -63,18 +63,25 @@ func slow(d time.Duration) func(int, http.ResponseWriter, *http.Request) {
 	}
 }
 
+// inFlight publishes n events to a slow receiver and returns once a tenth
+// of them arrived, so the rest are queued or in flight.
+func (h *harness) inFlight(n int) (string, *probe, []string) {
+	appID := h.createApp()
+	rc := newReceiver(h.t, slow(20*time.Millisecond))
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1s", "2s", "5s", "10s", "20s"}, "deadline": "5m"})
+	rc.setSecrets(ep.Secret)
+	dlvs := h.sendMany(appID, "payment.succeeded", n)
+	require.Eventually(h.t, func() bool { return len(rc.byID()) >= n/10 }, 30*time.Second, 10*time.Millisecond)
+	return appID, rc, dlvs
+}
+
 func TestPostgresRestartMidRun(t *testing.T) {
 	if pg.Cluster == nil {
 		t.Skip("HOOKRELAY_DATABASE_URL is an external server; it cannot be restarted here")
 	}
 	h := newHarness(t)
-	appID := h.createApp()
-	rc := newReceiver(t, slow(20*time.Millisecond))
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1s", "2s", "5s", "10s", "20s"}, "deadline": "5m"})
-	rc.setSecrets(ep.Secret)
 	const n = 200
-	dlvs := h.sendMany(appID, "payment.succeeded", n)
-	require.Eventually(t, func() bool { return len(rc.byID()) >= 20 }, 30*time.Second, 10*time.Millisecond)
+	appID, rc, dlvs := h.inFlight(n)
 
 	require.NoError(t, pg.Cluster.Stop())
 	// While Postgres is down the API answers 503 with Retry-After, not 500.
@@ -95,13 +102,8 @@ func TestPostgresRestartMidRun(t *testing.T) {
 
 func TestTemporalOutageMidRun(t *testing.T) {
 	h := newHarness(t)
-	appID := h.createApp()
-	rc := newReceiver(t, slow(20*time.Millisecond))
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1s", "2s", "5s", "10s", "20s"}, "deadline": "5m"})
-	rc.setSecrets(ep.Secret)
 	const n = 300
-	dlvs := h.sendMany(appID, "payment.succeeded", n)
-	require.Eventually(t, func() bool { return len(rc.byID()) >= 30 }, 30*time.Second, 10*time.Millisecond)
+	appID, rc, dlvs := h.inFlight(n)
 	h.proxy.Close() // Temporal unreachable: workers, dispatcher and API all lose it
 	time.Sleep(3 * time.Second)
 	require.NoError(t, h.proxy.Open())

@@ -367,37 +367,51 @@ func (b *runner) baseline(ctx context.Context) (float64, error) {
 		}
 		keys[i] = []signing.Key{{ID: "k", Secret: k}}
 	}
-	jobs := make(chan int)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < b.o.Concurrency; w++ {
+	fanOut(b.o.Concurrency, b.o.Events, 0, func(i int) {
+		r := i % len(b.rs.urls)
+		id := fmt.Sprintf("evt_baseline_%d", i)
+		body := envelope(id, b.types[r], i)
+		h, _ := signing.Sign(id, time.Now(), body, keys[r])
+		req, _ := http.NewRequestWithContext(ctx, "POST", b.rs.urls[r], bytes.NewReader(body))
+		for k, v := range h.Map() {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if resp, err := client.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	})
+	elapsed := time.Since(start).Seconds()
+	return float64(b.sink.count()) / elapsed, nil
+}
+
+// fanOut calls fn(0..n-1) from concurrency goroutines; a positive rate
+// releases call i at i/rate seconds (open loop), else as fast as they go.
+func fanOut(concurrency, n int, rate float64, fn func(i int)) {
+	jobs := make(chan int, concurrency)
+	var wg sync.WaitGroup
+	for range concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				r := i % len(b.rs.urls)
-				id := fmt.Sprintf("evt_baseline_%d", i)
-				body := envelope(id, b.types[r], i)
-				h, _ := signing.Sign(id, time.Now(), body, keys[r])
-				req, _ := http.NewRequestWithContext(ctx, "POST", b.rs.urls[r], bytes.NewReader(body))
-				for k, v := range h.Map() {
-					req.Header.Set(k, v)
-				}
-				req.Header.Set("Content-Type", "application/json")
-				if resp, err := client.Do(req); err == nil {
-					_, _ = io.Copy(io.Discard, resp.Body)
-					resp.Body.Close()
-				}
+				fn(i)
 			}
 		}()
 	}
-	for i := 0; i < b.o.Events; i++ {
+	start := time.Now()
+	for i := range n {
+		if rate > 0 {
+			if d := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
+				time.Sleep(d)
+			}
+		}
 		jobs <- i
 	}
 	close(jobs)
 	wg.Wait()
-	elapsed := time.Since(start).Seconds()
-	return float64(b.sink.count()) / elapsed, nil
 }
 
 func envelope(id, typ string, i int) []byte {
@@ -416,53 +430,35 @@ func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
 	var mu sync.Mutex
 	var ingestLat []float64
 	var shed atomic.Int64
-	jobs := make(chan int, b.o.Concurrency)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for w := 0; w < b.o.Concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				typ := b.types[i%len(b.types)]
-				for {
-					t0 := time.Now()
-					var ev struct{ ID string }
-					code, err := b.call(ctx, "POST", "/v1/apps/"+b.appID+"/events", map[string]any{"type": typ, "data": map[string]any{"n": i, "amount": 9900}}, &ev)
-					if err == nil && code == http.StatusServiceUnavailable {
-						shed.Add(1)
-						time.Sleep(time.Second) // Retry-After
-						continue
-					}
-					if err != nil || code != http.StatusAccepted {
-						break
-					}
-					t1 := time.Now()
-					mu.Lock()
-					accepted[ev.ID] = t1
-					ingestLat = append(ingestLat, float64(t1.Sub(t0).Microseconds())/1000)
-					mu.Unlock()
-					break
-				}
-			}
-		}()
-	}
 	done := make(chan struct{})
 	go b.report(done, start, func() (int, int) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(accepted), b.sink.count()
 	})
-	for i := 0; i < b.o.Events; i++ {
-		if b.o.Rate > 0 {
-			if d := time.Until(start.Add(time.Duration(float64(i) / b.o.Rate * float64(time.Second)))); d > 0 {
-				time.Sleep(d)
+	fanOut(b.o.Concurrency, b.o.Events, b.o.Rate, func(i int) {
+		typ := b.types[i%len(b.types)]
+		for {
+			t0 := time.Now()
+			var ev struct{ ID string }
+			code, err := b.call(ctx, "POST", "/v1/apps/"+b.appID+"/events", map[string]any{"type": typ, "data": map[string]any{"n": i, "amount": 9900}}, &ev)
+			if err == nil && code == http.StatusServiceUnavailable {
+				shed.Add(1)
+				time.Sleep(time.Second) // Retry-After
+				continue
 			}
+			if err != nil || code != http.StatusAccepted {
+				return
+			}
+			t1 := time.Now()
+			mu.Lock()
+			accepted[ev.ID] = t1
+			ingestLat = append(ingestLat, float64(t1.Sub(t0).Microseconds())/1000)
+			mu.Unlock()
+			return
 		}
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+	})
 	ingestDur := time.Since(start).Seconds()
 	deadline := time.Now().Add(b.o.DrainTimeout)
 	for b.sink.count() < len(accepted) && time.Now().Before(deadline) {

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,29 +34,16 @@ func ceiling(ctx context.Context, c client.Client, n, concurrency int) (float64,
 		return 0, fmt.Errorf("ceiling worker: %w", err)
 	}
 	defer w.Stop()
-	jobs := make(chan int)
-	var wg sync.WaitGroup
 	var failed atomic.Int64
 	start := time.Now()
-	for range concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-					ID: fmt.Sprintf("ceiling-%d-%d", start.UnixNano(), i), TaskQueue: ceilingQueue, EnableEagerStart: true,
-				}, ceilingWorkflow)
-				if err != nil {
-					failed.Add(1)
-				}
-			}
-		}()
-	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
+	fanOut(concurrency, n, 0, func(i int) {
+		_, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID: fmt.Sprintf("ceiling-%d-%d", start.UnixNano(), i), TaskQueue: ceilingQueue, EnableEagerStart: true,
+		}, ceilingWorkflow)
+		if err != nil {
+			failed.Add(1)
+		}
+	})
 	want := int64(n) - failed.Load()
 	deadline := time.Now().Add(2 * time.Minute)
 	for done.Load() < want && time.Now().Before(deadline) {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/jackc/pgx/v5"
 
 	"hookrelay/internal/netguard"
 	"hookrelay/outbox"
@@ -287,7 +288,7 @@ func (s *Server) createEventType(c *gin.Context) {
 		*req.Name, deref(req.Description), schema, req.Deprecated != nil && *req.Deprecated).
 		Scan(&et.Name, &et.Description, &et.Schema, &et.Deprecated, &et.CreatedAt, &et.UpdatedAt)
 	if err != nil {
-		if strings.Contains(err.Error(), "no rows") {
+		if errors.Is(err, pgx.ErrNoRows) {
 			problem(c, http.StatusConflict, "event type "+*req.Name+" exists; PATCH it", "name")
 			return
 		}
@@ -365,7 +366,7 @@ func (s *Server) writeEventType(c *gin.Context, sql string, args ...any) {
 	err := s.store.Pool().QueryRow(c.Request.Context(), sql, args...).
 		Scan(&et.Name, &et.Description, &et.Schema, &et.Deprecated, &et.CreatedAt, &et.UpdatedAt)
 	if err != nil {
-		if strings.Contains(err.Error(), "no rows") {
+		if errors.Is(err, pgx.ErrNoRows) {
 			err = fmt.Errorf("event type %s: %w", args[0], store.ErrNotFound)
 		}
 		s.fail(c, err)

@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,14 +41,23 @@ var (
 
 func TestMain(m *testing.M) {
 	os.Exit(testenv.Main(m, &pg, func(ctx context.Context, p *testenv.Postgres) (func(), error) {
-		s, err := devstack.Start(ctx, devstack.Options{
-			PostgresURL:        p.AdminURL,
-			FrontendAddr:       "127.0.0.1:0",
-			Database:           "hookrelay_it_temporal",
-			VisibilityDatabase: "hookrelay_it_temporal_visibility",
-			SearchAttributes:   app.SearchAttributes(),
-			Logger:             slog.New(slog.DiscardHandler),
-		})
+		var s *devstack.Server
+		var err error
+		// Ports are chosen free and bound later; another test binary may
+		// take one in between, so a bind failure is retried.
+		for try := 0; try < 3; try++ {
+			s, err = devstack.Start(ctx, devstack.Options{
+				PostgresURL:        p.AdminURL,
+				FrontendAddr:       "127.0.0.1:0",
+				Database:           "hookrelay_it_temporal",
+				VisibilityDatabase: "hookrelay_it_temporal_visibility",
+				SearchAttributes:   app.SearchAttributes(),
+				Logger:             slog.New(slog.DiscardHandler),
+			})
+			if err == nil || !strings.Contains(err.Error(), "address already in use") {
+				break
+			}
+		}
 		if err != nil {
 			return nil, err
 		}

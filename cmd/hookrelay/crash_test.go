@@ -58,8 +58,6 @@ func (c *counter) distinct() (int, int) {
 type crashRig struct {
 	t       *testing.T
 	dataDir string
-	uiPort  int
-	pgPort  int
 	rc      *counter
 	srv     *httptest.Server
 	key     string
@@ -73,12 +71,10 @@ func newCrashRig(t *testing.T, delay time.Duration) *crashRig {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(base, 0o755))
 	t.Cleanup(func() { os.RemoveAll(base) })
-	ports, err := pgcluster.FreePorts(2)
-	require.NoError(t, err)
 	rc := &counter{got: map[string]int{}, delay: delay}
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
-	return &crashRig{t: t, dataDir: filepath.Join(base, "data"), uiPort: ports[0], pgPort: ports[1], rc: rc, srv: srv}
+	return &crashRig{t: t, dataDir: filepath.Join(base, "data"), rc: rc, srv: srv}
 }
 
 func (r *crashRig) call(p *devProc, method, path string, body any, out any) int {
@@ -97,7 +93,7 @@ func (r *crashRig) call(p *devProc, method, path string, body any, out any) int 
 // setup starts the stack, creates an app and an endpoint at the counter,
 // and publishes n events.
 func (r *crashRig) setup(n int) (*devProc, string) {
-	p := startDev(r.t, r.dataDir, r.uiPort, r.pgPort)
+	p := startDev(r.t, r.dataDir, false)
 	raw, err := os.ReadFile(filepath.Join(r.dataDir, "admin-key"))
 	require.NoError(r.t, err)
 	r.key = strings.TrimSpace(string(raw))
@@ -142,7 +138,7 @@ func TestKillNineMidRun(t *testing.T) {
 	before, _ := r.rc.distinct()
 	require.Eventually(t, func() bool { return !alive(pid) }, 30*time.Second, 50*time.Millisecond, "postgres follows its killed parent")
 
-	p2 := startDev(t, r.dataDir, r.uiPort, r.pgPort)
+	p2 := startDev(t, r.dataDir, false)
 	defer p2.stop(t)
 	got, dups := r.waitAll(n, 3*time.Minute)
 	t.Logf("reliability | kill -9 of the whole dev process after %d of %d delivered, then restart | %d | %d | %d | %d | %.2f%%", before, n, n, got, n-got, dups, 100*float64(got)/n)
@@ -167,7 +163,7 @@ func TestSIGTERMMidRun(t *testing.T) {
 	}
 	took := time.Since(start)
 	require.Less(t, took, 30*time.Second+5*time.Second, "exits within its shutdown timeout")
-	p2 := startDev(t, r.dataDir, r.uiPort, r.pgPort)
+	p2 := startDev(t, r.dataDir, false)
 	defer p2.stop(t)
 	got, dups := r.waitAll(n, 3*time.Minute)
 	t.Logf("reliability | SIGTERM mid-run (exit took %s), then restart | %d | %d | %d | %d | %.2f%%", took.Round(time.Millisecond), n, got, n-got, dups, 100*float64(got)/n)

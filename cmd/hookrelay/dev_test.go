@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,19 +33,58 @@ func TestMain(m *testing.M) {
 
 type devProc struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *lockedBuffer
 	api    string
+	ui     string // host:port of the Temporal UI, "" when off
 	exited chan error
 }
 
-func startDev(t *testing.T, dataDir string, uiPort, pgPort int) *devProc {
+// lockedBuffer is a bytes.Buffer safe for one writer and many readers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) WriteString(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.WriteString(s)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startDev runs `hookrelay dev` on fresh ports (the UI only when withUI),
+// retrying when another process took a port between choosing and binding.
+func startDev(t *testing.T, dataDir string, withUI bool) *devProc {
 	t.Helper()
+	for try := 1; ; try++ {
+		p, err := tryStartDev(t, dataDir, withUI)
+		if err == nil {
+			return p
+		}
+		if try == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
+}
+
+func tryStartDev(t *testing.T, dataDir string, withUI bool) (*devProc, error) {
+	ports, err := pgcluster.FreePorts(2)
+	require.NoError(t, err)
+	ui := ""
+	if withUI {
+		ui = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	}
 	cmd := exec.Command(os.Args[0], "dev", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
-		"--temporal-address", "127.0.0.1:0", "--temporal-ui-addr", fmt.Sprintf("127.0.0.1:%d", uiPort), "--pg-port", strconv.Itoa(pgPort))
+		"--temporal-address", "127.0.0.1:0", "--temporal-ui-addr", ui, "--pg-port", strconv.Itoa(ports[1]))
 	cmd.Env = append(os.Environ(), "HOOKRELAY_TEST_MAIN=1", "HOOKRELAY_ADMIN_KEY=", "HOOKRELAY_SECRET_KEY=", "HOOKRELAY_DATABASE_URL=")
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
-	p := &devProc{cmd: cmd, stderr: &bytes.Buffer{}, exited: make(chan error, 1)}
+	p := &devProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), ui: ui}
 	require.NoError(t, cmd.Start())
 	up := make(chan string, 1)
 	re := regexp.MustCompile(`hookrelay dev is up" api=http://(\S+)`)
@@ -61,13 +101,13 @@ func startDev(t *testing.T, dataDir string, uiPort, pgPort int) *devProc {
 	go func() { p.exited <- cmd.Wait(); pw.Close() }()
 	select {
 	case p.api = <-up:
+		return p, nil
 	case err := <-p.exited:
-		t.Fatalf("hookrelay dev exited: %v\n%s", err, p.stderr)
+		return nil, fmt.Errorf("hookrelay dev exited: %v\n%s", err, p.stderr)
 	case <-time.After(120 * time.Second):
 		_ = cmd.Process.Kill()
-		t.Fatalf("hookrelay dev not up within 120s\n%s", p.stderr)
+		return nil, fmt.Errorf("hookrelay dev not up within 120s\n%s", p.stderr)
 	}
-	return p
 }
 
 func (p *devProc) stop(t *testing.T) {
@@ -116,19 +156,15 @@ func TestDevStack(t *testing.T) {
 	require.NoError(t, os.Chmod(base, 0o755))
 	t.Cleanup(func() { os.RemoveAll(base) })
 	dataDir := filepath.Join(base, "data")
-	uiPort, err := pgcluster.FreePort()
-	require.NoError(t, err)
-	pgPort, err := pgcluster.FreePort()
-	require.NoError(t, err)
 
 	start := time.Now()
-	p := startDev(t, dataDir, uiPort, pgPort)
+	p := startDev(t, dataDir, true)
 	t.Logf("dev stack up in %s", time.Since(start).Round(time.Millisecond))
 	code, _ := get(t, "http://"+p.api+"/healthz", "")
 	require.Equal(t, 200, code)
 	code, body := get(t, "http://"+p.api+"/readyz", "")
 	require.Equal(t, 200, code, string(body))
-	ui := fmt.Sprintf("http://127.0.0.1:%d", uiPort)
+	ui := "http://" + p.ui
 	code, _ = get(t, ui+"/", "")
 	require.Equal(t, 200, code, "Temporal Web UI")
 	code, body = get(t, ui+"/api/v1/namespaces", "")
@@ -168,7 +204,7 @@ func TestDevStack(t *testing.T) {
 	out, _ := exec.Command("pgrep", "-f", pgDir).Output()
 	require.Empty(t, strings.TrimSpace(string(out)), "no stray processes")
 
-	p2 := startDev(t, dataDir, uiPort, pgPort)
+	p2 := startDev(t, dataDir, false)
 	defer p2.stop(t)
 	require.NotContains(t, p2.stderr.String(), key, "not printed again")
 	code, body = get(t, "http://"+p2.api+"/v1/apps/"+created.ID, key)

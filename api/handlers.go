@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/jackc/pgx/v5"
 
 	"hookrelay/internal/netguard"
 	"hookrelay/outbox"
@@ -252,14 +251,12 @@ type eventTypeRequest struct {
 	Deprecated  *bool           `json:"deprecated"`
 }
 
-// EventType is a catalog entry.
-type EventType struct {
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Schema      json.RawMessage `json:"schema"`
-	Deprecated  bool            `json:"deprecated"`
-	CreatedAt   time.Time       `json:"created_at"`
-	UpdatedAt   time.Time       `json:"updated_at"`
+func validSchema(c *gin.Context, schema json.RawMessage) bool {
+	if len(schema) > 0 && (!json.Valid(schema) || bytes.TrimSpace(schema)[0] != '{') {
+		problem(c, http.StatusUnprocessableEntity, "schema must be a JSON object (a JSON Schema)", "schema")
+		return false
+	}
+	return true
 }
 
 func (s *Server) createEventType(c *gin.Context) {
@@ -272,26 +269,16 @@ func (s *Server) createEventType(c *gin.Context) {
 		problem(c, http.StatusUnprocessableEntity, strings.Replace(err.Error(), "type:", "name:", 1), "name")
 		return
 	}
-	if len(req.Schema) > 0 && (!json.Valid(req.Schema) || bytes.TrimSpace(req.Schema)[0] != '{') {
-		problem(c, http.StatusUnprocessableEntity, "schema must be a JSON object (a JSON Schema)", "schema")
+	if !validSchema(c, req.Schema) {
 		return
 	}
-	var schema any
-	if len(req.Schema) > 0 {
-		schema = []byte(req.Schema)
+	et, err := s.store.CreateEventType(c.Request.Context(), store.EventType{Name: *req.Name, Description: deref(req.Description),
+		Schema: req.Schema, Deprecated: deref(req.Deprecated)})
+	if errors.Is(err, store.ErrConflict) {
+		problem(c, http.StatusConflict, "event type "+*req.Name+" exists; PATCH it", "name")
+		return
 	}
-	var et EventType
-	err := s.store.Pool().QueryRow(c.Request.Context(), `
-		INSERT INTO event_types (name, description, schema, deprecated) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (name) DO NOTHING
-		RETURNING name, description, schema, deprecated, created_at, updated_at`,
-		*req.Name, deref(req.Description), schema, req.Deprecated != nil && *req.Deprecated).
-		Scan(&et.Name, &et.Description, &et.Schema, &et.Deprecated, &et.CreatedAt, &et.UpdatedAt)
 	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			problem(c, http.StatusConflict, "event type "+*req.Name+" exists; PATCH it", "name")
-			return
-		}
 		s.fail(c, err)
 		return
 	}
@@ -311,32 +298,21 @@ func (s *Server) listEventTypes(c *gin.Context) {
 	if !ok {
 		return
 	}
-	rows, err := s.store.Pool().Query(c.Request.Context(), `
-		SELECT name, description, schema, deprecated, created_at, updated_at FROM event_types
-		WHERE $1 = '' OR name > $1 ORDER BY name LIMIT $2`, p.Cursor, p.Limit)
+	ets, err := s.store.ListEventTypes(c.Request.Context(), p)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	defer rows.Close()
-	var out []EventType
-	for rows.Next() {
-		var et EventType
-		if err := rows.Scan(&et.Name, &et.Description, &et.Schema, &et.Deprecated, &et.CreatedAt, &et.UpdatedAt); err != nil {
-			s.fail(c, err)
-			return
-		}
-		out = append(out, et)
-	}
-	if err := rows.Err(); err != nil {
-		s.fail(c, err)
-		return
-	}
-	list(c, p, out, func(e EventType) string { return e.Name })
+	list(c, p, ets, func(e store.EventType) string { return e.Name })
 }
 
 func (s *Server) getEventType(c *gin.Context) {
-	s.writeEventType(c, `SELECT name, description, schema, deprecated, created_at, updated_at FROM event_types WHERE name = $1`, c.Param("name"))
+	et, err := s.store.GetEventType(c.Request.Context(), c.Param("name"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, et)
 }
 
 func (s *Server) patchEventType(c *gin.Context) {
@@ -348,27 +324,11 @@ func (s *Server) patchEventType(c *gin.Context) {
 		problem(c, http.StatusUnprocessableEntity, "name cannot be changed; create a new type", "name")
 		return
 	}
-	if len(req.Schema) > 0 && (!json.Valid(req.Schema) || bytes.TrimSpace(req.Schema)[0] != '{') {
-		problem(c, http.StatusUnprocessableEntity, "schema must be a JSON object (a JSON Schema)", "schema")
+	if !validSchema(c, req.Schema) {
 		return
 	}
-	var schema any
-	if len(req.Schema) > 0 {
-		schema = []byte(req.Schema)
-	}
-	s.writeEventType(c, `UPDATE event_types SET description = COALESCE($2, description), schema = COALESCE($3::jsonb, schema),
-		deprecated = COALESCE($4, deprecated), updated_at = now() WHERE name = $1
-		RETURNING name, description, schema, deprecated, created_at, updated_at`, c.Param("name"), req.Description, schema, req.Deprecated)
-}
-
-func (s *Server) writeEventType(c *gin.Context, sql string, args ...any) {
-	var et EventType
-	err := s.store.Pool().QueryRow(c.Request.Context(), sql, args...).
-		Scan(&et.Name, &et.Description, &et.Schema, &et.Deprecated, &et.CreatedAt, &et.UpdatedAt)
+	et, err := s.store.UpdateEventType(c.Request.Context(), c.Param("name"), req.Description, req.Schema, req.Deprecated)
 	if err != nil {
-		if errors.Is(err, pgx.ErrNoRows) {
-			err = fmt.Errorf("event type %s: %w", args[0], store.ErrNotFound)
-		}
 		s.fail(c, err)
 		return
 	}

@@ -43,6 +43,8 @@ func (s *Server) fail(c *gin.Context, err error) {
 	case errors.Is(err, store.ErrNotFound):
 		problem(c, http.StatusNotFound, err.Error())
 	case errors.Is(err, store.ErrConflict):
+		// The one conflict that reaches here: an event ID reused with
+		// another body.
 		problem(c, http.StatusConflict, err.Error(), "id")
 	case store.IsUnavailable(err):
 		c.Header("Retry-After", "5")

@@ -71,6 +71,26 @@ func TestAPIEndToEnd(t *testing.T) {
 	require.Equal(t, 3, st.Events)
 	require.Equal(t, 2, st.FirstAttemptSuccess)
 
+	// The catalog: types used in ingest were added on first use; a type can
+	// be described, given a schema and deprecated.
+	var types struct {
+		Data []store.EventType `json:"data"`
+	}
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/event-types", nil, &types))
+	var names []string
+	for _, et := range types.Data {
+		names = append(names, et.Name)
+	}
+	require.Contains(t, names, "customer.created")
+	var et store.EventType
+	require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/event-types/invoice.paid", map[string]any{
+		"description": "An invoice was paid", "schema": map[string]any{"type": "object"}, "deprecated": true}, &et))
+	require.True(t, et.Deprecated)
+	require.JSONEq(t, `{"type":"object"}`, string(et.Schema))
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/event-types/invoice.paid", nil, &et))
+	require.Equal(t, "An invoice was paid", et.Description)
+	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/event-types", map[string]any{"name": "refund.issued", "description": "x"}, nil))
+
 	// Another app's objects are 404.
 	other2 := h.createApp()
 	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/apps/"+other2+"/deliveries/"+matching[0].Deliveries[0].ID, nil, nil))

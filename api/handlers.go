@@ -836,7 +836,7 @@ func (s *Server) replayDelivery(c *gin.Context) {
 		return
 	}
 	if len(queued) == 0 {
-		problem(c, http.StatusConflict, fmt.Sprintf("delivery %s is %s; only succeeded or dead-lettered deliveries can be replayed", d.ID, d.Status), "status")
+		problem(c, http.StatusConflict, fmt.Sprintf("delivery %s is %s; only finished (succeeded, dead-lettered or canceled) deliveries can be replayed", d.ID, d.Status), "status")
 		return
 	}
 	c.JSON(http.StatusAccepted, gin.H{"replayed": 1})

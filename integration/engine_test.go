@@ -187,3 +187,32 @@ func TestEngineScenarios(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelOnEndpointDeleteAndDisable: deleting or disabling an endpoint
+// ends its waiting deliveries as canceled, and nothing more is sent.
+func TestCancelOnEndpointDeleteAndDisable(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	for _, how := range []string{"delete", "disable"} {
+		typ := "cancel." + how
+		ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{typ}, "retry_schedule": []string{"0s", "1h"}})
+		rc.setSecrets(ep.Secret)
+		ev := h.send(appID, typ, map[string]any{})
+		dlv := ev.Deliveries[0].ID
+		// The first attempt fails; the next one is an hour away.
+		require.Eventually(t, func() bool { return len(h.attempts(appID, dlv)) == 1 }, 10*time.Second, 20*time.Millisecond)
+		var d store.Delivery
+		h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d)
+		require.NotNil(t, d.NextAttemptAt, "the workflow answers when the next attempt is")
+		require.WithinDuration(t, time.Now().Add(time.Hour), *d.NextAttemptAt, 10*time.Minute)
+		if how == "delete" {
+			require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, nil))
+		} else {
+			require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"disabled": true}, nil))
+		}
+		d = h.waitDelivery(appID, dlv, 20*time.Second, store.StatusCanceled)
+		require.Nil(t, d.NextAttemptAt)
+		require.Len(t, h.attempts(appID, dlv), 1, "nothing more was sent")
+	}
+}

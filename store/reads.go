@@ -148,7 +148,7 @@ func (s *Store) RequestReplay(ctx context.Context, appID string, deliveryIDs []s
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			SELECT id FROM deliveries
-			WHERE app_id = $1 AND id = ANY ($2) AND status IN ('succeeded', 'dead_lettered')
+			WHERE app_id = $1 AND id = ANY ($2) AND status IN ('succeeded', 'dead_lettered', 'canceled')
 			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = deliveries.id)
 			FOR UPDATE`, appID, deliveryIDs)
 		if err != nil {

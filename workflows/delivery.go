@@ -126,6 +126,14 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 		switch d.runCycle(ctx) {
 		case outSucceeded:
 			d.setStatus(ctx, StatusSucceeded)
+			// A replay of a delivery that just succeeded can reach the run
+			// before it completes; it must start a cycle, not be dropped.
+			if d.replayCh.ReceiveAsync(nil) {
+				if err := d.newCycle(ctx); err != nil {
+					return d.state, err
+				}
+				continue
+			}
 			return d.state, nil
 		case outCanceled:
 			return d.state, d.cancel(ctx)
@@ -283,13 +291,19 @@ func (d *delivery) awaitReplay(ctx workflow.Context) (bool, error) {
 	switch {
 	case d.canceled:
 		return false, d.cancel(ctx)
-	case !replayed:
+	case !replayed && !d.replayCh.ReceiveAsync(nil):
+		// Retention passed; a replay after this starts a new run.
 		return false, nil
 	}
+	return true, d.newCycle(ctx)
+}
+
+// newCycle starts a replay: a fresh schedule and deadline, same event.
+func (d *delivery) newCycle(ctx workflow.Context) error {
 	d.state.Cycle++
 	d.state.DeadLetterReason = ""
 	d.state.Status = StatusPending
-	return true, d.mark(ctx, StatusDelivering, "")
+	return d.mark(ctx, StatusDelivering, "")
 }
 
 func (d *delivery) cancel(ctx workflow.Context) error {

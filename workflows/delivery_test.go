@@ -299,3 +299,18 @@ func TestJitterBounds(t *testing.T) {
 	}
 	require.Zero(t, workflows.Jitter(0, "x", 1), "a zero wait stays zero")
 }
+
+// TestReplayRacingSuccess: a replay signal that reaches the run in the same
+// task as its success starts a new cycle instead of being dropped.
+func TestReplayRacingSuccess(t *testing.T) {
+	env, s, in := setup(t, false, ok(), ok())
+	// Delivered at ≈0.9–1.1 s; the signal lands in the same task.
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin"})
+	}, expectedWaits()[0])
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	st := result(t, env)
+	require.Equal(t, workflows.StatusSucceeded, st.Status)
+	require.Equal(t, 2, st.Cycle)
+	require.Len(t, s.reqs, 2)
+}

@@ -123,27 +123,30 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 		}
 	}
 	for {
-		switch d.runCycle(ctx) {
-		case outSucceeded:
-			d.setStatus(ctx, StatusSucceeded)
-			// A replay of a delivery that just succeeded can reach the run
-			// before it completes; it must start a cycle, not be dropped.
-			if d.replayCh.ReceiveAsync(nil) {
-				if err := d.newCycle(ctx); err != nil {
-					return d.state, err
-				}
-				continue
+		out := d.runCycle(ctx)
+		if out == outDeadLettered {
+			if err := d.mark(ctx, StatusDeadLettered, d.state.DeadLetterReason); err != nil {
+				return d.state, err
 			}
-			return d.state, nil
-		case outCanceled:
-			return d.state, d.cancel(ctx)
+			d.setStatus(ctx, StatusDeadLettered)
+			replayed, err := d.awaitReplay(ctx)
+			if err != nil || !replayed {
+				return d.state, err
+			}
+			continue
 		}
-		if err := d.mark(ctx, StatusDeadLettered, d.state.DeadLetterReason); err != nil {
+		if out == outSucceeded {
+			d.setStatus(ctx, StatusSucceeded)
+		} else if err := d.cancel(ctx); err != nil {
 			return d.state, err
 		}
-		d.setStatus(ctx, StatusDeadLettered)
-		replayed, err := d.awaitReplay(ctx)
-		if err != nil || !replayed {
+		// A replay of a delivery that just finished can reach the run
+		// before it completes; it must start a cycle, not be dropped.
+		if !d.replayCh.ReceiveAsync(nil) {
+			return d.state, nil
+		}
+		d.canceled = false
+		if err := d.newCycle(ctx); err != nil {
 			return d.state, err
 		}
 	}

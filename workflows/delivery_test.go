@@ -88,6 +88,14 @@ func query(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.State
 	return st
 }
 
+// queryAt answers the state query after d of workflow time; read the
+// result once the workflow has run.
+func queryAt(t *testing.T, env *testsuite.TestWorkflowEnvironment, d time.Duration) *workflows.State {
+	st := &workflows.State{}
+	env.RegisterDelayedCallback(func() { *st = query(t, env) }, d)
+	return st
+}
+
 // expectedWaits returns the jittered default schedule of dlv.
 func expectedWaits() []time.Duration {
 	var out []time.Duration
@@ -112,11 +120,9 @@ func TestFirstAttemptSucceeds(t *testing.T) {
 
 func TestSixFailuresDeadLetterAt72Minutes(t *testing.T) {
 	env, s, in := setup(t, false)
-	var early, mid workflows.State
-	env.RegisterDelayedCallback(func() { early = query(t, env) }, 500*time.Millisecond)
-	env.RegisterDelayedCallback(func() { mid = query(t, env) }, 40*time.Second)
-	var dead workflows.State
-	env.RegisterDelayedCallback(func() { dead = query(t, env) }, 80*time.Minute)
+	early := queryAt(t, env, 500*time.Millisecond)
+	mid := queryAt(t, env, 40*time.Second)
+	dead := queryAt(t, env, 80*time.Minute)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	st := result(t, env) // completes when retention ends
 
@@ -176,8 +182,7 @@ func TestThrottledHintPastDeadlineDeadLettersAtOnce(t *testing.T) {
 	throttled := fail(429)
 	throttled.RetryAfter, throttled.HasRetryAfter = 2*time.Hour, true
 	env, s, in := setup(t, false, throttled)
-	var dead workflows.State
-	env.RegisterDelayedCallback(func() { dead = query(t, env) }, time.Minute)
+	dead := queryAt(t, env, time.Minute)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	result(t, env)
 	require.Len(t, s.calls, 1)
@@ -188,8 +193,7 @@ func TestThrottledHintPastDeadlineDeadLettersAtOnce(t *testing.T) {
 func TestPermanentFailuresDeadLetterAfterOneAttempt(t *testing.T) {
 	for _, code := range []int{400, 401, 403, 404, 301, 302} {
 		env, s, in := setup(t, false, fail(code))
-		var dead workflows.State
-		env.RegisterDelayedCallback(func() { dead = query(t, env) }, time.Minute)
+		dead := queryAt(t, env, time.Minute)
 		env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 		result(t, env)
 		require.Len(t, s.calls, 1, "HTTP %d", code)
@@ -200,8 +204,7 @@ func TestPermanentFailuresDeadLetterAfterOneAttempt(t *testing.T) {
 
 func TestGoneDeadLettersAndReportsDisabled(t *testing.T) {
 	env, s, in := setup(t, false, fail(410))
-	var dead workflows.State
-	env.RegisterDelayedCallback(func() { dead = query(t, env) }, time.Minute)
+	dead := queryAt(t, env, time.Minute)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	result(t, env)
 	require.Len(t, s.calls, 1)
@@ -237,12 +240,11 @@ func TestCancelSignalWhileWaiting(t *testing.T) {
 
 func TestReplayAfterDeadLetterStartsNewCycle(t *testing.T) {
 	env, s, in := setup(t, false, fail(404), ok())
-	var dead, replayed workflows.State
-	env.RegisterDelayedCallback(func() { dead = query(t, env) }, time.Hour)
+	dead := queryAt(t, env, time.Hour)
 	env.RegisterDelayedCallback(func() {
 		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin"})
 	}, 2*time.Hour)
-	env.RegisterDelayedCallback(func() { replayed = query(t, env) }, 2*time.Hour+500*time.Millisecond)
+	replayed := queryAt(t, env, 2*time.Hour+500*time.Millisecond)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	st := result(t, env)
 
@@ -277,8 +279,7 @@ func TestDeadlineStopsAttempts(t *testing.T) {
 		Deadline:       25 * time.Second,
 		RequestTimeout: 5 * time.Second,
 	}
-	var dead workflows.State
-	env.RegisterDelayedCallback(func() { dead = query(t, env) }, time.Minute)
+	dead := queryAt(t, env, time.Minute)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	result(t, env)
 	// Attempts at ≈1 s and ≈11 s; the third is scheduled ≈10 s later, past

@@ -159,15 +159,14 @@ func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Heade
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("User-Agent", a.UserAgent)
+	// Custom headers cannot name these (the API refuses them). The Standard
+	// Webhooks names are sent in their documented lower case.
 	for k, v := range hdr.Map() {
-		httpReq.Header[http.CanonicalHeaderKey(k)] = nil
-		httpReq.Header.Set(k, v)
-	}
-	// Keep the Standard Webhooks names in their documented lower case.
-	for _, k := range []string{signing.HeaderID, signing.HeaderTimestamp, signing.HeaderSignature} {
-		v := httpReq.Header.Get(k)
-		delete(httpReq.Header, http.CanonicalHeaderKey(k))
-		httpReq.Header[k] = []string{v}
+		if k == signing.HeaderXSignature {
+			httpReq.Header.Set(k, v)
+		} else {
+			httpReq.Header[k] = []string{v}
+		}
 	}
 	resp, err := a.HTTP.Do(httpReq)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"hookrelay/internal/netguard"
+	"hookrelay/store"
 )
 
 // Class is the classification of one attempt (CONTRACT §4).
@@ -18,7 +19,7 @@ type Class string
 // Attempt classes.
 const (
 	// ClassSuccess: 2xx, delivered.
-	ClassSuccess Class = "success"
+	ClassSuccess Class = store.ClassSuccess
 	// ClassRetryable: 5xx, timeout, connection refused/reset, DNS or TLS
 	// failure; the scheduled wait applies.
 	ClassRetryable Class = "retryable"
@@ -27,7 +28,7 @@ const (
 	// ClassPermanent: other 4xx, any 3xx, a refused target; dead-letter now.
 	ClassPermanent Class = "permanent"
 	// ClassGone: 410; dead-letter now and disable the endpoint.
-	ClassGone Class = "gone"
+	ClassGone Class = store.ClassGone
 	// ClassEndpointDisabled: the endpoint was disabled or deleted before the
 	// attempt; nothing was sent and the delivery is canceled.
 	ClassEndpointDisabled Class = "endpoint_disabled"

@@ -264,9 +264,8 @@ func (s *Server) createEventType(c *gin.Context) {
 	if !bind(c, &req) {
 		return
 	}
-	probe := outbox.Event{Type: deref(req.Name), Data: json.RawMessage(`{}`)}
-	if err := probe.Validate(time.Now()); err != nil {
-		problem(c, http.StatusUnprocessableEntity, strings.Replace(err.Error(), "type:", "name:", 1), "name")
+	if err := outbox.ValidateType(deref(req.Name)); err != nil {
+		problem(c, http.StatusUnprocessableEntity, "name: "+err.Error(), "name")
 		return
 	}
 	if !validSchema(c, req.Schema) {
@@ -404,8 +403,7 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 	}
 	if req.EventTypes != nil {
 		for _, t := range *req.EventTypes {
-			probe := outbox.Event{Type: t, Data: json.RawMessage(`{}`)}
-			if err := probe.Validate(time.Now()); err != nil {
+			if outbox.ValidateType(t) != nil {
 				return bad("event_types", fmt.Sprintf("%q is not a valid event type (resource.action)", t))
 			}
 		}
@@ -625,16 +623,6 @@ type eventRequest struct {
 	APIVersion *string         `json:"api_version"`
 }
 
-// EventView is the API form of an event.
-type EventView struct {
-	ID         string               `json:"id"`
-	Type       string               `json:"type"`
-	Created    time.Time            `json:"created"`
-	APIVersion string               `json:"api_version"`
-	Data       json.RawMessage      `json:"data"`
-	Deliveries []outbox.DeliveryRef `json:"deliveries"`
-}
-
 // decodeEvent turns an ingest body (and Idempotency-Key header) into a
 // validated event, or the problem to answer.
 func decodeEvent(body []byte, idempotencyKey string) (outbox.Event, *Problem) {
@@ -688,11 +676,12 @@ func (s *Server) createEvent(c *gin.Context) {
 	if pub.Duplicate {
 		status = http.StatusOK
 	}
-	c.JSON(status, EventView{ID: pub.ID, Type: pub.Type, Created: pub.Created, APIVersion: pub.APIVersion, Data: pub.Data, Deliveries: pub.Deliveries})
+	c.JSON(status, pub)
 }
 
-func eventView(e store.EventRecord) (EventView, error) {
-	var v EventView
+// eventView is the API form of a stored event: its frozen envelope.
+func eventView(e store.EventRecord) (outbox.Published, error) {
+	var v outbox.Published
 	if err := json.Unmarshal(e.Payload, &v); err != nil {
 		return v, fmt.Errorf("decode event %s: %w", e.ID, err)
 	}
@@ -718,7 +707,7 @@ func (s *Server) listEvents(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	views := make([]EventView, 0, len(evs))
+	views := make([]outbox.Published, 0, len(evs))
 	for _, e := range evs {
 		v, err := eventView(e)
 		if err != nil {
@@ -727,7 +716,7 @@ func (s *Server) listEvents(c *gin.Context) {
 		}
 		views = append(views, v)
 	}
-	list(c, p, views, func(v EventView) string { return v.ID })
+	list(c, p, views, func(v outbox.Published) string { return v.ID })
 }
 
 func (s *Server) getEvent(c *gin.Context) {

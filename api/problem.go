@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 
@@ -30,10 +31,20 @@ func problem(c *gin.Context, status int, detail string, fields ...string) {
 	case http.StatusServiceUnavailable:
 		typ = "https://hookrelay.dev/problems/unavailable"
 	}
-	c.Header("Content-Type", "application/problem+json")
-	c.AbortWithStatusJSON(status, Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Fields: fields})
-	// gin sets application/json; restore the problem type.
-	c.Writer.Header().Set("Content-Type", "application/problem+json")
+	c.Abort()
+	c.Render(status, problemJSON{Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Fields: fields}})
+}
+
+// problemJSON renders a Problem as application/problem+json.
+type problemJSON struct{ p Problem }
+
+func (r problemJSON) Render(w http.ResponseWriter) error {
+	r.WriteContentType(w)
+	return json.NewEncoder(w).Encode(r.p)
+}
+
+func (problemJSON) WriteContentType(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "application/problem+json")
 }
 
 // fail maps a store error to its answer: 404, 409, 503 when Postgres is

@@ -48,17 +48,3 @@ func NewAt(prefix string, t time.Time) string {
 	sb.Write(out)
 	return sb.String()
 }
-
-// Valid reports whether s looks like an ID with the given prefix.
-func Valid(prefix, s string) bool {
-	rest, ok := strings.CutPrefix(s, prefix)
-	if !ok || len(rest) == 0 || len(rest) > 64 {
-		return false
-	}
-	for _, c := range rest {
-		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}

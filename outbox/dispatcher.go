@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"hookrelay/store"
 	"hookrelay/workflows"
 )
 
@@ -214,14 +215,11 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 }
 
 func settings(sched []int64, deadline, timeout int64) workflows.Settings {
-	s := workflows.Settings{
+	return workflows.Settings{
+		Schedule:       store.Durations(sched),
 		Deadline:       time.Duration(deadline) * time.Millisecond,
 		RequestTimeout: time.Duration(timeout) * time.Millisecond,
 	}
-	for _, ms := range sched {
-		s.Schedule = append(s.Schedule, time.Duration(ms)*time.Millisecond)
-	}
-	return s
 }
 
 // send starts (or signals) one delivery's workflow.

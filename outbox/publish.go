@@ -23,7 +23,7 @@ import (
 )
 
 // Channel is the LISTEN/NOTIFY channel that wakes the dispatcher.
-const Channel = "hookrelay_outbox"
+const Channel = store.OutboxChannel
 
 // APIVersionDefault is the api_version of events that name none.
 const APIVersionDefault = "2026-11-01"
@@ -97,23 +97,30 @@ type envelope struct {
 	Data       json.RawMessage `json:"data"`
 }
 
+// ValidateType checks an event type name: resource.action.
+func ValidateType(name string) error {
+	switch {
+	case name == "":
+		return errors.New("is required")
+	case len(name) > MaxTypeLength || !typePattern.MatchString(name):
+		return errors.New("must be resource.action: [a-z0-9_] segments joined by '.', at most 128 characters")
+	}
+	return nil
+}
+
 // Validate checks an event and fills its defaults.
 func (e *Event) Validate(now time.Time) error {
+	if err := ValidateType(e.Type); err != nil {
+		return &FieldError{"type", err.Error()}
+	}
 	switch {
-	case e.Type == "":
-		return &FieldError{"type", "is required"}
-	case len(e.Type) > MaxTypeLength || !typePattern.MatchString(e.Type):
-		return &FieldError{"type", "must be resource.action: [a-z0-9_] segments joined by '.', at most 128 characters"}
 	case e.ID != "" && (len(e.ID) > MaxIDLength || !idPattern.MatchString(e.ID)):
 		return &FieldError{"id", "must be 1–128 characters of [A-Za-z0-9_.:-]"}
 	case len(bytes.TrimSpace(e.Data)) == 0:
 		return &FieldError{"data", "is required (a JSON object)"}
 	}
-	if d := bytes.TrimSpace(e.Data); d[0] != '{' || !json.Valid(d) {
-		return &FieldError{"data", "must be a JSON object"}
-	}
 	var compact bytes.Buffer
-	if err := json.Compact(&compact, e.Data); err != nil {
+	if err := json.Compact(&compact, e.Data); err != nil || compact.Bytes()[0] != '{' {
 		return &FieldError{"data", "must be a JSON object"}
 	}
 	if compact.Len() > MaxPayloadBytes {
@@ -199,7 +206,7 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		  INSERT INTO event_types (name) SELECT type FROM ev ON CONFLICT DO NOTHING
 		), dl AS (
 		  INSERT INTO deliveries (id, app_id, event_id, endpoint_id)
-		  SELECT hookrelay_id('dlv_'), ev.app_id, ev.id, e.id
+		  SELECT hookrelay_id($8), ev.app_id, ev.id, e.id
 		  FROM ev JOIN endpoints e ON e.app_id = ev.app_id
 		  WHERE NOT e.disabled AND e.deleted_at IS NULL
 		    AND (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
@@ -216,7 +223,7 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM wake),
 		       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}')
 		FROM dl`,
-		appID, ev.ID, ev.Type, body, hash, created, Channel).Scan(&inserted, new(int), &dlvIDs, &endpoints)
+		appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery).Scan(&inserted, new(int), &dlvIDs, &endpoints)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23503" {

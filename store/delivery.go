@@ -21,6 +21,15 @@ const (
 	StatusCanceled     = "canceled"
 )
 
+// Attempt classes the store acts on (the full list is activities.Class).
+const (
+	ClassSuccess = "success"
+	ClassGone    = "gone"
+)
+
+// OutboxChannel is the LISTEN/NOTIFY channel that wakes the dispatcher.
+const OutboxChannel = "hookrelay_outbox"
+
 // Target is everything one attempt needs: where to send, what, and with
 // which keys.
 type Target struct {
@@ -144,7 +153,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 		}
 		status := StatusDelivering
 		var succeeded *int
-		if a.Class == "success" {
+		if a.Class == ClassSuccess {
 			status = StatusSucceeded
 			succeeded = &a.Number
 		}
@@ -159,7 +168,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 		if err != nil {
 			return fmt.Errorf("update delivery %s: %w", a.DeliveryID, err)
 		}
-		if a.Class == "gone" {
+		if a.Class == ClassGone {
 			_, err = tx.Exec(ctx, `
 				UPDATE endpoints SET disabled = true, disabled_reason = 'receiver answered 410 Gone', updated_at = now()
 				WHERE id = (SELECT endpoint_id FROM deliveries WHERE id = $1)`, a.DeliveryID)

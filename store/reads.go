@@ -169,7 +169,7 @@ func (s *Store) RequestReplay(ctx context.Context, appID string, deliveryIDs []s
 		if _, err := tx.Exec(ctx, `INSERT INTO outbox (delivery_id, kind, requested_by) SELECT unnest($1::text[]), 'replay', $2`, queued, by); err != nil {
 			return fmt.Errorf("queue replay: %w", err)
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify('hookrelay_outbox', '')`)
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, OutboxChannel)
 		return err
 	})
 	return queued, err

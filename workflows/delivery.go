@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"hookrelay/activities"
+	"hookrelay/store"
 )
 
 // Names shared with starters and clients.
@@ -28,13 +29,13 @@ const (
 	QueryState = "state"
 )
 
-// Statuses of a delivery (CONTRACT §6).
+// Statuses of a delivery (CONTRACT §6), as the store keeps them.
 const (
-	StatusPending      = "pending"
-	StatusDelivering   = "delivering"
-	StatusSucceeded    = "succeeded"
-	StatusDeadLettered = "dead_lettered"
-	StatusCanceled     = "canceled"
+	StatusPending      = store.StatusPending
+	StatusDelivering   = store.StatusDelivering
+	StatusSucceeded    = store.StatusSucceeded
+	StatusDeadLettered = store.StatusDeadLettered
+	StatusCanceled     = store.StatusCanceled
 )
 
 // Search attributes the workflow keeps current, so the Temporal UI can list

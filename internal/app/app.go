@@ -114,10 +114,10 @@ func (st *Stack) startInfra(ctx context.Context) error {
 	st.Temporal = tserver
 	st.closers = append(st.closers, tserver.Stop)
 	cfg.TemporalAddress = tserver.FrontendAddr()
-	if cfg.AdminKey, err = fileSecret(cfg.AdminKey, filepath.Join(cfg.DataDir, "admin-key"), newAPIKey); err != nil {
+	if cfg.AdminKey, err = fileSecret(cfg.AdminKey, filepath.Join(cfg.DataDir, "admin-key"), newAPIKey, true); err != nil {
 		return err
 	}
-	if cfg.SecretKey, err = fileSecret(cfg.SecretKey, filepath.Join(cfg.DataDir, "secret-key"), secretbox.GenerateKey); err != nil {
+	if cfg.SecretKey, err = fileSecret(cfg.SecretKey, filepath.Join(cfg.DataDir, "secret-key"), secretbox.GenerateKey, false); err != nil {
 		return err
 	}
 	return nil
@@ -338,8 +338,8 @@ func (st *Stack) Close() {
 }
 
 // fileSecret returns value when set; else the secret kept in path, created
-// with gen (mode 0600) and printed once on first start.
-func fileSecret(value, path string, gen func() (string, error)) (string, error) {
+// with gen (mode 0600) on first start and, when announce is set, printed once.
+func fileSecret(value, path string, gen func() (string, error), announce bool) (string, error) {
 	if value != "" {
 		return value, nil
 	}
@@ -355,7 +355,7 @@ func fileSecret(value, path string, gen func() (string, error)) (string, error) 
 	if err := os.WriteFile(path, []byte(v+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
-	if filepath.Base(path) == "admin-key" {
+	if announce {
 		// Printed once, to the terminal only (not the log).
 		fmt.Fprintf(os.Stderr, "\n  Admin API key (shown once, kept in %s):\n\n    %s\n\n", path, v)
 	}

@@ -83,22 +83,3 @@ func peakRSSKB(pid int) int {
 	}
 	return 0
 }
-
-// treeRSSKB sums the current RSS of pid's descendants (Postgres backends).
-func treeRSSKB(pid int) int {
-	total := 0
-	for _, c := range children(pid) {
-		b, err := os.ReadFile("/proc/" + strconv.Itoa(c) + "/status")
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			if strings.HasPrefix(line, "VmRSS:") {
-				n, _ := strconv.Atoi(strings.Fields(line)[1])
-				total += n
-			}
-		}
-		total += treeRSSKB(c)
-	}
-	return total
-}

@@ -164,14 +164,6 @@ func (c *Cluster) launch(ctx context.Context) error {
 	return nil
 }
 
-// Restart stops the server and starts it again on the same port and data.
-func (c *Cluster) Restart(ctx context.Context) error {
-	if err := c.Stop(); err != nil {
-		return err
-	}
-	return c.launch(ctx)
-}
-
 // Start starts a stopped server again (after Stop or Kill).
 func (c *Cluster) Start(ctx context.Context) error { return c.launch(ctx) }
 
@@ -224,14 +216,6 @@ func (c *Cluster) Stop() error {
 		c.done <- err
 	}
 	c.opts.Logger.Info("private postgres stopped", "dir", c.opts.Dir)
-	return nil
-}
-
-// Kill stops the server abruptly (SIGKILL), as a crash would.
-func (c *Cluster) Kill() error {
-	_ = c.cmd.Process.Kill()
-	err := <-c.done
-	c.done <- err
 	return nil
 }
 

@@ -15,6 +15,9 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/temporal"
+
+	"hookrelay/delivery"
 	"hookrelay/internal/netguard"
 	"hookrelay/signing"
 	"hookrelay/store"
@@ -28,6 +31,24 @@ const (
 	ExcerptBytes = 2 << 10
 )
 
+// Error types of activity failures the workflow sorts on. Both are
+// non-retryable: retrying cannot make them succeed.
+const (
+	// ErrDeliveryGone: the delivery's row no longer exists (its app was
+	// deleted). The workflow ends.
+	ErrDeliveryGone = "DeliveryGone"
+	// ErrNoSigningKey: the endpoint has no valid signing key, so nothing was
+	// sent. The delivery dead-letters with that reason.
+	ErrNoSigningKey = "NoSigningKey"
+)
+
+// Recording an attempt while Postgres is unreachable is retried this many
+// times, the first after RecordRetryWait, then doubling.
+const (
+	RecordRetries   = 3
+	RecordRetryWait = 250 * time.Millisecond
+)
+
 // SendRequest asks for one attempt of a delivery.
 type SendRequest struct {
 	DeliveryID string
@@ -35,6 +56,11 @@ type SendRequest struct {
 	Number     int
 	// Timeout bounds the whole request: connect, TLS, headers and body.
 	Timeout time.Duration
+	// Settings and Deadline are the cycle's; with them the attempt record
+	// carries when the next attempt is due (delivery.Plan), as the
+	// workflow will compute it.
+	Settings delivery.Settings
+	Deadline time.Time
 }
 
 // SendResult is the classified outcome of one attempt.
@@ -54,16 +80,26 @@ type SendResult struct {
 // MarkRequest records a state the workflow decided.
 type MarkRequest struct {
 	DeliveryID string
-	Status     string
+	Status     delivery.Status
 	Reason     string
 	Cycle      int
+	// ReplayID is the replay that started the cycle (0 for the first).
+	ReplayID int64
+	// NextAttemptAt is when the cycle's next attempt is due, if any.
+	NextAttemptAt *time.Time
+}
+
+// MarkResult is the status the delivery's row holds after a mark: a cancel
+// does not change a delivery that succeeded or dead-lettered.
+type MarkResult struct {
+	Status delivery.Status
 }
 
 // Store is what the activities need from Postgres.
 type Store interface {
 	LoadTarget(ctx context.Context, deliveryID string, now time.Time) (store.Target, error)
 	RecordAttempt(ctx context.Context, a store.Attempt) error
-	MarkDelivery(ctx context.Context, deliveryID, status, reason string, cycle int) error
+	MarkDelivery(ctx context.Context, m store.Mark) (delivery.Status, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -96,7 +132,7 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	started := a.now()
 	t, err := a.Store.LoadTarget(ctx, req.DeliveryID, started)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 	}
 	res := SendResult{Number: req.Number, StartedAt: started}
 	if t.Inactive {
@@ -105,7 +141,8 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 		return res, nil
 	}
 	if len(t.Keys) == 0 {
-		return SendResult{}, fmt.Errorf("send %s: endpoint %s has no valid signing key", req.DeliveryID, t.EndpointID)
+		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
+		return SendResult{}, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)
 	}
 	hdr, err := signing.Sign(t.EventID, started, t.Payload, t.Keys)
 	if err != nil {
@@ -128,14 +165,59 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 		code := res.StatusCode
 		rec.StatusCode = &code
 	}
-	if err := a.Store.RecordAttempt(ctx, rec); err != nil {
-		return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+	rec.NextAttemptAt = nextAttempt(req, res, a.now())
+	if err := a.record(ctx, rec); err != nil {
+		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 	}
 	a.logger().Info("attempt",
 		"delivery_id", req.DeliveryID, "event_id", t.EventID, "endpoint_id", t.EndpointID,
 		"cycle", req.Cycle, "attempt", req.Number, "status_code", res.StatusCode,
 		"class", res.Class, "duration_ms", res.DurationMS, "key_ids", keyIDs, "error", res.Error)
 	return res, nil
+}
+
+// nextAttempt is when the workflow will make the next attempt after res,
+// nil when there is none (success, permanent failure, dead letter, or a
+// request from a workflow that did not pass its settings).
+func nextAttempt(req SendRequest, res SendResult, now time.Time) *time.Time {
+	if req.Deadline.IsZero() || (res.Class != ClassRetryable && res.Class != ClassThrottled) {
+		return nil
+	}
+	var throttle *time.Duration
+	if res.Class == ClassThrottled && res.HasRetryAfter {
+		throttle = &res.RetryAfter
+	}
+	next := delivery.Plan(req.Settings, req.DeliveryID, req.Number+1, throttle, now, req.Deadline)
+	if next.DeadLetter != "" {
+		return nil
+	}
+	return &next.At
+}
+
+// record stores an attempt, retrying while Postgres is unreachable: the
+// request was sent, so its record must not be lost to a short outage.
+func (a *Activities) record(ctx context.Context, rec store.Attempt) error {
+	wait := RecordRetryWait
+	for try := 0; ; try++ {
+		err := a.Store.RecordAttempt(ctx, rec)
+		if err == nil || try == RecordRetries || !store.IsUnavailable(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// gone turns a missing delivery row into the non-retryable ErrDeliveryGone.
+func gone(err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrDeliveryGone, err)
+	}
+	return err
 }
 
 func (a *Activities) logger() *slog.Logger {
@@ -189,13 +271,13 @@ func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Heade
 		res.RetryAfter, res.HasRetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), a.now())
 		res.Error = "HTTP 429 Too Many Requests"
 	case ClassPermanent:
-		if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		if resp.StatusCode == http.StatusGone {
+			res.Error = "HTTP 410 Gone; the endpoint was disabled"
+		} else if resp.StatusCode >= 300 && resp.StatusCode < 400 {
 			res.Error = fmt.Sprintf("HTTP %d redirect not followed (Location: %s); check the endpoint's URL", resp.StatusCode, truncate(resp.Header.Get("Location"), 200))
 		} else {
 			res.Error = fmt.Sprintf("HTTP %d; check the endpoint's configuration", resp.StatusCode)
 		}
-	case ClassGone:
-		res.Error = "HTTP 410 Gone; endpoint disabled"
 	case ClassRetryable:
 		res.Error = fmt.Sprintf("HTTP %d", resp.StatusCode)
 	}
@@ -220,13 +302,19 @@ func truncate(s string, n int) string {
 }
 
 // MarkDelivery records a state the workflow decided (new cycle, dead
-// letter, canceled). It is idempotent, so Temporal may retry it freely.
-func (a *Activities) MarkDelivery(ctx context.Context, req MarkRequest) error {
-	if err := a.Store.MarkDelivery(ctx, req.DeliveryID, req.Status, req.Reason, req.Cycle); err != nil {
-		return err
+// letter, canceled) and answers the status the row holds afterwards. It is
+// idempotent, so Temporal may retry it; a delivery whose row is gone fails
+// with the non-retryable ErrDeliveryGone.
+func (a *Activities) MarkDelivery(ctx context.Context, req MarkRequest) (MarkResult, error) {
+	status, err := a.Store.MarkDelivery(ctx, store.Mark{
+		DeliveryID: req.DeliveryID, Status: req.Status, Reason: req.Reason, Cycle: req.Cycle,
+		ReplayID: req.ReplayID, NextAttemptAt: req.NextAttemptAt,
+	})
+	if err != nil {
+		return MarkResult{}, gone(err)
 	}
-	a.logger().Info("delivery state", "delivery_id", req.DeliveryID, "status", req.Status, "cycle", req.Cycle, "reason", req.Reason)
-	return nil
+	a.logger().Info("delivery state", "delivery_id", req.DeliveryID, "status", status, "asked", req.Status, "cycle", req.Cycle, "reason", req.Reason)
+	return MarkResult{Status: status}, nil
 }
 
 // NewHTTPClient returns the attempt client: no redirects, no proxy,

@@ -10,28 +10,20 @@ import (
 	"time"
 
 	"hookrelay/internal/netguard"
-	"hookrelay/store"
+	"hookrelay/delivery"
 )
 
-// Class is the classification of one attempt (CONTRACT §4).
-type Class string
+// Class is the classification of one attempt (CONTRACT §4); the
+// vocabulary is package delivery's.
+type Class = delivery.Class
 
 // Attempt classes.
 const (
-	// ClassSuccess: 2xx, delivered.
-	ClassSuccess Class = store.ClassSuccess
-	// ClassRetryable: 5xx, timeout, connection refused/reset, DNS or TLS
-	// failure; the scheduled wait applies.
-	ClassRetryable Class = "retryable"
-	// ClassThrottled: 429; the Retry-After hint applies when present.
-	ClassThrottled Class = "throttled"
-	// ClassPermanent: other 4xx, any 3xx, a refused target; dead-letter now.
-	ClassPermanent Class = "permanent"
-	// ClassGone: 410; dead-letter now and disable the endpoint.
-	ClassGone Class = store.ClassGone
-	// ClassEndpointDisabled: the endpoint was disabled or deleted before the
-	// attempt; nothing was sent and the delivery is canceled.
-	ClassEndpointDisabled Class = "endpoint_disabled"
+	ClassSuccess          = delivery.ClassSuccess
+	ClassRetryable        = delivery.ClassRetryable
+	ClassThrottled        = delivery.ClassThrottled
+	ClassPermanent        = delivery.ClassPermanent
+	ClassEndpointDisabled = delivery.ClassEndpointDisabled
 )
 
 // ClassifyStatus maps an HTTP status code to its class.
@@ -41,8 +33,6 @@ func ClassifyStatus(code int) Class {
 		return ClassSuccess
 	case code == http.StatusTooManyRequests:
 		return ClassThrottled
-	case code == http.StatusGone:
-		return ClassGone
 	case code >= 500:
 		return ClassRetryable
 	default: // 1xx (unexpected final), 3xx, other 4xx

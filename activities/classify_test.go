@@ -20,7 +20,7 @@ func TestClassifyStatus(t *testing.T) {
 		200: activities.ClassSuccess, 201: activities.ClassSuccess, 204: activities.ClassSuccess, 299: activities.ClassSuccess,
 		429: activities.ClassThrottled,
 		500: activities.ClassRetryable, 502: activities.ClassRetryable, 503: activities.ClassRetryable, 504: activities.ClassRetryable,
-		410: activities.ClassGone,
+		410: activities.ClassPermanent,
 		400: activities.ClassPermanent, 401: activities.ClassPermanent, 403: activities.ClassPermanent, 404: activities.ClassPermanent,
 		301: activities.ClassPermanent, 302: activities.ClassPermanent, 307: activities.ClassPermanent, 308: activities.ClassPermanent,
 	} {

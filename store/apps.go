@@ -74,17 +74,23 @@ func (s *Store) RenameApp(ctx context.Context, id, name string) (App, error) {
 	return a, nil
 }
 
-// DeleteApp deletes an app with its endpoints, events and deliveries, and
-// returns the IDs of deliveries whose workflows may still run.
-func (s *Store) DeleteApp(ctx context.Context, id string) ([]string, error) {
-	var open []string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id FROM deliveries WHERE app_id = $1 AND status IN ('pending', 'delivering', 'dead_lettered')`, id)
+// DeleteApp deletes an app with its endpoints, events and deliveries. In
+// the same transaction every workflow of the app that may still run gets a
+// cancel row in the outbox (the outbox keeps no reference to deliveries,
+// so the rows outlive the delete), and its start and replay rows go.
+// Attempts of a deleted delivery find no row and end their workflow, so
+// nothing is sent after the delete commits.
+func (s *Store) DeleteApp(ctx context.Context, id string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `
+			WITH open AS (
+			  SELECT id FROM deliveries WHERE app_id = $1 AND status IN ('pending', 'delivering', 'dead_lettered')
+			), dropped AS (
+			  DELETE FROM outbox WHERE kind <> 'cancel' AND delivery_id IN (SELECT id FROM deliveries WHERE app_id = $1)
+			)
+			INSERT INTO outbox (delivery_id, kind, requested_by) SELECT id, 'cancel', 'app deleted' FROM open`, id)
 		if err != nil {
-			return fmt.Errorf("list open deliveries: %w", err)
-		}
-		if open, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return fmt.Errorf("list open deliveries: %w", err)
+			return fmt.Errorf("cancel deliveries of app %s: %w", id, err)
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM apps WHERE id = $1`, id)
 		if err != nil {
@@ -93,9 +99,8 @@ func (s *Store) DeleteApp(ctx context.Context, id string) ([]string, error) {
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("app %s: %w", id, ErrNotFound)
 		}
-		return nil
+		return notifyOutbox(ctx, tx)
 	})
-	return open, err
 }
 
 // HashKey returns the stored form of an API key.

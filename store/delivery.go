@@ -4,27 +4,24 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"hookrelay/delivery"
 	"hookrelay/ids"
 	"hookrelay/signing"
 )
 
-// Delivery statuses (CONTRACT §6).
+// Delivery statuses (CONTRACT §6) as the store's rows hold them; the
+// vocabulary is package delivery's.
 const (
-	StatusPending      = "pending"
-	StatusDelivering   = "delivering"
-	StatusSucceeded    = "succeeded"
-	StatusDeadLettered = "dead_lettered"
-	StatusCanceled     = "canceled"
-)
-
-// Attempt classes the store acts on (the full list is activities.Class).
-const (
-	ClassSuccess = "success"
-	ClassGone    = "gone"
+	StatusPending      = string(delivery.StatusPending)
+	StatusDelivering   = string(delivery.StatusDelivering)
+	StatusSucceeded    = string(delivery.StatusSucceeded)
+	StatusDeadLettered = string(delivery.StatusDeadLettered)
+	StatusCanceled     = string(delivery.StatusCanceled)
 )
 
 // OutboxChannel is the LISTEN/NOTIFY channel that wakes the dispatcher.
@@ -127,12 +124,18 @@ type Attempt struct {
 	Error           string    `json:"error"`
 	ResponseExcerpt string    `json:"response_excerpt"`
 	KeyIDs          []string  `json:"key_ids"`
+	// NextAttemptAt is when the workflow will make the next attempt of this
+	// cycle (delivery.Plan), nil when there is none. It is written to the
+	// delivery, not to the attempt.
+	NextAttemptAt *time.Time `json:"-"`
 }
 
 // RecordAttempt stores an attempt and folds it into its delivery: count,
-// last status, and on success the succeeded state; a 410 ("gone") also
-// disables the endpoint. Recording is idempotent per (delivery, cycle,
-// number): a retried activity does not count twice.
+// last status, next attempt time, and on success the succeeded state; a 410
+// also disables the endpoint and cancels its other in-flight deliveries.
+// A 2xx wins over a cancel that arrived during the request. Recording is
+// idempotent per (delivery, cycle, number): a retried activity does not
+// count twice. A delivery that no longer exists is ErrNotFound.
 func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 	if a.ID == "" {
 		a.ID = ids.NewAt(ids.Attempt, a.StartedAt)
@@ -141,7 +144,12 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 		a.KeyIDs = []string{}
 	}
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
+		var endpointID string
+		err := tx.QueryRow(ctx, `SELECT endpoint_id FROM deliveries WHERE id = $1 FOR UPDATE`, a.DeliveryID).Scan(&endpointID)
+		if err != nil {
+			return notFound(err, "record attempt of "+a.DeliveryID)
+		}
+		_, err = tx.Exec(ctx, `
 			INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
 			ON CONFLICT (delivery_id, cycle, number) DO UPDATE SET
@@ -153,48 +161,72 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 		}
 		status := StatusDelivering
 		var succeeded *int
-		if a.Class == ClassSuccess {
+		next := a.NextAttemptAt
+		if a.Class == string(delivery.ClassSuccess) {
 			status = StatusSucceeded
 			succeeded = &a.Number
+			next = nil
 		}
 		_, err = tx.Exec(ctx, `
 			UPDATE deliveries SET
 			  attempt_count = (SELECT count(*) FROM attempts WHERE delivery_id = $1),
 			  last_status_code = $2,
-			  status = CASE WHEN status IN ('succeeded', 'canceled') THEN status ELSE $3 END,
+			  status = CASE WHEN $3 = 'succeeded' THEN $3
+			                WHEN status IN ('succeeded', 'canceled', 'dead_lettered') THEN status ELSE $3 END,
+			  dead_letter_reason = CASE WHEN $3 = 'succeeded' THEN NULL ELSE dead_letter_reason END,
 			  succeeded_attempt = COALESCE($4, succeeded_attempt),
+			  next_attempt_at = CASE WHEN $3 = 'succeeded' OR status IN ('pending', 'delivering') THEN $5 ELSE NULL END,
 			  updated_at = now()
-			WHERE id = $1`, a.DeliveryID, a.StatusCode, status, succeeded)
+			WHERE id = $1`, a.DeliveryID, a.StatusCode, status, succeeded, next)
 		if err != nil {
 			return fmt.Errorf("update delivery %s: %w", a.DeliveryID, err)
 		}
-		if a.Class == ClassGone {
-			_, err = tx.Exec(ctx, `
-				UPDATE endpoints SET disabled = true, disabled_reason = 'receiver answered 410 Gone', updated_at = now()
-				WHERE id = (SELECT endpoint_id FROM deliveries WHERE id = $1)`, a.DeliveryID)
-			if err != nil {
-				return fmt.Errorf("disable endpoint after 410: %w", err)
-			}
+		if a.StatusCode != nil && *a.StatusCode == http.StatusGone {
+			return s.disableEndpoint(ctx, tx, endpointID, "receiver answered 410 Gone", a.DeliveryID)
 		}
 		return nil
 	})
 }
 
-// MarkDelivery sets a delivery's state as its workflow decided: a new cycle
-// (delivering), dead letter with its reason, or canceled.
-func (s *Store) MarkDelivery(ctx context.Context, deliveryID, status, reason string, cycle int) error {
+// MarkDelivery sets a delivery's state as its workflow decided and returns
+// the status the row holds afterwards. A new cycle (delivering) always
+// applies; a dead letter and a cancel only change an in-flight delivery, so
+// a 2xx recorded during a cancel stays succeeded and a cancel never touches
+// a dead letter. A delivery that no longer exists is ErrNotFound.
+func (s *Store) MarkDelivery(ctx context.Context, m Mark) (delivery.Status, error) {
 	var r *string
-	if reason != "" {
-		r = &reason
+	if m.Reason != "" {
+		r = &m.Reason
 	}
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE deliveries SET status = $2, dead_letter_reason = $3, cycle = GREATEST(cycle, $4), updated_at = now()
-		WHERE id = $1`, deliveryID, status, r, cycle)
+	var exists bool
+	var after *string
+	err := s.pool.QueryRow(ctx, `
+		WITH upd AS (
+		  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = 'canceled' THEN COALESCE(dead_letter_reason, $3) ELSE $3 END, cycle = GREATEST(cycle, $4),
+		    replay_id = GREATEST(replay_id, $5), next_attempt_at = $6, updated_at = now()
+		  WHERE id = $1 AND ($2 = 'delivering' OR status IN ('pending', 'delivering') OR status = $2)
+		  RETURNING status
+		)
+		SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = $1),
+		       COALESCE((SELECT status FROM upd), (SELECT status FROM deliveries WHERE id = $1))`,
+		m.DeliveryID, string(m.Status), r, m.Cycle, m.ReplayID, m.NextAttemptAt).Scan(&exists, &after)
 	if err != nil {
-		return fmt.Errorf("mark delivery %s %s: %w", deliveryID, status, err)
+		return "", fmt.Errorf("mark delivery %s %s: %w", m.DeliveryID, m.Status, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("mark delivery %s: %w", deliveryID, ErrNotFound)
+	if !exists || after == nil {
+		return "", fmt.Errorf("mark delivery %s: %w", m.DeliveryID, ErrNotFound)
 	}
-	return nil
+	return delivery.Status(*after), nil
+}
+
+// Mark is a state a delivery's workflow decided.
+type Mark struct {
+	DeliveryID string
+	Status     delivery.Status
+	Reason     string
+	Cycle      int
+	// ReplayID is the replay (its outbox row ID) that started the cycle.
+	ReplayID int64
+	// NextAttemptAt is when the cycle's next attempt is due, if any.
+	NextAttemptAt *time.Time
 }

@@ -156,48 +156,113 @@ func (s *Store) ListEndpoints(ctx context.Context, appID string, p Page) ([]Endp
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Endpoint, error) { return scanEndpoint(r) })
 }
 
-// UpdateEndpoint replaces an endpoint's settings with e's.
-func (s *Store) UpdateEndpoint(ctx context.Context, e Endpoint) (Endpoint, error) {
-	e.normalize()
-	headers, err := json.Marshal(e.Headers)
-	if err != nil {
-		return Endpoint{}, fmt.Errorf("endpoint headers: %w", err)
-	}
-	out, err := scanEndpoint(s.pool.QueryRow(ctx, `
-		UPDATE endpoints SET url = $3, description = $4, event_types = $5, environment = $6,
-		  disabled = $7, disabled_reason = CASE WHEN $7 THEN disabled_reason ELSE NULL END,
-		  retry_schedule_ms = $8, deadline_ms = $9, request_timeout_ms = $10, headers = $11, updated_at = now()
-		WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL
-		RETURNING `+endpointCols,
-		e.AppID, e.ID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
-		toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), headers))
-	if err != nil {
-		return Endpoint{}, notFound(err, "endpoint "+e.ID)
-	}
-	return out, nil
+// EndpointPatch holds the fields a PATCH gives; nil fields are left as
+// they are, so a concurrent change of another field (a 410 disabling the
+// endpoint) is never undone.
+type EndpointPatch struct {
+	URL            *string
+	Description    *string
+	EventTypes     *[]string
+	Environment    *string
+	Disabled       *bool
+	RetrySchedule  *[]time.Duration
+	Deadline       *time.Duration
+	RequestTimeout *time.Duration
+	Headers        *map[string]string
 }
 
-// DeleteEndpoint soft-deletes an endpoint (its delivery history stays) and
-// returns the deliveries whose workflows should be canceled.
-func (s *Store) DeleteEndpoint(ctx context.Context, appID, id string) ([]string, error) {
-	tag, err := s.pool.Exec(ctx, `UPDATE endpoints SET deleted_at = now(), updated_at = now()
-		WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL`, appID, id)
+// ReasonDisabledByAPI is the disabled_reason of an endpoint disabled by
+// PATCH.
+const ReasonDisabledByAPI = "disabled by API"
+
+// PatchEndpoint writes the given fields of an endpoint in one statement.
+// Disabling it cancels its in-flight deliveries through the outbox in the
+// same transaction. Moving it to the other environment revokes every secret
+// it had and returns a new one, shown once: test and live never share a
+// secret.
+func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointPatch) (Endpoint, string, error) {
+	var headers []byte
+	if p.Headers != nil {
+		var err error
+		if headers, err = json.Marshal(*p.Headers); err != nil {
+			return Endpoint{}, "", fmt.Errorf("endpoint headers: %w", err)
+		}
+	}
+	var sched []int64
+	if p.RetrySchedule != nil {
+		sched = toMS(*p.RetrySchedule)
+	}
+	ms := func(d *time.Duration) *int64 {
+		if d == nil {
+			return nil
+		}
+		v := d.Milliseconds()
+		return &v
+	}
+	var out Endpoint
+	var secret string
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var wasDisabled bool
+		var env string
+		err := tx.QueryRow(ctx, `SELECT disabled, environment FROM endpoints WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE`,
+			appID, id).Scan(&wasDisabled, &env)
+		if err != nil {
+			return notFound(err, "endpoint "+id)
+		}
+		out, err = scanEndpoint(tx.QueryRow(ctx, `
+			UPDATE endpoints SET url = COALESCE($3, url), description = COALESCE($4, description),
+			  event_types = COALESCE($5, event_types), environment = COALESCE($6, environment),
+			  disabled = COALESCE($7, disabled),
+			  disabled_reason = CASE WHEN $7 IS NULL THEN disabled_reason WHEN NOT $7 THEN NULL
+			                         WHEN disabled THEN disabled_reason ELSE $12 END,
+			  retry_schedule_ms = COALESCE($8, retry_schedule_ms), deadline_ms = COALESCE($9, deadline_ms),
+			  request_timeout_ms = COALESCE($10, request_timeout_ms), headers = COALESCE($11, headers), updated_at = now()
+			WHERE app_id = $1 AND id = $2
+			RETURNING `+endpointCols,
+			appID, id, p.URL, p.Description, p.EventTypes, p.Environment, p.Disabled, sched, ms(p.Deadline), ms(p.RequestTimeout),
+			headers, ReasonDisabledByAPI))
+		if err != nil {
+			return fmt.Errorf("patch endpoint %s: %w", id, err)
+		}
+		if out.Disabled && !wasDisabled {
+			if err := cancelDeliveries(ctx, tx, id, ReasonEndpointDisabled, "", inFlightOnly); err != nil {
+				return err
+			}
+		}
+		if p.Environment != nil && *p.Environment != env {
+			if _, err := tx.Exec(ctx, `UPDATE endpoint_secrets SET status = 'revoked', valid_until = now()
+				WHERE endpoint_id = $1 AND status <> 'revoked'`, id); err != nil {
+				return fmt.Errorf("revoke secrets of %s: %w", id, err)
+			}
+			if secret, err = signing.GenerateSecret(); err != nil {
+				return err
+			}
+			return s.insertSecret(ctx, tx, id, secret)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("delete endpoint %s: %w", id, err)
+		return Endpoint{}, "", err
 	}
-	if tag.RowsAffected() == 0 {
-		return nil, fmt.Errorf("endpoint %s: %w", id, ErrNotFound)
-	}
-	return s.OpenDeliveries(ctx, id)
+	return out, secret, nil
 }
 
-// OpenDeliveries returns an endpoint's deliveries whose workflows may run.
-func (s *Store) OpenDeliveries(ctx context.Context, endpointID string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM deliveries WHERE endpoint_id = $1 AND status IN ('pending', 'delivering', 'dead_lettered')`, endpointID)
-	if err != nil {
-		return nil, fmt.Errorf("open deliveries of %s: %w", endpointID, err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
+// DeleteEndpoint soft-deletes an endpoint (its delivery history stays). In
+// the same transaction its in-flight deliveries are canceled and every
+// workflow that may still run, parked dead letters included, gets a cancel
+// row in the outbox; dead letters keep their status and reason.
+func (s *Store) DeleteEndpoint(ctx context.Context, appID, id string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE endpoints SET deleted_at = now(), updated_at = now()
+			WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL`, appID, id)
+		if err != nil {
+			return fmt.Errorf("delete endpoint %s: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("endpoint %s: %w", id, ErrNotFound)
+		}
+		return cancelDeliveries(ctx, tx, id, ReasonEndpointDeleted, "", withDeadLetters)
+	})
 }
 
 // RotateSecret makes a new current secret; the old current one keeps

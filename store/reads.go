@@ -142,14 +142,17 @@ func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until 
 
 // RequestReplay records a replay of each delivery (by whom) and queues it
 // in the outbox, in one transaction. Only finished deliveries (succeeded,
-// dead-lettered, canceled) are replayed; it returns the IDs queued.
+// dead-lettered, canceled) of an enabled endpoint are replayed, so a dead
+// letter of a disabled endpoint stays a dead letter until it is enabled
+// again; it returns the IDs queued.
 func (s *Store) RequestReplay(ctx context.Context, appID string, deliveryIDs []string, by string) ([]string, error) {
 	var queued []string
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `
 			SELECT id FROM deliveries
 			WHERE app_id = $1 AND id = ANY ($2) AND status IN ('succeeded', 'dead_lettered', 'canceled')
-			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = deliveries.id)
+			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = deliveries.id AND o.kind <> 'cancel')
+			  AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id AND NOT e.disabled AND e.deleted_at IS NULL)
 			FOR UPDATE`, appID, deliveryIDs)
 		if err != nil {
 			return fmt.Errorf("replay: %w", err)
@@ -163,14 +166,13 @@ func (s *Store) RequestReplay(ctx context.Context, appID string, deliveryIDs []s
 		if _, err := tx.Exec(ctx, `INSERT INTO replays (delivery_id, requested_by) SELECT unnest($1::text[]), $2`, queued, by); err != nil {
 			return fmt.Errorf("record replay: %w", err)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'pending', next_attempt_at = NULL, updated_at = now() WHERE id = ANY ($1)`, queued); err != nil {
+		if _, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'pending', dead_letter_reason = NULL, next_attempt_at = NULL, updated_at = now() WHERE id = ANY ($1)`, queued); err != nil {
 			return fmt.Errorf("replay: %w", err)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO outbox (delivery_id, kind, requested_by) SELECT unnest($1::text[]), 'replay', $2`, queued, by); err != nil {
 			return fmt.Errorf("queue replay: %w", err)
 		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, '')`, OutboxChannel)
-		return err
+		return notifyOutbox(ctx, tx)
 	})
 	return queued, err
 }
@@ -188,45 +190,62 @@ func (s *Store) DeadLettered(ctx context.Context, appID, endpointID string, sinc
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// Stats are the seed article's acceptance figures over the latest events.
+// Stats are the seed article's acceptance figures over the latest events
+// (CONTRACT §7). An event with several endpoints has several deliveries, so
+// the success figures and the rate count deliveries, each by its first
+// cycle; replays are counted apart and never change the first-cycle
+// figures.
 type Stats struct {
-	Events                int     `json:"events"`
-	FirstAttemptSuccess   int     `json:"first_attempt_success"`
-	RetrySuccess          int     `json:"retry_success"`
+	// Events is the number of the latest events that had at least one
+	// delivery; events no endpoint subscribed to are not counted.
+	Events int `json:"events"`
+	// Deliveries is the number of those events' deliveries.
+	Deliveries int `json:"deliveries"`
+	// FirstAttemptSuccess counts deliveries whose first cycle succeeded on
+	// attempt 1.
+	FirstAttemptSuccess int `json:"first_attempt_success"`
+	// RetrySuccess counts deliveries whose first cycle succeeded on a later
+	// attempt.
+	RetrySuccess int `json:"retry_success"`
+	// EffectiveDeliveryRate is (FirstAttemptSuccess + RetrySuccess) ÷
+	// Deliveries, 0 when there are none.
 	EffectiveDeliveryRate float64 `json:"effective_delivery_rate"`
-	DeadLettered          int     `json:"dead_lettered"`
-	Pending               int     `json:"pending"`
+	// DeadLettered and Pending count deliveries in those states now.
+	DeadLettered int `json:"dead_lettered"`
+	Pending      int `json:"pending"`
+	// Replayed counts deliveries replayed at least once; ReplaySuccess those
+	// of them that succeeded in a replayed cycle.
+	Replayed      int `json:"replayed"`
+	ReplaySuccess int `json:"replay_success"`
 }
 
-// Stats computes CONTRACT §7 over the app's latest n events: an event counts
-// as a first-attempt success when all its deliveries succeeded on attempt
-// 1, a retry success when all succeeded and one needed a retry.
+// Stats computes CONTRACT §7 over the app's latest n events.
 func (s *Store) Stats(ctx context.Context, appID string, n int) (Stats, error) {
 	var st Stats
 	err := s.pool.QueryRow(ctx, `
 		WITH ev AS (
 		  SELECT id FROM events WHERE app_id = $1 ORDER BY received_at DESC, id DESC LIMIT $2
-		), per AS (
-		  SELECT ev.id,
-		         count(d.id) AS n,
-		         count(d.id) FILTER (WHERE d.status = 'succeeded') AS ok,
-		         count(d.id) FILTER (WHERE d.status = 'succeeded' AND d.succeeded_attempt = 1 AND d.cycle = 1) AS first,
-		         count(d.id) FILTER (WHERE d.status = 'dead_lettered') AS dead,
-		         count(d.id) FILTER (WHERE d.status IN ('pending', 'delivering')) AS pending
-		  FROM ev LEFT JOIN deliveries d ON d.app_id = $1 AND d.event_id = ev.id
-		  GROUP BY ev.id
+		), d AS (
+		  SELECT d.event_id, d.status,
+		         (SELECT min(a.number) FROM attempts a WHERE a.delivery_id = d.id AND a.cycle = 1 AND a.class = 'success') AS first_ok,
+		         EXISTS (SELECT 1 FROM replays r WHERE r.delivery_id = d.id) AS replayed,
+		         EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_id = d.id AND a.cycle > 1 AND a.class = 'success') AS replay_ok
+		  FROM ev JOIN deliveries d ON d.app_id = $1 AND d.event_id = ev.id
 		)
-		SELECT count(*),
-		       count(*) FILTER (WHERE n > 0 AND ok = n AND first = n),
-		       count(*) FILTER (WHERE n > 0 AND ok = n AND first < n),
-		       count(*) FILTER (WHERE dead > 0),
-		       count(*) FILTER (WHERE pending > 0)
-		FROM per`, appID, n).Scan(&st.Events, &st.FirstAttemptSuccess, &st.RetrySuccess, &st.DeadLettered, &st.Pending)
+		SELECT count(DISTINCT event_id), count(*),
+		       count(*) FILTER (WHERE first_ok = 1),
+		       count(*) FILTER (WHERE first_ok > 1),
+		       count(*) FILTER (WHERE status = 'dead_lettered'),
+		       count(*) FILTER (WHERE status IN ('pending', 'delivering')),
+		       count(*) FILTER (WHERE replayed),
+		       count(*) FILTER (WHERE replayed AND replay_ok)
+		FROM d`, appID, n).Scan(&st.Events, &st.Deliveries, &st.FirstAttemptSuccess, &st.RetrySuccess,
+		&st.DeadLettered, &st.Pending, &st.Replayed, &st.ReplaySuccess)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
-	if st.Events > 0 {
-		st.EffectiveDeliveryRate = float64(st.FirstAttemptSuccess+st.RetrySuccess) / float64(st.Events)
+	if st.Deliveries > 0 {
+		st.EffectiveDeliveryRate = float64(st.FirstAttemptSuccess+st.RetrySuccess) / float64(st.Deliveries)
 	}
 	return st, nil
 }

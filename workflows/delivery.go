@@ -1,10 +1,13 @@
 // Package workflows holds DeliveryWorkflow: one delivery (one event to one
 // endpoint) from its first attempt through retries, throttling, the
 // deadline, dead letter and replays. Every retry decision is made here;
-// activities never retry on their own.
+// activities never retry on their own. Each replay's cycle runs as a new
+// run (Continue-As-New), so a delivery's history stays bounded however often
+// it is replayed; Postgres keeps every cycle's record.
 package workflows
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +15,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"hookrelay/activities"
-	"hookrelay/store"
+	"hookrelay/delivery"
 )
 
 // Names shared with starters and clients.
@@ -21,7 +24,7 @@ const (
 	TaskQueue = "hookrelay-deliveries"
 	// WorkflowName is the registered name of DeliveryWorkflow.
 	WorkflowName = "DeliveryWorkflow"
-	// SignalReplay starts a new cycle of a dead-lettered delivery.
+	// SignalReplay starts a new cycle of a finished delivery.
 	SignalReplay = "replay"
 	// SignalCancel ends a delivery as canceled.
 	SignalCancel = "cancel"
@@ -29,13 +32,26 @@ const (
 	QueryState = "state"
 )
 
-// Statuses of a delivery (CONTRACT §6), as the store keeps them.
+// Bounds of the MarkDelivery activity: retried while Postgres is
+// unreachable, never longer than MarkTimeout in all.
 const (
-	StatusPending      = store.StatusPending
-	StatusDelivering   = store.StatusDelivering
-	StatusSucceeded    = store.StatusSucceeded
-	StatusDeadLettered = store.StatusDeadLettered
-	StatusCanceled     = store.StatusCanceled
+	MarkTimeout         = 24 * time.Hour
+	MarkAttemptTimeout  = 30 * time.Second
+	MarkMaximumInterval = time.Minute
+	// RecordSlack is the room an attempt's activity has, beyond the request
+	// timeout, to load its target and record its result.
+	RecordSlack = 5 * time.Second
+)
+
+// Change IDs of workflow.GetVersion: each names a change of the command
+// sequence that recorded histories must keep replaying through.
+const (
+	// versionSuccessWins: a 2xx that arrives with a cancel ends succeeded
+	// (before: canceled).
+	versionSuccessWins = "success-wins-over-cancel"
+	// versionContinueAsNew: a replay's cycle runs as a new run (before: in
+	// the same run).
+	versionContinueAsNew = "cycle-continue-as-new"
 )
 
 // Search attributes the workflow keeps current, so the Temporal UI can list
@@ -52,17 +68,24 @@ func SearchAttributeNames() []string {
 	return []string{SAState.GetName(), SAEndpoint.GetName(), SAEventType.GetName(), SAApp.GetName()}
 }
 
-// Input starts a DeliveryWorkflow. The workflow ID is DeliveryID.
+// Input starts a DeliveryWorkflow run: one cycle of a delivery. The
+// workflow ID is DeliveryID.
 type Input struct {
 	DeliveryID string
 	AppID      string
 	EventID    string
 	EventType  string
 	EndpointID string
-	Settings   Settings
-	// Cycle is 1 for a new delivery; a replay that starts a new run after
-	// retention passes the next cycle number.
+	Settings   delivery.Settings
+	// Cycle is 1 for a new delivery; each replay runs the next cycle.
 	Cycle int
+	// AcceptedAt is when the cycle was asked for: the event's acceptance,
+	// or the replay's request. The deadline counts from it, so time spent
+	// in the outbox counts. Zero means the run's start.
+	AcceptedAt time.Time
+	// ReplayID is the replay (its outbox row ID) this cycle runs; a replay
+	// signal with an ID at or below it has already been run.
+	ReplayID int64
 	// LocalActivity runs SendSigned as a local activity (fewer server round
 	// trips; still recorded in history as a marker).
 	LocalActivity bool
@@ -71,11 +94,19 @@ type Input struct {
 // ReplaySignal asks for a new cycle.
 type ReplaySignal struct {
 	By string
+	// ReplayID identifies the replay (its outbox row ID); 0 in signals sent
+	// before replays had IDs, which are always run.
+	ReplayID int64
+	// Settings are the endpoint's at the replay's request; nil keeps the
+	// run's own.
+	Settings *delivery.Settings
+	// RequestedAt starts the new cycle's deadline; zero means on receipt.
+	RequestedAt time.Time
 }
 
-// State is the answer of the state query.
+// State is the answer of the state query: the current cycle only.
 type State struct {
-	Status           string                  `json:"status"`
+	Status           delivery.Status         `json:"status"`
 	Cycle            int                     `json:"cycle"`
 	AttemptCount     int                     `json:"attempt_count"`
 	NextAttemptAt    *time.Time              `json:"next_attempt_at"`
@@ -84,13 +115,17 @@ type State struct {
 	Attempts         []activities.SendResult `json:"attempts"`
 }
 
-type delivery struct {
-	in       Input
-	set      Settings
-	state    State
-	replayCh workflow.ReceiveChannel
-	cancelCh workflow.ReceiveChannel
-	canceled bool
+type run struct {
+	in         Input
+	set        delivery.Settings
+	acceptedAt time.Time
+	replayID   int64
+	state      State
+	replayCh   workflow.ReceiveChannel
+	cancelCh   workflow.ReceiveChannel
+	canceled   bool
+	// lastFailure is why the latest attempt (or activity) failed.
+	lastFailure string
 }
 
 // outcome ends a cycle.
@@ -100,241 +135,347 @@ const (
 	outSucceeded outcome = iota
 	outDeadLettered
 	outCanceled
+	// outGone: the delivery's row is gone (app deleted); nothing to record.
+	outGone
 )
 
 // DeliveryWorkflow drives one delivery. See CONTRACT §4–§6.
 func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
-	d := &delivery{
+	r := &run{
 		in:       in,
 		set:      in.Settings.WithDefaults(),
-		state:    State{Status: StatusPending, Cycle: max(in.Cycle, 1), Attempts: []activities.SendResult{}},
+		replayID: in.ReplayID,
+		state:    State{Status: delivery.StatusPending, Cycle: max(in.Cycle, 1), Attempts: []activities.SendResult{}},
 		replayCh: workflow.GetSignalChannel(ctx, SignalReplay),
 		cancelCh: workflow.GetSignalChannel(ctx, SignalCancel),
 	}
-	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) { return d.state, nil }); err != nil {
-		return d.state, fmt.Errorf("register state query: %w", err)
+	r.acceptedAt = in.AcceptedAt
+	if r.acceptedAt.IsZero() {
+		r.acceptedAt = workflow.Now(ctx)
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryState, func() (State, error) { return r.state, nil }); err != nil {
+		return r.state, fmt.Errorf("register state query: %w", err)
 	}
 	// A run started by a replay (SignalWithStart) carries that signal; the
-	// input's cycle already accounts for it.
-	for d.replayCh.ReceiveAsync(nil) {
+	// input already accounts for it.
+	for r.replayCh.ReceiveAsync(nil) {
 	}
 	if in.Cycle > 1 {
-		if err := d.mark(ctx, StatusDelivering, ""); err != nil {
-			return d.state, err
+		if gone, err := r.startCycle(ctx); gone || err != nil {
+			return r.state, err
 		}
 	}
 	for {
-		out := d.runCycle(ctx)
-		if out == outDeadLettered {
-			if err := d.mark(ctx, StatusDeadLettered, d.state.DeadLetterReason); err != nil {
-				return d.state, err
+		var sig *ReplaySignal
+		stopRetention := func() {}
+		switch r.runCycle(ctx) {
+		case outGone:
+			r.setStatus(ctx, delivery.StatusCanceled)
+			return r.state, nil
+		case outDeadLettered:
+			status, err := r.mark(ctx, delivery.StatusDeadLettered, r.state.DeadLetterReason)
+			if err != nil || status == "" {
+				return r.state, err
 			}
-			d.setStatus(ctx, StatusDeadLettered)
-			replayed, err := d.awaitReplay(ctx)
-			if err != nil || !replayed {
-				return d.state, err
+			if status != delivery.StatusDeadLettered {
+				// Canceled while the last attempt ran; its cancel is queued.
+				r.setStatus(ctx, status)
+				return r.state, nil
 			}
-			continue
+			r.setStatus(ctx, delivery.StatusDeadLettered)
+			if sig, stopRetention, err = r.awaitReplay(ctx); err != nil || sig == nil {
+				return r.state, err
+			}
+		case outSucceeded:
+			r.setStatus(ctx, delivery.StatusSucceeded)
+			sig = r.pendingReplay()
+		case outCanceled:
+			if err := r.cancel(ctx); err != nil {
+				return r.state, err
+			}
+			sig = r.pendingReplay()
 		}
-		if out == outSucceeded {
-			d.setStatus(ctx, StatusSucceeded)
-		} else if err := d.cancel(ctx); err != nil {
-			return d.state, err
+		// A replay that reached the run as it finished must start a cycle,
+		// not be dropped.
+		if sig == nil {
+			return r.state, nil
 		}
-		// A replay of a delivery that just finished can reach the run
-		// before it completes; it must start a cycle, not be dropped.
-		if !d.replayCh.ReceiveAsync(nil) {
-			return d.state, nil
+		if workflow.GetVersion(ctx, versionContinueAsNew, workflow.DefaultVersion, 1) == 1 {
+			return r.state, workflow.NewContinueAsNewError(ctx, WorkflowName, r.next(ctx, *sig))
 		}
-		d.canceled = false
-		if err := d.newCycle(ctx); err != nil {
-			return d.state, err
+		// Runs recorded before cycles continued as new: the next cycle in
+		// this run, in the command order those histories hold.
+		r.canceled = false
+		r.state.Cycle++
+		r.acceptedAt = workflow.Now(ctx)
+		gone, err := r.startCycle(ctx)
+		stopRetention()
+		if gone || err != nil {
+			return r.state, err
 		}
 	}
 }
 
-// runCycle makes up to len(Schedule) attempts within the deadline.
-func (d *delivery) runCycle(ctx workflow.Context) outcome {
-	deadline := workflow.Now(ctx).Add(d.set.Deadline)
-	var hint *time.Duration // a 429's Retry-After replaces the next wait
-	n := len(d.set.Schedule)
-	for attempt := 1; attempt <= n; attempt++ {
-		scheduled := d.set.Schedule[attempt-1]
-		wait := Jitter(scheduled, d.in.DeliveryID, attempt)
-		if hint != nil {
-			scheduled, wait, hint = *hint, *hint, nil
+// next is the input of the run that carries sig's cycle.
+func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
+	in := r.in
+	in.Cycle = r.state.Cycle + 1
+	in.ReplayID = sig.ReplayID
+	in.AcceptedAt = sig.RequestedAt
+	if in.AcceptedAt.IsZero() {
+		in.AcceptedAt = workflow.Now(ctx)
+	}
+	if sig.Settings != nil {
+		in.Settings = *sig.Settings
+	}
+	return in
+}
+
+// fresh reports whether sig asks for a replay this run has not run yet.
+func (r *run) fresh(sig ReplaySignal) bool {
+	return sig.ReplayID == 0 || sig.ReplayID > r.replayID
+}
+
+// pendingReplay takes a fresh replay signal that is already buffered.
+func (r *run) pendingReplay() *ReplaySignal {
+	var sig ReplaySignal
+	for r.replayCh.ReceiveAsync(&sig) {
+		if r.fresh(sig) {
+			return &sig
 		}
-		now := workflow.Now(ctx)
-		// The latest moment an attempt may start and still finish in time.
-		// An attempt whose scheduled start is later is never started;
-		// jitter alone never moves an attempt past it.
-		latest := deadline.Add(-d.set.RequestTimeout).Sub(now)
-		if scheduled > latest {
-			return d.deadLetter(fmt.Sprintf("deadline of %s: attempt %d could not finish in time (%d attempts made)", d.set.Deadline, attempt, attempt-1))
+	}
+	return nil
+}
+
+// startCycle records a replayed cycle as delivering; gone reports that the
+// delivery's row no longer exists.
+func (r *run) startCycle(ctx workflow.Context) (gone bool, err error) {
+	r.state.DeadLetterReason = ""
+	r.state.Status = delivery.StatusPending
+	status, err := r.mark(ctx, delivery.StatusDelivering, "")
+	return status == "" && err == nil, err
+}
+
+// runCycle makes up to len(Schedule) attempts within the deadline, counted
+// from the cycle's acceptance.
+func (r *run) runCycle(ctx workflow.Context) outcome {
+	deadline := r.acceptedAt.Add(r.set.Deadline)
+	var throttle *time.Duration // a 429's Retry-After replaces the next wait
+	for attempt := 1; ; attempt++ {
+		next := delivery.Plan(r.set, r.in.DeliveryID, attempt, throttle, workflow.Now(ctx), deadline)
+		throttle = nil
+		if next.DeadLetter != "" {
+			if attempt > len(r.set.Schedule) && r.lastFailure != "" {
+				return r.deadLetter(next.DeadLetter + "; last: " + r.lastFailure)
+			}
+			return r.deadLetter(next.DeadLetter)
 		}
-		wait = min(wait, latest)
-		if wait > 0 {
-			at := now.Add(wait)
-			d.state.NextAttemptAt = &at
-			if d.sleep(ctx, wait) {
+		if next.Wait > 0 {
+			r.state.NextAttemptAt = &next.At
+			if r.sleep(ctx, next.Wait) {
 				return outCanceled
 			}
 		}
-		d.state.NextAttemptAt = nil
-		if d.state.Status != StatusDelivering {
-			d.setStatus(ctx, StatusDelivering)
+		r.state.NextAttemptAt = nil
+		// Timers fire late when workers were down: check again.
+		if r.set.TooLate(workflow.Now(ctx), deadline) {
+			return r.deadLetter(fmt.Sprintf("deadline of %s passed while attempt %d waited (%d attempts made)", r.set.Deadline, attempt, r.state.AttemptCount))
 		}
-		res := d.send(ctx, attempt)
-		d.state.Attempts = append(d.state.Attempts, res)
-		d.state.AttemptCount = len(d.state.Attempts)
-		d.state.LastAttempt = &d.state.Attempts[len(d.state.Attempts)-1]
-		if d.drainCancel() {
+		if r.state.Status != delivery.StatusDelivering {
+			r.setStatus(ctx, delivery.StatusDelivering)
+		}
+		res, err := r.send(ctx, attempt, deadline)
+		if err != nil {
+			var appErr *temporal.ApplicationError
+			if errors.As(err, &appErr) {
+				switch appErr.Type() {
+				case activities.ErrDeliveryGone:
+					return outGone
+				case activities.ErrNoSigningKey:
+					return r.deadLetter(appErr.Message())
+				}
+			}
+			// The worker died or Postgres was unreachable: the schedule goes
+			// on, but nothing recorded was sent, so it is no attempt.
+			r.lastFailure = "attempt did not complete: " + err.Error()
+			if r.drainCancel() {
+				return outCanceled
+			}
+			continue
+		}
+		if res.Class == activities.ClassEndpointDisabled {
+			// Nothing was sent: not an attempt.
+			r.canceled = true
+			return outCanceled
+		}
+		r.state.Attempts = append(r.state.Attempts, res)
+		r.state.AttemptCount = len(r.state.Attempts)
+		r.state.LastAttempt = &r.state.Attempts[len(r.state.Attempts)-1]
+		r.lastFailure = res.Error
+		if r.drainCancel() {
+			// A 2xx received during a cancel wins.
+			if res.Class == activities.ClassSuccess &&
+				workflow.GetVersion(ctx, versionSuccessWins, workflow.DefaultVersion, 1) == 1 {
+				return outSucceeded
+			}
 			return outCanceled
 		}
 		switch res.Class {
 		case activities.ClassSuccess:
 			return outSucceeded
-		case activities.ClassEndpointDisabled:
-			d.canceled = true
-			return outCanceled
-		case activities.ClassGone:
-			return d.deadLetter("receiver answered 410 Gone; the endpoint was disabled")
-		case activities.ClassPermanent:
-			return d.deadLetter(fmt.Sprintf("permanent failure on attempt %d (%s); check the endpoint's configuration", attempt, res.Error))
+		case activities.ClassPermanent, delivery.ClassGone:
+			if res.StatusCode == 410 {
+				return r.deadLetter("receiver answered 410 Gone; the endpoint was disabled")
+			}
+			return r.deadLetter(fmt.Sprintf("permanent failure on attempt %d (%s); check the endpoint's configuration", attempt, res.Error))
 		case activities.ClassThrottled:
-			if res.HasRetryAfter && attempt < n {
-				left := deadline.Add(-d.set.RequestTimeout).Sub(workflow.Now(ctx))
-				if res.RetryAfter > left {
-					return d.deadLetter(fmt.Sprintf("429 Retry-After %s is beyond the deadline (%s left)", res.RetryAfter, left.Round(time.Second)))
-				}
-				h := max(res.RetryAfter, time.Second)
-				hint = &h
+			if res.HasRetryAfter {
+				h := res.RetryAfter
+				throttle = &h
 			}
 		}
 	}
-	return d.deadLetter(fmt.Sprintf("all %d attempts failed; last: %s", n, d.state.LastAttempt.Error))
 }
 
-func (d *delivery) deadLetter(reason string) outcome {
-	d.state.DeadLetterReason = reason
-	d.state.NextAttemptAt = nil
+func (r *run) deadLetter(reason string) outcome {
+	r.state.DeadLetterReason = reason
+	r.state.NextAttemptAt = nil
 	return outDeadLettered
 }
 
-// send runs SendSigned with Temporal retries off. An activity failure (the
-// worker died, Postgres was unreachable) is a retryable attempt.
-func (d *delivery) send(ctx workflow.Context, attempt int) activities.SendResult {
+// send runs SendSigned with Temporal retries off. A regular activity may not
+// start after the latest moment it could still finish before the deadline.
+func (r *run) send(ctx workflow.Context, attempt int, deadline time.Time) (activities.SendResult, error) {
 	var a *activities.Activities
-	req := activities.SendRequest{DeliveryID: d.in.DeliveryID, Cycle: d.state.Cycle, Number: attempt, Timeout: d.set.RequestTimeout}
+	req := activities.SendRequest{
+		DeliveryID: r.in.DeliveryID, Cycle: r.state.Cycle, Number: attempt, Timeout: r.set.RequestTimeout,
+		Settings: r.set, Deadline: deadline,
+	}
 	noRetry := &temporal.RetryPolicy{MaximumAttempts: 1}
-	// Room to record the attempt after the request itself timed out.
-	timeout := d.set.RequestTimeout + 5*time.Second
+	timeout := r.set.RequestTimeout + RecordSlack
 	var fut workflow.Future
-	if d.in.LocalActivity {
+	if r.in.LocalActivity {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: timeout, RetryPolicy: noRetry,
 		})
 		fut = workflow.ExecuteLocalActivity(lctx, a.SendSigned, req)
 	} else {
+		toStart := max(deadline.Add(-r.set.RequestTimeout).Sub(workflow.Now(ctx)), time.Second)
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: timeout, RetryPolicy: noRetry,
+			StartToCloseTimeout: timeout, ScheduleToStartTimeout: toStart, RetryPolicy: noRetry,
 		})
 		fut = workflow.ExecuteActivity(actx, a.SendSigned, req)
 	}
 	var res activities.SendResult
-	if err := fut.Get(ctx, &res); err != nil {
-		return activities.SendResult{
-			Number: attempt, StartedAt: workflow.Now(ctx), Class: activities.ClassRetryable,
-			Error: "attempt did not complete: " + err.Error(),
-		}
-	}
-	return res
+	err := fut.Get(ctx, &res)
+	return res, err
 }
 
 // sleep waits d or until a cancel signal; it reports true when canceled.
-func (d *delivery) sleep(ctx workflow.Context, wait time.Duration) bool {
+func (r *run) sleep(ctx workflow.Context, wait time.Duration) bool {
 	tctx, stop := workflow.WithCancel(ctx)
 	defer stop()
 	timer := workflow.NewTimer(tctx, wait)
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(timer, func(workflow.Future) {})
-	sel.AddReceive(d.cancelCh, func(c workflow.ReceiveChannel, _ bool) {
+	sel.AddReceive(r.cancelCh, func(c workflow.ReceiveChannel, _ bool) {
 		c.Receive(ctx, nil)
-		d.canceled = true
+		r.canceled = true
 	})
 	sel.Select(ctx)
-	return d.canceled
+	return r.canceled
 }
 
-func (d *delivery) drainCancel() bool {
-	if d.cancelCh.ReceiveAsync(nil) {
-		d.canceled = true
+func (r *run) drainCancel() bool {
+	if r.cancelCh.ReceiveAsync(nil) {
+		r.canceled = true
 	}
-	return d.canceled
+	return r.canceled
 }
 
-// awaitReplay parks the dead letter until a replay (true), a cancel or the
-// retention timer (false).
-func (d *delivery) awaitReplay(ctx workflow.Context) (bool, error) {
+// awaitReplay parks the dead letter until a fresh replay (returned), a
+// cancel or the retention timer (nil). The caller stops the retention timer
+// with stop once the replay's cycle is recorded.
+func (r *run) awaitReplay(ctx workflow.Context) (sig *ReplaySignal, stop func(), err error) {
 	tctx, stop := workflow.WithCancel(ctx)
-	defer stop()
-	retention := workflow.NewTimer(tctx, d.set.Retention)
-	replayed := false
-	sel := workflow.NewSelector(ctx)
-	sel.AddFuture(retention, func(workflow.Future) {})
-	sel.AddReceive(d.replayCh, func(c workflow.ReceiveChannel, _ bool) {
-		var sig ReplaySignal
-		c.Receive(ctx, &sig)
-		replayed = true
-	})
-	sel.AddReceive(d.cancelCh, func(c workflow.ReceiveChannel, _ bool) {
-		c.Receive(ctx, nil)
-		d.canceled = true
-	})
-	sel.Select(ctx)
-	switch {
-	case d.canceled:
-		return false, d.cancel(ctx)
-	case !replayed && !d.replayCh.ReceiveAsync(nil):
-		// Retention passed; a replay after this starts a new run.
-		return false, nil
+	retention := workflow.NewTimer(tctx, r.set.Retention)
+	expired := false
+	for sig == nil && !expired && !r.canceled {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(retention, func(workflow.Future) { expired = true })
+		sel.AddReceive(r.replayCh, func(c workflow.ReceiveChannel, _ bool) {
+			var got ReplaySignal
+			c.Receive(ctx, &got)
+			if r.fresh(got) {
+				sig = &got
+			}
+		})
+		sel.AddReceive(r.cancelCh, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			r.canceled = true
+		})
+		sel.Select(ctx)
 	}
-	return true, d.newCycle(ctx)
+	switch {
+	case sig != nil:
+		return sig, stop, nil
+	case r.canceled:
+		// The run ends; the row stays dead_lettered, since a cancel never
+		// touches a dead letter.
+		err = r.cancel(ctx)
+		stop()
+		return nil, stop, err
+	default:
+		// Retention passed; a replay after this starts a new run.
+		stop()
+		return r.pendingReplay(), stop, nil
+	}
 }
 
-// newCycle starts a replay: a fresh schedule and deadline, same event.
-func (d *delivery) newCycle(ctx workflow.Context) error {
-	d.state.Cycle++
-	d.state.DeadLetterReason = ""
-	d.state.Status = StatusPending
-	return d.mark(ctx, StatusDelivering, "")
+func (r *run) cancel(ctx workflow.Context) error {
+	r.state.NextAttemptAt = nil
+	r.setStatus(ctx, delivery.StatusCanceled)
+	status, err := r.mark(ctx, delivery.StatusCanceled, "canceled: endpoint disabled or deleted")
+	if err == nil && status != "" && status != delivery.StatusCanceled {
+		// A 2xx or a dead letter came first; the row keeps it.
+		r.setStatus(ctx, status)
+	}
+	return err
 }
 
-func (d *delivery) cancel(ctx workflow.Context) error {
-	d.state.NextAttemptAt = nil
-	d.setStatus(ctx, StatusCanceled)
-	return d.mark(ctx, StatusCanceled, "canceled: endpoint disabled or deleted")
-}
-
-// mark records a workflow-decided state in Postgres. It is idempotent, so
-// it retries until Postgres answers.
-func (d *delivery) mark(ctx workflow.Context, status, reason string) error {
+// mark records a workflow-decided state in Postgres and answers the status
+// the row holds; "" when the row is gone (its app was deleted), which ends
+// the run without error.
+func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) (delivery.Status, error) {
 	var a *activities.Activities
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: 30 * time.Second,
-		RetryPolicy:         &temporal.RetryPolicy{InitialInterval: time.Second, MaximumInterval: time.Minute},
+		StartToCloseTimeout:    MarkAttemptTimeout,
+		ScheduleToCloseTimeout: MarkTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, MaximumInterval: MarkMaximumInterval,
+			NonRetryableErrorTypes: []string{activities.ErrDeliveryGone},
+		},
 	})
+	var res activities.MarkResult
 	err := workflow.ExecuteActivity(actx, a.MarkDelivery, activities.MarkRequest{
-		DeliveryID: d.in.DeliveryID, Status: status, Reason: reason, Cycle: d.state.Cycle,
-	}).Get(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("record %s: %w", status, err)
+		DeliveryID: r.in.DeliveryID, Status: status, Reason: reason, Cycle: r.state.Cycle, ReplayID: r.replayID,
+	}).Get(ctx, &res)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone {
+		return "", nil
 	}
-	return nil
+	if err != nil {
+		return "", fmt.Errorf("record %s: %w", status, err)
+	}
+	if res.Status == "" {
+		// Histories recorded before MarkDelivery answered a status.
+		res.Status = status
+	}
+	return res.Status, nil
 }
 
 // setStatus changes the status and the State search attribute.
-func (d *delivery) setStatus(ctx workflow.Context, status string) {
-	d.state.Status = status
-	_ = workflow.UpsertTypedSearchAttributes(ctx, SAState.ValueSet(status))
+func (r *run) setStatus(ctx workflow.Context, status delivery.Status) {
+	r.state.Status = status
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SAState.ValueSet(string(status)))
 }

@@ -2,15 +2,20 @@ package workflows_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"hookrelay/activities"
+	"hookrelay/delivery"
 	"hookrelay/workflows"
 )
 
@@ -26,6 +31,8 @@ type scripted struct {
 	calls   []time.Duration
 	reqs    []activities.SendRequest
 	marks   []activities.MarkRequest
+	// markStatus answers a mark; nil answers the status asked for.
+	markStatus func(activities.MarkRequest) (delivery.Status, error)
 }
 
 func (s *scripted) send(_ context.Context, req activities.SendRequest) (activities.SendResult, error) {
@@ -44,9 +51,13 @@ func (s *scripted) send(_ context.Context, req activities.SendRequest) (activiti
 	return r, nil
 }
 
-func (s *scripted) mark(_ context.Context, req activities.MarkRequest) error {
+func (s *scripted) mark(_ context.Context, req activities.MarkRequest) (activities.MarkResult, error) {
 	s.marks = append(s.marks, req)
-	return nil
+	if s.markStatus != nil {
+		st, err := s.markStatus(req)
+		return activities.MarkResult{Status: st}, err
+	}
+	return activities.MarkResult{Status: req.Status}, nil
 }
 
 func setup(t *testing.T, local bool, results ...activities.SendResult) (*testsuite.TestWorkflowEnvironment, *scripted, workflows.Input) {
@@ -99,8 +110,8 @@ func queryAt(t *testing.T, env *testsuite.TestWorkflowEnvironment, d time.Durati
 // expectedWaits returns the jittered default schedule of dlv.
 func expectedWaits() []time.Duration {
 	var out []time.Duration
-	for i, w := range workflows.DefaultSchedule() {
-		out = append(out, workflows.Jitter(w, dlv, i+1))
+	for i, w := range delivery.DefaultSchedule() {
+		out = append(out, delivery.Jitter(w, dlv, i+1))
 	}
 	return out
 }
@@ -110,7 +121,7 @@ func TestFirstAttemptSucceeds(t *testing.T) {
 		env, s, in := setup(t, local, ok())
 		env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 		st := result(t, env)
-		require.Equal(t, workflows.StatusSucceeded, st.Status)
+		require.Equal(t, delivery.StatusSucceeded, st.Status)
 		require.Equal(t, 1, st.AttemptCount)
 		require.Len(t, s.calls, 1)
 		require.Equal(t, expectedWaits()[0], s.calls[0], "first attempt waits the first jittered wait")
@@ -136,19 +147,19 @@ func TestSixFailuresDeadLetterAt72Minutes(t *testing.T) {
 	require.InDelta(t, 4356, s.calls[5].Seconds(), 436)
 	require.Less(t, s.calls[5], 75*time.Minute-10*time.Second)
 
-	require.Equal(t, workflows.StatusPending, early.Status, "before the first attempt")
+	require.Equal(t, delivery.StatusPending, early.Status, "before the first attempt")
 	require.Zero(t, early.AttemptCount)
 	require.True(t, s.start.Add(expectedWaits()[0]).Equal(*early.NextAttemptAt), "next attempt time")
-	require.Equal(t, workflows.StatusDelivering, mid.Status)
+	require.Equal(t, delivery.StatusDelivering, mid.Status)
 	require.Equal(t, 3, mid.AttemptCount, "1 s + 5 s + 30 s elapsed by 40 s")
 	require.NotNil(t, mid.NextAttemptAt)
 	require.Equal(t, 502, mid.LastAttempt.StatusCode)
 
-	require.Equal(t, workflows.StatusDeadLettered, dead.Status)
+	require.Equal(t, delivery.StatusDeadLettered, dead.Status)
 	require.Contains(t, dead.DeadLetterReason, "all 6 attempts failed")
 	require.Nil(t, dead.NextAttemptAt)
-	require.Equal(t, workflows.StatusDeadLettered, st.Status, "retention passed without replay")
-	require.Equal(t, []activities.MarkRequest{{DeliveryID: dlv, Status: workflows.StatusDeadLettered, Reason: dead.DeadLetterReason, Cycle: 1}}, s.marks)
+	require.Equal(t, delivery.StatusDeadLettered, st.Status, "retention passed without replay")
+	require.Equal(t, []activities.MarkRequest{{DeliveryID: dlv, Status: delivery.StatusDeadLettered, Reason: dead.DeadLetterReason, Cycle: 1}}, s.marks)
 }
 
 func TestThrottledHonoursRetryAfter(t *testing.T) {
@@ -157,7 +168,7 @@ func TestThrottledHonoursRetryAfter(t *testing.T) {
 	env, s, in := setup(t, false, throttled, ok())
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	st := result(t, env)
-	require.Equal(t, workflows.StatusSucceeded, st.Status)
+	require.Equal(t, delivery.StatusSucceeded, st.Status)
 	require.Len(t, s.calls, 2)
 	require.Equal(t, 120*time.Second, s.calls[1]-s.calls[0])
 }
@@ -165,7 +176,7 @@ func TestThrottledHonoursRetryAfter(t *testing.T) {
 func TestThrottledWithoutHintUsesSchedule(t *testing.T) {
 	env, s, in := setup(t, false, fail(429), ok())
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
-	require.Equal(t, workflows.StatusSucceeded, result(t, env).Status)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
 	require.Equal(t, expectedWaits()[1], s.calls[1]-s.calls[0])
 }
 
@@ -174,7 +185,7 @@ func TestThrottledHintIsClampedToOneSecond(t *testing.T) {
 	throttled.HasRetryAfter = true // Retry-After: 0
 	env, s, in := setup(t, false, throttled, ok())
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
-	require.Equal(t, workflows.StatusSucceeded, result(t, env).Status)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
 	require.Equal(t, time.Second, s.calls[1]-s.calls[0])
 }
 
@@ -186,7 +197,7 @@ func TestThrottledHintPastDeadlineDeadLettersAtOnce(t *testing.T) {
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	result(t, env)
 	require.Len(t, s.calls, 1)
-	require.Equal(t, workflows.StatusDeadLettered, dead.Status)
+	require.Equal(t, delivery.StatusDeadLettered, dead.Status)
 	require.Contains(t, dead.DeadLetterReason, "beyond the deadline")
 }
 
@@ -197,7 +208,7 @@ func TestPermanentFailuresDeadLetterAfterOneAttempt(t *testing.T) {
 		env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 		result(t, env)
 		require.Len(t, s.calls, 1, "HTTP %d", code)
-		require.Equal(t, workflows.StatusDeadLettered, dead.Status)
+		require.Equal(t, delivery.StatusDeadLettered, dead.Status)
 		require.Contains(t, dead.DeadLetterReason, "check the endpoint's configuration")
 	}
 }
@@ -208,25 +219,115 @@ func TestGoneDeadLettersAndReportsDisabled(t *testing.T) {
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	result(t, env)
 	require.Len(t, s.calls, 1)
-	require.Contains(t, dead.DeadLetterReason, "410")
-	require.Equal(t, activities.ClassGone, dead.LastAttempt.Class)
+	require.Contains(t, dead.DeadLetterReason, "410 Gone; the endpoint was disabled")
+	require.Equal(t, activities.ClassPermanent, dead.LastAttempt.Class, "CONTRACT §4: a 410 is permanent")
 }
 
-func TestActivityFailureIsRetryable(t *testing.T) {
+// TestActivityFailureIsNoAttempt: an attempt that did not complete (the
+// worker died) uses its slot of the schedule but is not an attempt.
+func TestActivityFailureIsNoAttempt(t *testing.T) {
 	env, s, in := setup(t, false, activities.SendResult{}, ok())
 	s.errs = []error{errors.New("worker lost")}
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	st := result(t, env)
-	require.Equal(t, workflows.StatusSucceeded, st.Status)
-	require.Equal(t, activities.ClassRetryable, st.Attempts[0].Class)
-	require.Contains(t, st.Attempts[0].Error, "worker lost")
+	require.Equal(t, delivery.StatusSucceeded, st.Status)
+	require.Len(t, s.calls, 2)
+	require.Equal(t, 1, st.AttemptCount)
+	require.Equal(t, activities.ClassSuccess, st.Attempts[0].Class)
+	require.Equal(t, 2, st.Attempts[0].Number)
 }
 
-func TestDisabledEndpointCancels(t *testing.T) {
+func TestDisabledEndpointCancelsWithoutAnAttempt(t *testing.T) {
 	env, s, in := setup(t, false, activities.SendResult{Class: activities.ClassEndpointDisabled})
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
-	require.Equal(t, workflows.StatusCanceled, result(t, env).Status)
-	require.Equal(t, workflows.StatusCanceled, s.marks[len(s.marks)-1].Status)
+	st := result(t, env)
+	require.Equal(t, delivery.StatusCanceled, st.Status)
+	require.Zero(t, st.AttemptCount, "nothing was sent")
+	require.Equal(t, delivery.StatusCanceled, s.marks[len(s.marks)-1].Status)
+}
+
+// TestNoSigningKeyDeadLettersAtOnce: nothing can be sent, so the delivery
+// dead-letters with that reason instead of retrying until the deadline.
+func TestNoSigningKeyDeadLettersAtOnce(t *testing.T) {
+	env, s, in := setup(t, false)
+	s.errs = []error{temporal.NewNonRetryableApplicationError("endpoint ep_1 has no valid signing key; nothing was sent", activities.ErrNoSigningKey, nil)}
+	dead := queryAt(t, env, time.Minute)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	result(t, env)
+	require.Len(t, s.calls, 1)
+	require.Equal(t, delivery.StatusDeadLettered, dead.Status)
+	require.Zero(t, dead.AttemptCount)
+	require.Contains(t, dead.DeadLetterReason, "no valid signing key")
+}
+
+// TestDeliveryGoneEndsTheRun: once the delivery's row is gone (its app was
+// deleted), the run ends at once, whichever activity finds out.
+func TestDeliveryGoneEndsTheRun(t *testing.T) {
+	goneErr := temporal.NewNonRetryableApplicationError("delivery gone", activities.ErrDeliveryGone, nil)
+	t.Run("attempt", func(t *testing.T) {
+		env, s, in := setup(t, false)
+		s.errs = []error{goneErr}
+		env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+		st := result(t, env)
+		require.Len(t, s.calls, 1)
+		require.Empty(t, s.marks)
+		require.Equal(t, delivery.StatusCanceled, st.Status)
+	})
+	t.Run("mark", func(t *testing.T) {
+		env, s, in := setup(t, false, fail(404))
+		s.markStatus = func(activities.MarkRequest) (delivery.Status, error) { return "", goneErr }
+		env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+		result(t, env)
+		require.Len(t, s.marks, 1, "not retried")
+	})
+}
+
+// TestSuccessWinsOverCancel: a cancel that arrives while an attempt is in
+// flight does not undo its 2xx.
+func TestSuccessWinsOverCancel(t *testing.T) {
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	var a *activities.Activities
+	env.RegisterActivity(&activities.Activities{})
+	var marks []activities.MarkRequest
+	env.OnActivity(a.SendSigned, mock.Anything, mock.Anything).After(3*time.Second).Return(ok(), nil)
+	env.OnActivity(a.MarkDelivery, mock.Anything, mock.Anything).Return(func(_ context.Context, m activities.MarkRequest) (activities.MarkResult, error) {
+		marks = append(marks, m)
+		return activities.MarkResult{Status: m.Status}, nil
+	})
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCancel, nil) }, 2*time.Second)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, workflows.Input{DeliveryID: dlv})
+	st := result(t, env)
+	require.Equal(t, delivery.StatusSucceeded, st.Status)
+	require.Empty(t, marks, "no cancel recorded")
+}
+
+// TestCancelWhileParkedKeepsTheDeadLetter: a cancel ends a parked dead
+// letter's run; the row answers that it is still dead-lettered.
+func TestCancelWhileParkedKeepsTheDeadLetter(t *testing.T) {
+	env, s, in := setup(t, false, fail(404))
+	s.markStatus = func(m activities.MarkRequest) (delivery.Status, error) { return delivery.StatusDeadLettered, nil }
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCancel, nil) }, time.Hour)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	st := result(t, env)
+	require.Equal(t, delivery.StatusDeadLettered, st.Status)
+	require.Equal(t, delivery.StatusCanceled, s.marks[1].Status, "asked")
+	require.Less(t, env.Now().Sub(s.start), 2*time.Hour, "ended at the cancel, not at retention")
+}
+
+// TestDeadlineCountsFromAcceptance: an event accepted 74 minutes before its
+// workflow started has a minute left: 3 attempts instead of 6.
+func TestDeadlineCountsFromAcceptance(t *testing.T) {
+	env, s, in := setup(t, false)
+	in.AcceptedAt = env.Now().Add(-74 * time.Minute)
+	dead := queryAt(t, env, 10*time.Minute)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	result(t, env)
+	require.Len(t, s.calls, 3)
+	require.Contains(t, dead.DeadLetterReason, "deadline")
+	for _, r := range s.reqs {
+		require.True(t, r.Deadline.Equal(in.AcceptedAt.Add(delivery.DeadlineDefault)), "the attempt knows the deadline")
+	}
 }
 
 func TestCancelSignalWhileWaiting(t *testing.T) {
@@ -234,32 +335,100 @@ func TestCancelSignalWhileWaiting(t *testing.T) {
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCancel, nil) }, 10*time.Second)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	st := result(t, env)
-	require.Equal(t, workflows.StatusCanceled, st.Status)
+	require.Equal(t, delivery.StatusCanceled, st.Status)
 	require.Len(t, s.calls, 2, "attempts at 1 s and 6 s, canceled during the 30 s wait")
 }
 
-func TestReplayAfterDeadLetterStartsNewCycle(t *testing.T) {
-	env, s, in := setup(t, false, fail(404), ok())
-	dead := queryAt(t, env, time.Hour)
-	env.RegisterDelayedCallback(func() {
-		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin"})
-	}, 2*time.Hour)
-	replayed := queryAt(t, env, 2*time.Hour+500*time.Millisecond)
-	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
-	st := result(t, env)
+// continued returns the input of the run a finished run continued as.
+func continued(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.Input {
+	t.Helper()
+	require.True(t, env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, env.GetWorkflowError(), &can)
+	require.Equal(t, workflows.WorkflowName, can.WorkflowType.Name)
+	var in workflows.Input
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &in))
+	return in
+}
 
-	require.Equal(t, workflows.StatusDeadLettered, dead.Status)
-	require.Equal(t, workflows.StatusPending, replayed.Status, "new cycle waits its first wait")
-	require.Equal(t, 2, replayed.Cycle)
-	require.Equal(t, workflows.StatusSucceeded, st.Status)
+func TestReplayAfterDeadLetterContinuesAsNew(t *testing.T) {
+	env, s, in := setup(t, false, fail(404))
+	dead := queryAt(t, env, time.Hour)
+	newer := delivery.Settings{Schedule: []time.Duration{0, time.Minute}, Deadline: time.Hour, RequestTimeout: 3 * time.Second}
+	requested := env.Now().Add(2 * time.Hour)
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin", ReplayID: 7, Settings: &newer, RequestedAt: requested})
+	}, 2*time.Hour)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusDeadLettered, dead.Status)
+	next := continued(t, env)
+	require.Equal(t, 2, next.Cycle)
+	require.Equal(t, int64(7), next.ReplayID)
+	require.Equal(t, newer, next.Settings, "the new cycle uses the endpoint's settings at the replay")
+	require.True(t, next.AcceptedAt.Equal(requested), "its deadline counts from the replay's request")
+	require.Equal(t, dlv, next.DeliveryID, "same delivery, so the same event ID")
+	require.Equal(t, []delivery.Status{delivery.StatusDeadLettered}, []delivery.Status{s.marks[0].Status})
+
+	// The next run: cycle 2 from attempt 1 with a fresh schedule.
+	env2, s2, _ := setup(t, false, ok())
+	env2.ExecuteWorkflow(workflows.DeliveryWorkflow, next)
+	st := result(t, env2)
+	require.Equal(t, delivery.StatusSucceeded, st.Status)
 	require.Equal(t, 2, st.Cycle)
-	require.Len(t, s.reqs, 2)
-	require.Equal(t, 1, s.reqs[0].Cycle)
-	require.Equal(t, 2, s.reqs[1].Cycle)
-	require.Equal(t, 1, s.reqs[1].Number, "a new cycle starts from attempt 1 with a fresh schedule")
-	require.Equal(t, dlv, s.reqs[1].DeliveryID, "same delivery, so the same event ID")
-	require.Equal(t, 2*time.Hour+expectedWaits()[0], s.calls[1])
-	require.Equal(t, []string{workflows.StatusDeadLettered, workflows.StatusDelivering}, []string{s.marks[0].Status, s.marks[1].Status})
+	require.Equal(t, 1, s2.reqs[0].Number)
+	require.Equal(t, 2, s2.reqs[0].Cycle)
+	require.Equal(t, newer.RequestTimeout, s2.reqs[0].Timeout)
+	require.Equal(t, activities.MarkRequest{DeliveryID: dlv, Status: delivery.StatusDelivering, Cycle: 2, ReplayID: 7}, s2.marks[0])
+	require.Len(t, st.Attempts, 1, "the state holds the current cycle only")
+}
+
+// TestReplayIDRunsOnce: a replay signal whose ID the run has already run
+// (the outbox row was dispatched twice) starts no cycle.
+func TestReplayIDRunsOnce(t *testing.T) {
+	env, s, in := setup(t, false, fail(404))
+	in.Cycle, in.ReplayID = 2, 9
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin", ReplayID: 9})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	st := result(t, env) // retention passed: no new cycle
+	require.Equal(t, delivery.StatusDeadLettered, st.Status)
+	require.Len(t, s.calls, 1)
+
+	env, _, in = setup(t, false, fail(404))
+	in.Cycle, in.ReplayID = 2, 9
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin", ReplayID: 9})
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin", ReplayID: 10})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, int64(10), continued(t, env).ReplayID)
+}
+
+// TestThreeHundredReplaysStayBounded replays one delivery 300 times: every
+// run holds one cycle, so its state (the query answer and the result) does
+// not grow.
+func TestThreeHundredReplaysStayBounded(t *testing.T) {
+	env, _, in := setup(t, false, fail(404))
+	smallest, largest := 1<<30, 0
+	for i := 1; i <= 300; i++ {
+		replay := int64(i)
+		env.RegisterDelayedCallback(func() {
+			env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin", ReplayID: replay})
+		}, time.Hour)
+		st := queryAt(t, env, 30*time.Minute)
+		env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+		in = continued(t, env)
+		require.Equal(t, i+1, in.Cycle)
+		require.Equal(t, 1, st.AttemptCount)
+		raw, err := json.Marshal(st)
+		require.NoError(t, err)
+		smallest, largest = min(smallest, len(raw)), max(largest, len(raw))
+		env, _, _ = setup(t, false, fail(404))
+	}
+	// Only the cycle number and timestamps change length (a few bytes);
+	// kept in one run, 300 cycles would hold 300 attempts.
+	require.LessOrEqual(t, largest-smallest, 16, "state size does not grow with replays: %d–%d bytes", smallest, largest)
 }
 
 func TestNewRunFromReplayAfterRetention(t *testing.T) {
@@ -267,14 +436,14 @@ func TestNewRunFromReplayAfterRetention(t *testing.T) {
 	in.Cycle = 3
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	st := result(t, env)
-	require.Equal(t, workflows.StatusSucceeded, st.Status)
+	require.Equal(t, delivery.StatusSucceeded, st.Status)
 	require.Equal(t, 3, s.reqs[0].Cycle)
-	require.Equal(t, workflows.StatusDelivering, s.marks[0].Status)
+	require.Equal(t, delivery.StatusDelivering, s.marks[0].Status)
 }
 
 func TestDeadlineStopsAttempts(t *testing.T) {
 	env, s, in := setup(t, false)
-	in.Settings = workflows.Settings{
+	in.Settings = delivery.Settings{
 		Schedule:       []time.Duration{time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second},
 		Deadline:       25 * time.Second,
 		RequestTimeout: 5 * time.Second,
@@ -289,16 +458,16 @@ func TestDeadlineStopsAttempts(t *testing.T) {
 }
 
 func TestJitterBounds(t *testing.T) {
-	for _, base := range workflows.DefaultSchedule() {
+	for _, base := range delivery.DefaultSchedule() {
 		for i := 0; i < 2000; i++ {
 			id := "dlv_" + string(rune('a'+i%26)) + time.Duration(i).String()
-			got := workflows.Jitter(base, id, i%6+1)
+			got := delivery.Jitter(base, id, i%6+1)
 			require.GreaterOrEqual(t, got, time.Duration(float64(base)*0.9)-time.Millisecond)
 			require.LessOrEqual(t, got, time.Duration(float64(base)*1.1)+time.Millisecond)
-			require.Equal(t, got, workflows.Jitter(base, id, i%6+1), "deterministic")
+			require.Equal(t, got, delivery.Jitter(base, id, i%6+1), "deterministic")
 		}
 	}
-	require.Zero(t, workflows.Jitter(0, "x", 1), "a zero wait stays zero")
+	require.Zero(t, delivery.Jitter(0, "x", 1), "a zero wait stays zero")
 }
 
 // TestReplayRacingSuccess: a replay signal that reaches the run in the same
@@ -310,8 +479,6 @@ func TestReplayRacingSuccess(t *testing.T) {
 		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin"})
 	}, expectedWaits()[0])
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
-	st := result(t, env)
-	require.Equal(t, workflows.StatusSucceeded, st.Status)
-	require.Equal(t, 2, st.Cycle)
-	require.Len(t, s.reqs, 2)
+	require.Equal(t, 2, continued(t, env).Cycle)
+	require.Len(t, s.reqs, 1)
 }

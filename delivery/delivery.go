@@ -1,0 +1,170 @@
+// Package delivery holds the vocabulary every stage of a delivery shares:
+// its statuses, the classes of an attempt, the retry settings with their
+// defaults, and Plan, the one function that decides when the next attempt
+// of a cycle is due (or that there is none). It imports nothing of
+// hookrelay's, so the API, the outbox, the workflow, the activities and the
+// store can all use it.
+package delivery
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+)
+
+// Status is a delivery's state (CONTRACT §6).
+type Status string
+
+// Delivery statuses.
+const (
+	StatusPending      Status = "pending"
+	StatusDelivering   Status = "delivering"
+	StatusSucceeded    Status = "succeeded"
+	StatusDeadLettered Status = "dead_lettered"
+	StatusCanceled     Status = "canceled"
+)
+
+// InFlight reports whether a delivery in status s may still make an
+// attempt: the statuses a cancel ends (CONTRACT §4).
+func (s Status) InFlight() bool { return s == StatusPending || s == StatusDelivering }
+
+// Class is the classification of one attempt (CONTRACT §4).
+type Class string
+
+// Attempt classes.
+const (
+	// ClassSuccess: 2xx, delivered.
+	ClassSuccess Class = "success"
+	// ClassRetryable: 5xx, timeout, connection refused/reset, DNS or TLS
+	// failure; the scheduled wait applies.
+	ClassRetryable Class = "retryable"
+	// ClassThrottled: 429; the Retry-After hint applies when present.
+	ClassThrottled Class = "throttled"
+	// ClassPermanent: 410, other 4xx, any 3xx, a refused target; dead-letter
+	// now (a 410 also disables the endpoint).
+	ClassPermanent Class = "permanent"
+	// ClassGone is how histories recorded before 410 became permanent name a
+	// 410. Nothing records it any more; the workflow still reads it.
+	ClassGone Class = "gone"
+	// ClassEndpointDisabled: the endpoint was disabled or deleted before the
+	// request; nothing was sent, so it is not an attempt, and the delivery is
+	// canceled.
+	ClassEndpointDisabled Class = "endpoint_disabled"
+)
+
+// Retry settings defaults (CONTRACT §4 and §5).
+const (
+	// DeadlineDefault bounds a delivery cycle from the event's acceptance.
+	DeadlineDefault = 75 * time.Minute
+	// RequestTimeoutDefault bounds one attempt.
+	RequestTimeoutDefault = 10 * time.Second
+	// RetentionDefault is how long a dead letter waits for a replay.
+	RetentionDefault = 7 * 24 * time.Hour
+	// JitterFraction is the largest jitter, as a fraction of a wait.
+	JitterFraction = 0.10
+	// MinThrottleWait is the shortest wait a 429's Retry-After can ask for.
+	MinThrottleWait = time.Second
+)
+
+var defaultSchedule = [...]time.Duration{
+	1 * time.Second, 5 * time.Second, 30 * time.Second,
+	2 * time.Minute, 10 * time.Minute, 60 * time.Minute,
+}
+
+// DefaultSchedule returns the default waits before attempts 1..6.
+func DefaultSchedule() []time.Duration { return append([]time.Duration(nil), defaultSchedule[:]...) }
+
+// Settings are a delivery cycle's retry settings, read from the endpoint
+// when the cycle starts.
+type Settings struct {
+	// Schedule holds the waits before each attempt; its length is the
+	// number of attempts per cycle. Defaults to DefaultSchedule.
+	Schedule []time.Duration
+	// Deadline bounds a cycle from its acceptance. Defaults to DeadlineDefault.
+	Deadline time.Duration
+	// RequestTimeout bounds one attempt. Defaults to RequestTimeoutDefault.
+	RequestTimeout time.Duration
+	// Retention is how long a dead letter waits for a replay. Defaults to
+	// RetentionDefault.
+	Retention time.Duration
+}
+
+// WithDefaults fills unset fields with the defaults.
+func (s Settings) WithDefaults() Settings {
+	if len(s.Schedule) == 0 {
+		s.Schedule = DefaultSchedule()
+	}
+	if s.Deadline <= 0 {
+		s.Deadline = DeadlineDefault
+	}
+	if s.RequestTimeout <= 0 {
+		s.RequestTimeout = RequestTimeoutDefault
+	}
+	if s.Retention <= 0 {
+		s.Retention = RetentionDefault
+	}
+	return s
+}
+
+// Jitter returns wait moved by a deterministic amount within
+// ±JitterFraction, derived from the delivery ID and attempt number, so every
+// replay of the workflow computes the same value.
+func Jitter(wait time.Duration, deliveryID string, attempt int) time.Duration {
+	if wait <= 0 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(deliveryID))
+	h.Write([]byte{'/'})
+	h.Write([]byte(strconv.Itoa(attempt)))
+	// u in [-1, 1)
+	u := float64(h.Sum64()>>11)/float64(1<<53)*2 - 1
+	return (wait + time.Duration(float64(wait)*JitterFraction*u)).Round(time.Millisecond)
+}
+
+// Next is Plan's answer: wait Wait (due at At), or, when DeadLetter is
+// set, make no further attempt in this cycle for that reason.
+type Next struct {
+	Wait       time.Duration
+	At         time.Time
+	DeadLetter string
+}
+
+// Plan decides when attempt number `attempt` (1-based) of a cycle may start,
+// at now, for a cycle that must end by deadline. throttle is a 429's
+// Retry-After hint from the attempt before (nil when there was none); it
+// replaces the scheduled wait. An attempt whose scheduled start lies past
+// the latest moment it could still finish is never started; jitter alone
+// never moves an attempt past that moment. The workflow and the attempt
+// record both call Plan, so the time Postgres shows is the time the
+// workflow waits for.
+func Plan(s Settings, deliveryID string, attempt int, throttle *time.Duration, now, deadline time.Time) Next {
+	s = s.WithDefaults()
+	n := len(s.Schedule)
+	if attempt > n {
+		return Next{DeadLetter: fmt.Sprintf("all %d attempts failed", n)}
+	}
+	latest := deadline.Add(-s.RequestTimeout).Sub(now)
+	scheduled := s.Schedule[attempt-1]
+	wait := Jitter(scheduled, deliveryID, attempt)
+	if throttle != nil {
+		scheduled = max(*throttle, MinThrottleWait)
+		wait = scheduled
+		if scheduled > latest {
+			return Next{DeadLetter: fmt.Sprintf("429 Retry-After %s is beyond the deadline (%s left)", *throttle, max(latest, 0).Round(time.Second))}
+		}
+	}
+	if scheduled > latest {
+		return Next{DeadLetter: fmt.Sprintf("deadline of %s: attempt %d could not finish in time (%d attempts made)", s.Deadline, attempt, attempt-1)}
+	}
+	wait = max(min(wait, latest), 0)
+	return Next{Wait: wait, At: now.Add(wait)}
+}
+
+// TooLate reports whether an attempt starting at now could no longer finish
+// before deadline: checked again right before each attempt, since a timer
+// can fire late when workers were down.
+func (s Settings) TooLate(now, deadline time.Time) bool {
+	return now.After(deadline.Add(-s.WithDefaults().RequestTimeout))
+}

@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Reasons a delivery was canceled, as its row records them.
+const (
+	ReasonEndpointDisabled = "canceled: endpoint disabled"
+	ReasonEndpointDeleted  = "canceled: endpoint deleted"
+)
+
+// cancelScope says which deliveries' workflows a change ends.
+type cancelScope int
+
+const (
+	// inFlightOnly cancels pending and delivering deliveries; dead letters
+	// keep their status, reason and parked workflow, so they can be
+	// replayed once the endpoint is enabled again (endpoint disabled).
+	inFlightOnly cancelScope = iota
+	// withDeadLetters also ends the parked workflows of dead letters; their
+	// rows stay dead_lettered with their reason (endpoint deleted).
+	withDeadLetters
+)
+
+// cancelDeliveries marks an endpoint's in-flight deliveries canceled with
+// reason and queues a cancel row in the outbox for each workflow that may
+// still run, all in tx. A start row whose delivery is canceled here is
+// dropped by the dispatcher instead of started, so nothing is sent.
+func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except string, scope cancelScope) error {
+	_, err := tx.Exec(ctx, `
+		WITH target AS (
+		  SELECT id, status FROM deliveries
+		  WHERE endpoint_id = $1 AND id <> $3
+		    AND (status IN ('pending', 'delivering') OR ($4 AND status = 'dead_lettered'))
+		  FOR UPDATE
+		), upd AS (
+		  UPDATE deliveries d SET status = 'canceled', dead_letter_reason = $2, next_attempt_at = NULL, updated_at = now()
+		  FROM target WHERE d.id = target.id AND target.status IN ('pending', 'delivering')
+		)
+		INSERT INTO outbox (delivery_id, kind, requested_by) SELECT id, 'cancel', $2 FROM target`,
+		endpointID, reason, except, scope == withDeadLetters)
+	if err != nil {
+		return fmt.Errorf("cancel deliveries of %s: %w", endpointID, err)
+	}
+	return notifyOutbox(ctx, tx)
+}
+
+// disableEndpoint disables an endpoint for reason and cancels its in-flight
+// deliveries other than except (the delivery whose attempt disabled it).
+func (s *Store) disableEndpoint(ctx context.Context, tx pgx.Tx, endpointID, reason, except string) error {
+	tag, err := tx.Exec(ctx, `UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now()
+		WHERE id = $1 AND NOT disabled`, endpointID, reason)
+	if err != nil {
+		return fmt.Errorf("disable endpoint %s: %w", endpointID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	return cancelDeliveries(ctx, tx, endpointID, ReasonEndpointDisabled, except, inFlightOnly)
+}
+
+// notifyOutbox wakes the dispatcher when tx commits.
+func notifyOutbox(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, OutboxChannel); err != nil {
+		return fmt.Errorf("notify outbox: %w", err)
+	}
+	return nil
+}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"hookrelay/internal/netguard"
 	"hookrelay/delivery"
+	"hookrelay/internal/netguard"
 )
 
 // Class is the classification of one attempt (CONTRACT §4); the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"hookrelay/delivery"
 	"hookrelay/internal/netguard"
 	"hookrelay/outbox"
 	"hookrelay/store"
@@ -218,28 +219,14 @@ func (s *Server) patchApp(c *gin.Context) {
 	c.JSON(http.StatusOK, a)
 }
 
+// deleteApp deletes an app; its workflows are canceled through the outbox
+// in the same transaction.
 func (s *Server) deleteApp(c *gin.Context) {
-	open, err := s.store.DeleteApp(c.Request.Context(), c.Param("app"))
-	if err != nil {
+	if err := s.store.DeleteApp(c.Request.Context(), c.Param("app")); err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.cancelWorkflows(c.Request.Context(), open)
 	c.Status(http.StatusNoContent)
-}
-
-// cancelWorkflows signals cancel to deliveries whose endpoint or app went
-// away. Best effort: a workflow that misses it finds the endpoint inactive
-// at its next attempt and cancels itself.
-func (s *Server) cancelWorkflows(ctx context.Context, deliveryIDs []string) {
-	if s.temporal == nil {
-		return
-	}
-	for _, id := range deliveryIDs {
-		if err := s.temporal.SignalWorkflow(ctx, id, "", workflows.SignalCancel, nil); err != nil {
-			s.logger.Debug("cancel signal not delivered", "delivery_id", id, "err", err)
-		}
-	}
 }
 
 // ---- event types
@@ -497,7 +484,7 @@ func (s *Server) createEndpoint(c *gin.Context) {
 		return
 	}
 	e := store.Endpoint{AppID: c.Param("app"), Environment: "live", EventTypes: []string{}, Headers: map[string]string{},
-		RetrySchedule: workflows.DefaultSchedule(), Deadline: workflows.DeadlineDefault, RequestTimeout: workflows.RequestTimeoutDefault}
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: delivery.DeadlineDefault, RequestTimeout: delivery.RequestTimeoutDefault}
 	if !s.applyEndpoint(c, req, &e) {
 		return
 	}
@@ -541,6 +528,9 @@ func (s *Server) getEndpoint(c *gin.Context) {
 	c.JSON(http.StatusOK, viewEndpoint(e))
 }
 
+// patchEndpoint validates the merged view of the endpoint, then writes
+// only the fields the request gave. Disabling cancels its in-flight
+// deliveries; a change of environment answers the new secret, once.
 func (s *Server) patchEndpoint(c *gin.Context) {
 	var req endpointRequest
 	if !bind(c, &req) {
@@ -551,30 +541,37 @@ func (s *Server) patchEndpoint(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	wasDisabled := e.Disabled
 	if !s.applyEndpoint(c, req, &e) {
 		return
 	}
-	out, err := s.store.UpdateEndpoint(c.Request.Context(), e)
+	p := store.EndpointPatch{URL: req.URL, Description: req.Description, EventTypes: req.EventTypes, Environment: req.Environment,
+		Disabled: req.Disabled, Headers: req.Headers}
+	if req.RetrySchedule != nil {
+		p.RetrySchedule = &e.RetrySchedule
+	}
+	if req.Deadline != nil {
+		p.Deadline = &e.Deadline
+	}
+	if req.RequestTimeout != nil {
+		p.RequestTimeout = &e.RequestTimeout
+	}
+	out, secret, err := s.store.PatchEndpoint(c.Request.Context(), e.AppID, e.ID, p)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if out.Disabled && !wasDisabled {
-		if open, err := s.store.OpenDeliveries(c.Request.Context(), out.ID); err == nil {
-			s.cancelWorkflows(c.Request.Context(), open)
-		}
-	}
-	c.JSON(http.StatusOK, viewEndpoint(out))
+	v := viewEndpoint(out)
+	v.Secret = secret
+	c.JSON(http.StatusOK, v)
 }
 
+// deleteEndpoint soft-deletes an endpoint; its workflows are canceled
+// through the outbox in the same transaction.
 func (s *Server) deleteEndpoint(c *gin.Context) {
-	open, err := s.store.DeleteEndpoint(c.Request.Context(), c.Param("app"), c.Param("ep"))
-	if err != nil {
+	if err := s.store.DeleteEndpoint(c.Request.Context(), c.Param("app"), c.Param("ep")); err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.cancelWorkflows(c.Request.Context(), open)
 	c.Status(http.StatusNoContent)
 }
 
@@ -781,7 +778,8 @@ func (s *Server) getDelivery(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	// When is the next attempt: only the workflow knows; ask it.
+	// When is the next attempt: Postgres has it from the last attempt's
+	// record; a running workflow refines it when it answers in time.
 	if s.temporal != nil && (d.Status == store.StatusPending || d.Status == store.StatusDelivering) {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -825,10 +823,33 @@ func (s *Server) replayDelivery(c *gin.Context) {
 		return
 	}
 	if len(queued) == 0 {
+		if !s.endpointEnabled(c, d.EndpointID) {
+			return
+		}
 		problem(c, http.StatusConflict, fmt.Sprintf("delivery %s is %s; only finished (succeeded, dead-lettered or canceled) deliveries can be replayed", d.ID, d.Status), "status")
 		return
 	}
 	c.JSON(http.StatusAccepted, gin.H{"replayed": 1})
+}
+
+// endpointEnabled answers 409 (or 404) and reports false unless the
+// endpoint exists and is enabled: a dead letter of a disabled endpoint
+// stays a dead letter until the endpoint is enabled again.
+// An endpoint named by the path and not found is a 404.
+func (s *Server) endpointEnabled(c *gin.Context, endpointID string) bool {
+	e, err := s.store.GetEndpoint(c.Request.Context(), c.Param("app"), endpointID)
+	switch {
+	case errors.Is(err, store.ErrNotFound) && c.Param("ep") == "":
+		problem(c, http.StatusConflict, fmt.Sprintf("endpoint %s was deleted; its deliveries cannot be replayed", endpointID), "endpoint_id")
+		return false
+	case err != nil:
+		s.fail(c, err)
+		return false
+	case e.Disabled:
+		problem(c, http.StatusConflict, fmt.Sprintf("endpoint %s is disabled; enable it to replay its deliveries", endpointID), "endpoint_id")
+		return false
+	}
+	return true
 }
 
 type rangeRequest struct {
@@ -856,6 +877,9 @@ func (s *Server) replayEndpoint(c *gin.Context) {
 	ctx := c.Request.Context()
 	if _, err := s.store.GetEndpoint(ctx, c.Param("app"), c.Param("ep")); err != nil {
 		s.fail(c, err)
+		return
+	}
+	if !s.endpointEnabled(c, c.Param("ep")) {
 		return
 	}
 	dead, err := s.store.DeadLettered(ctx, c.Param("app"), c.Param("ep"), *req.Since, until)

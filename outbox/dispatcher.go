@@ -16,6 +16,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"hookrelay/delivery"
 	"hookrelay/store"
 	"hookrelay/workflows"
 )
@@ -51,11 +52,40 @@ type Dispatcher struct {
 	Logger       *slog.Logger
 }
 
+// Outbox row kinds.
+const (
+	// KindStart starts a delivery's first cycle.
+	KindStart = "start"
+	// KindReplay starts a new cycle of a finished delivery.
+	KindReplay = "replay"
+	// KindCancel ends a delivery's workflow (endpoint disabled or deleted,
+	// app deleted).
+	KindCancel = "cancel"
+)
+
 type item struct {
 	outboxID    int64
 	kind        string
 	requestedBy *string
-	input       workflows.Input
+	createdAt   time.Time
+	// exists is false when the delivery's row is gone (app deleted).
+	exists   bool
+	status   string
+	replayID int64
+	input    workflows.Input
+}
+
+// skip reports whether a claimed row has nothing left to do: its delivery
+// is gone, a start whose delivery was canceled before it began, or a
+// replay the workflow has already run. Such rows are only deleted.
+func (it item) skip() bool {
+	switch it.kind {
+	case KindStart:
+		return !it.exists || it.status == store.StatusCanceled
+	case KindReplay:
+		return !it.exists || it.outboxID <= it.replayID
+	}
+	return false
 }
 
 // Run dispatches until ctx ends.
@@ -149,13 +179,18 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 		return 0, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after commit
+	// Rows of one delivery are handled in order: only its oldest row is
+	// claimed per round, so a cancel is signaled before a later replay.
 	rows, err := tx.Query(ctx, `
-		SELECT o.id, o.kind, o.requested_by, d.id, d.app_id, d.event_id, ev.type, d.endpoint_id, d.cycle,
-		       e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
+		SELECT o.id, o.kind, o.requested_by, o.created_at, o.delivery_id, d.id IS NOT NULL,
+		       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
+		       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
+		       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0)
 		FROM outbox o
-		JOIN deliveries d ON d.id = o.delivery_id
-		JOIN endpoints e ON e.id = d.endpoint_id
-		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
+		LEFT JOIN deliveries d ON d.id = o.delivery_id
+		LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
+		WHERE NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
 		ORDER BY o.id LIMIT $1
 		FOR UPDATE OF o SKIP LOCKED`, batch)
 	if err != nil {
@@ -165,7 +200,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 		var it item
 		var sched []int64
 		var deadline, timeout int64
-		err := r.Scan(&it.outboxID, &it.kind, &it.requestedBy, &it.input.DeliveryID, &it.input.AppID, &it.input.EventID,
+		err := r.Scan(&it.outboxID, &it.kind, &it.requestedBy, &it.createdAt, &it.input.DeliveryID, &it.exists,
+			&it.status, &it.replayID, &it.input.AppID, &it.input.EventID,
 			&it.input.EventType, &it.input.EndpointID, &it.input.Cycle, &sched, &deadline, &timeout)
 		it.input.Settings = settings(sched, deadline, timeout)
 		it.input.LocalActivity = d.LocalActivity
@@ -183,6 +219,12 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	sem := make(chan struct{}, startConcurrency)
 	var wg sync.WaitGroup
 	for _, it := range items {
+		if it.skip() {
+			mu.Lock()
+			done = append(done, it.outboxID)
+			mu.Unlock()
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -214,44 +256,58 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	return len(items), nil
 }
 
-func settings(sched []int64, deadline, timeout int64) workflows.Settings {
-	return workflows.Settings{
+func settings(sched []int64, deadline, timeout int64) delivery.Settings {
+	return delivery.Settings{
 		Schedule:       store.Durations(sched),
 		Deadline:       time.Duration(deadline) * time.Millisecond,
 		RequestTimeout: time.Duration(timeout) * time.Millisecond,
 	}
 }
 
-// send starts (or signals) one delivery's workflow.
+// send starts, replays or cancels one delivery's workflow.
 func (d *Dispatcher) send(ctx context.Context, it item) error {
 	in := it.input
+	if it.kind == KindCancel {
+		err := d.Client.SignalWorkflow(ctx, in.DeliveryID, "", workflows.SignalCancel, nil)
+		var notFound *serviceerror.NotFound
+		if err != nil && !errors.As(err, &notFound) {
+			return fmt.Errorf("cancel %s: %w", in.DeliveryID, err)
+		}
+		// No running workflow: it has ended, or never started.
+		return nil
+	}
+	in.AcceptedAt = it.createdAt
 	opts := client.StartWorkflowOptions{
 		ID:        in.DeliveryID,
 		TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAState.ValueSet(workflows.StatusPending),
+			workflows.SAState.ValueSet(store.StatusPending),
 			workflows.SAEndpoint.ValueSet(in.EndpointID),
 			workflows.SAEventType.ValueSet(in.EventType),
 			workflows.SAApp.ValueSet(in.AppID),
 		),
 	}
-	if it.kind == "replay" {
+	if it.kind == KindReplay {
 		by := ""
 		if it.requestedBy != nil {
 			by = *it.requestedBy
 		}
-		// A running (dead-lettered) workflow gets the signal; a completed one
-		// is started again as the next cycle.
+		// A running (dead-lettered) workflow gets the signal and continues
+		// as the next cycle; a completed one is started again as that cycle.
+		// Either way the cycle runs with the endpoint's current settings and
+		// this replay's ID, so a row dispatched twice runs once.
 		in.Cycle++
+		in.ReplayID = it.outboxID
+		settings := in.Settings
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		opts.TypedSearchAttributes = temporal.NewSearchAttributes(
-			workflows.SAState.ValueSet(workflows.StatusDelivering),
+			workflows.SAState.ValueSet(store.StatusDelivering),
 			workflows.SAEndpoint.ValueSet(in.EndpointID),
 			workflows.SAEventType.ValueSet(in.EventType),
 			workflows.SAApp.ValueSet(in.AppID),
 		)
-		_, err := d.Client.SignalWithStartWorkflow(ctx, in.DeliveryID, workflows.SignalReplay,
-			workflows.ReplaySignal{By: by}, opts, workflows.WorkflowName, in)
+		sig := workflows.ReplaySignal{By: by, ReplayID: it.outboxID, Settings: &settings, RequestedAt: it.createdAt}
+		_, err := d.Client.SignalWithStartWorkflow(ctx, in.DeliveryID, workflows.SignalReplay, sig, opts, workflows.WorkflowName, in)
 		if err != nil {
 			return fmt.Errorf("replay %s: %w", in.DeliveryID, err)
 		}

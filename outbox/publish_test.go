@@ -9,10 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"hookrelay/delivery"
 	"hookrelay/internal/testenv"
 	"hookrelay/outbox"
 	"hookrelay/store"
-	"hookrelay/workflows"
 )
 
 var pg *testenv.Postgres
@@ -36,7 +36,7 @@ func setup(t *testing.T) bundle {
 	require.NoError(t, err)
 	ep := func(types ...string) store.Endpoint {
 		e, secret, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", EventTypes: types,
-			Environment: "live", RetrySchedule: workflows.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Headers: map[string]string{}})
+			Environment: "live", RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Headers: map[string]string{}})
 		require.NoError(t, err)
 		require.Contains(t, secret, "whsec_")
 		return e

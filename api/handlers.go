@@ -780,7 +780,7 @@ func (s *Server) getDelivery(c *gin.Context) {
 	}
 	// When is the next attempt: Postgres has it from the last attempt's
 	// record; a running workflow refines it when it answers in time.
-	if s.temporal != nil && (d.Status == store.StatusPending || d.Status == store.StatusDelivering) {
+	if s.temporal != nil && delivery.Status(d.Status).InFlight() {
 		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		if v, err := s.temporal.QueryWorkflow(qctx, d.ID, "", workflows.QueryState); err == nil {

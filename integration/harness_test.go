@@ -88,15 +88,17 @@ func (l *logBuffer) String() string {
 // harness is one hookrelay deployment: its own database and task queue,
 // Temporal reached through a proxy the test can cut.
 type harness struct {
-	t        *testing.T
-	store    *store.Store
-	proxy    *proxy
-	client   client.Client
-	worker   sdkworker.Worker
-	api      *httptest.Server
-	adminKey string
-	logs     *logBuffer
-	stop     context.CancelFunc
+	t      *testing.T
+	store  *store.Store
+	proxy  *proxy
+	client client.Client
+	worker sdkworker.Worker
+	// newWorker makes a worker on the harness's task queue.
+	newWorker func() sdkworker.Worker
+	api       *httptest.Server
+	adminKey  string
+	logs      *logBuffer
+	stop      context.CancelFunc
 }
 
 // harnessConfig varies a harness.
@@ -120,13 +122,18 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	require.NoError(t, err)
 	logs := &logBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	tc, err := client.Dial(client.Options{HostPort: px.Addr(), Logger: quiet{}})
+	// The SDK logs warnings and errors (a failing workflow task) with the rest.
+	tc, err := client.Dial(client.Options{HostPort: px.Addr(), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	require.NoError(t, err)
 	queue := "it-" + t.Name()
 	acts := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(hc.production), UserAgent: "hookrelay/test", Logger: logger}
-	w, err := worker.New(tc, acts, worker.Options{TaskQueue: queue})
-	require.NoError(t, err)
-	require.NoError(t, w.Start())
+	newWorker := func() sdkworker.Worker {
+		w, err := worker.New(tc, acts, worker.Options{TaskQueue: queue})
+		require.NoError(t, err)
+		require.NoError(t, w.Start())
+		return w
+	}
+	w := newWorker()
 	runCtx, cancel := context.WithCancel(ctx)
 	d := &outbox.Dispatcher{Pool: st.Pool(), Client: tc, TaskQueue: queue, LocalActivity: true, PollInterval: 200 * time.Millisecond, Logger: logger}
 	done := make(chan struct{})
@@ -136,12 +143,24 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	srv := httptest.NewServer(apiSrv.Handler())
 	key := "hr_test_" + t.Name()
 	require.NoError(t, st.EnsureAdminKey(ctx, key))
-	h := &harness{t: t, store: st, proxy: px, client: tc, worker: w, api: srv, adminKey: key, logs: logs}
+	h := &harness{t: t, store: st, proxy: px, client: tc, worker: w, newWorker: newWorker, api: srv, adminKey: key, logs: logs}
 	h.stop = func() {
+		if t.Failed() {
+			// The harness's own log tells why a delivery did not move.
+			var lines []string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if !strings.Contains(l, "msg=http ") {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("last log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
 		srv.Close()
 		cancel()
 		<-done
-		w.Stop()
+		if h.worker != nil {
+			h.worker.Stop()
+		}
 		tc.Close()
 		px.Close()
 		st.Pool().Close()
@@ -149,6 +168,16 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	t.Cleanup(h.stop)
 	return h
 }
+
+// stopWorker stops the harness's worker: workflows make no progress
+// until startWorker.
+func (h *harness) stopWorker() {
+	h.worker.Stop()
+	h.worker = nil
+}
+
+// startWorker starts a new worker on the harness's task queue.
+func (h *harness) startWorker() { h.worker = h.newWorker() }
 
 type quiet struct{}
 

@@ -127,7 +127,7 @@ type Attempt struct {
 	// NextAttemptAt is when the workflow will make the next attempt of this
 	// cycle (delivery.Plan), nil when there is none. It is written to the
 	// delivery, not to the attempt.
-	NextAttemptAt *time.Time `json:"-"`
+	NextAttemptAt *time.Time `json:"-" db:"-"`
 }
 
 // RecordAttempt stores an attempt and folds it into its delivery: count,
@@ -175,7 +175,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 			                WHEN status IN ('succeeded', 'canceled', 'dead_lettered') THEN status ELSE $3 END,
 			  dead_letter_reason = CASE WHEN $3 = 'succeeded' THEN NULL ELSE dead_letter_reason END,
 			  succeeded_attempt = COALESCE($4, succeeded_attempt),
-			  next_attempt_at = CASE WHEN $3 = 'succeeded' OR status IN ('pending', 'delivering') THEN $5 ELSE NULL END,
+			  next_attempt_at = CASE WHEN $3 = 'succeeded' OR status IN ('pending', 'delivering') THEN $5::timestamptz ELSE NULL END,
 			  updated_at = now()
 			WHERE id = $1`, a.DeliveryID, a.StatusCode, status, succeeded, next)
 		if err != nil {

@@ -457,19 +457,6 @@ func TestDeadlineStopsAttempts(t *testing.T) {
 	require.Contains(t, dead.DeadLetterReason, "deadline")
 }
 
-func TestJitterBounds(t *testing.T) {
-	for _, base := range delivery.DefaultSchedule() {
-		for i := 0; i < 2000; i++ {
-			id := "dlv_" + string(rune('a'+i%26)) + time.Duration(i).String()
-			got := delivery.Jitter(base, id, i%6+1)
-			require.GreaterOrEqual(t, got, time.Duration(float64(base)*0.9)-time.Millisecond)
-			require.LessOrEqual(t, got, time.Duration(float64(base)*1.1)+time.Millisecond)
-			require.Equal(t, got, delivery.Jitter(base, id, i%6+1), "deterministic")
-		}
-	}
-	require.Zero(t, delivery.Jitter(0, "x", 1), "a zero wait stays zero")
-}
-
 // TestReplayRacingSuccess: a replay signal that reaches the run in the same
 // task as its success starts a new cycle instead of being dropped.
 func TestReplayRacingSuccess(t *testing.T) {

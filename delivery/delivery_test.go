@@ -1,0 +1,70 @@
+package delivery_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/delivery"
+)
+
+func TestPlan(t *testing.T) {
+	s := delivery.Settings{}.WithDefaults()
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	deadline := now.Add(delivery.DeadlineDefault)
+	const id = "dlv_plan"
+
+	next := delivery.Plan(s, id, 2, nil, now, deadline)
+	require.Empty(t, next.DeadLetter)
+	require.Equal(t, delivery.Jitter(5*time.Second, id, 2), next.Wait)
+	require.True(t, now.Add(next.Wait).Equal(next.At))
+
+	exhausted := delivery.Plan(s, id, 7, nil, now, deadline)
+	require.Equal(t, "all 6 attempts failed", exhausted.DeadLetter)
+
+	hint := 2 * time.Minute
+	throttled := delivery.Plan(s, id, 2, &hint, now, deadline)
+	require.Equal(t, hint, throttled.Wait, "a Retry-After replaces the schedule, without jitter")
+	zero := time.Duration(0)
+	require.Equal(t, delivery.MinThrottleWait, delivery.Plan(s, id, 2, &zero, now, deadline).Wait)
+	far := 2 * time.Hour
+	require.Contains(t, delivery.Plan(s, id, 2, &far, now, deadline).DeadLetter, "beyond the deadline")
+
+	// 10 min left: the 10 min wait before attempt 5 cannot finish in time.
+	late := delivery.Plan(s, id, 5, nil, deadline.Add(-10*time.Minute), deadline)
+	require.Contains(t, late.DeadLetter, "could not finish in time")
+	// Jitter never moves an attempt past the latest start.
+	tight := delivery.Settings{Schedule: []time.Duration{time.Minute}, Deadline: time.Hour, RequestTimeout: 10 * time.Second}
+	at := deadline.Add(-70 * time.Second)
+	require.LessOrEqual(t, delivery.Plan(tight, id, 1, nil, at, deadline).Wait, time.Minute)
+}
+
+func TestTooLate(t *testing.T) {
+	s := delivery.Settings{}.WithDefaults()
+	deadline := time.Date(2026, 12, 1, 13, 15, 0, 0, time.UTC)
+	require.False(t, s.TooLate(deadline.Add(-11*time.Second), deadline))
+	require.True(t, s.TooLate(deadline.Add(-9*time.Second), deadline))
+}
+
+func TestInFlight(t *testing.T) {
+	for st, want := range map[delivery.Status]bool{
+		delivery.StatusPending: true, delivery.StatusDelivering: true,
+		delivery.StatusSucceeded: false, delivery.StatusDeadLettered: false, delivery.StatusCanceled: false,
+	} {
+		require.Equal(t, want, st.InFlight(), st)
+	}
+}
+
+func TestJitterBounds(t *testing.T) {
+	for _, base := range delivery.DefaultSchedule() {
+		for i := 0; i < 2000; i++ {
+			id := "dlv_" + string(rune('a'+i%26)) + time.Duration(i).String()
+			got := delivery.Jitter(base, id, i%6+1)
+			require.GreaterOrEqual(t, got, time.Duration(float64(base)*0.9)-time.Millisecond)
+			require.LessOrEqual(t, got, time.Duration(float64(base)*1.1)+time.Millisecond)
+			require.Equal(t, got, delivery.Jitter(base, id, i%6+1), "deterministic")
+		}
+	}
+	require.Zero(t, delivery.Jitter(0, "x", 1), "a zero wait stays zero")
+}

@@ -1,0 +1,281 @@
+package integration
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enums "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+
+	"hookrelay/store"
+)
+
+// The delivery state machine on the real stack: each test pins one path
+// that once lost a record, left a workflow running or reported a wrong
+// figure.
+
+func (h *harness) patchEndpoint(appID, epID string, body map[string]any) {
+	h.t.Helper()
+	require.Equal(h.t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+epID, body, nil))
+}
+
+// replayRange replays an endpoint's dead letters of the last hour.
+func (h *harness) replayRange(appID, epID string) (int, map[string]any) {
+	var out map[string]any
+	code := h.do("POST", "/v1/apps/"+appID+"/endpoints/"+epID+"/replay",
+		map[string]any{"since": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}, &out)
+	return code, out
+}
+
+// workflowOpen reports whether the delivery's latest run is still running.
+func (h *harness) workflowOpen(id string) bool {
+	h.t.Helper()
+	resp, err := h.client.DescribeWorkflowExecution(context.Background(), id, "")
+	require.NoError(h.t, err)
+	return resp.WorkflowExecutionInfo.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
+}
+
+// TestDisableKeepsDeadLetters: disabling an endpoint leaves its dead letters
+// dead-lettered with their reason; they replay once it is enabled again.
+func TestDisableKeepsDeadLetters(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	var healthy atomic.Bool
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		if healthy.Load() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		w.WriteHeader(http.StatusNotFound)
+	})
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s"}})
+	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	dead := h.waitDelivery(appID, dlv, 20*time.Second, store.StatusDeadLettered)
+	require.NotNil(t, dead.DeadLetterReason)
+
+	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
+	// The disable has no cancel to send for a dead letter: nothing changes.
+	time.Sleep(time.Second)
+	after := h.waitDelivery(appID, dlv, time.Second, store.StatusDeadLettered)
+	require.Equal(t, *dead.DeadLetterReason, *after.DeadLetterReason)
+	require.True(t, h.workflowOpen(dlv), "the dead letter stays parked, replayable")
+	code, _ := h.replayRange(appID, ep.ID)
+	require.Equal(t, http.StatusConflict, code, "no replay into a disabled endpoint")
+	require.Equal(t, http.StatusConflict, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv+"/replay", nil, nil))
+
+	healthy.Store(true)
+	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": false})
+	code, out := h.replayRange(appID, ep.ID)
+	require.Equal(t, http.StatusAccepted, code)
+	require.EqualValues(t, 1, out["replayed"])
+	d := h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+	require.Equal(t, 2, d.Cycle)
+	require.Nil(t, d.DeadLetterReason)
+}
+
+// TestCancelGoesThroughTheOutbox: a disable while no worker runs is kept in
+// the outbox and ends the delivery canceled once a worker is back, without
+// the API process signaling anything.
+func TestCancelGoesThroughTheOutbox(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1h"}})
+	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	require.Eventually(t, func() bool { return len(h.attempts(appID, dlv)) == 1 }, 10*time.Second, 20*time.Millisecond)
+
+	h.stopWorker()
+	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
+	var d store.Delivery
+	h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d)
+	require.Equal(t, store.StatusCanceled, d.Status, "canceled at once in Postgres")
+	require.Equal(t, store.ReasonEndpointDisabled, *d.DeadLetterReason)
+	// The dispatcher signals the run (no worker needed to accept a signal);
+	// the run handles it when a worker is back.
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n))
+		return n == 0
+	}, 10*time.Second, 50*time.Millisecond)
+	require.True(t, h.workflowOpen(dlv))
+	h.startWorker()
+	require.Eventually(t, func() bool { return !h.workflowOpen(dlv) }, 20*time.Second, 50*time.Millisecond)
+	d = h.waitDelivery(appID, dlv, time.Second, store.StatusCanceled)
+	require.Nil(t, d.NextAttemptAt)
+	require.Len(t, h.attempts(appID, dlv), 1, "nothing more was sent")
+	require.NotContains(t, h.logs.String(), "cancel signal", "the API process sent no signal")
+}
+
+// TestSuccessDuringCancelStaysSucceeded: a receiver that answers 200 after
+// 3 s while the endpoint is disabled mid-request delivered the event.
+func TestSuccessDuringCancelStaysSucceeded(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	inRequest := make(chan struct{}, 1)
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		inRequest <- struct{}{}
+		time.Sleep(3 * time.Second)
+		w.WriteHeader(http.StatusOK)
+	})
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s"}})
+	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	<-inRequest
+	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
+	require.Eventually(t, func() bool { return !h.workflowOpen(dlv) }, 20*time.Second, 50*time.Millisecond)
+	d := h.waitDelivery(appID, dlv, time.Second, store.StatusSucceeded)
+	require.Equal(t, 200, *d.LastAttempt.StatusCode)
+	require.Nil(t, d.DeadLetterReason)
+	require.Len(t, rc.receipts(), 1)
+}
+
+// TestDeleteAppEndsItsWorkflows: a delivery waiting for its retry and a
+// parked dead letter both close within seconds of the app's delete, and
+// nothing is sent after the delete returned.
+func TestDeleteAppEndsItsWorkflows(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("dead") != "" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+	})
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"a.retry"}, "retry_schedule": []string{"0s", "3s", "3s"}})
+	h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?dead=1", "event_types": []string{"a.dead"}, "retry_schedule": []string{"0s"}})
+	retrying := h.send(appID, "a.retry", map[string]any{}).Deliveries[0].ID
+	dead := h.send(appID, "a.dead", map[string]any{}).Deliveries[0].ID
+	h.waitDelivery(appID, dead, 20*time.Second, store.StatusDeadLettered)
+	require.Eventually(t, func() bool { return len(h.attempts(appID, retrying)) == 1 }, 10*time.Second, 20*time.Millisecond)
+
+	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID, nil, nil))
+	sent := len(rc.receipts())
+	start := time.Now()
+	for _, id := range []string{retrying, dead} {
+		require.Eventually(t, func() bool { return !h.workflowOpen(id) }, 10*time.Second, 50*time.Millisecond, id)
+	}
+	t.Logf("both workflows closed %s after the delete", time.Since(start).Round(time.Millisecond))
+	time.Sleep(4 * time.Second) // past the retry that was due
+	require.Equal(t, sent, len(rc.receipts()), "no attempt after the delete")
+	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/apps/"+appID+"/deliveries/"+retrying, nil, nil))
+}
+
+// TestStatsAreHonest: an unsubscribed event is not in the denominator, and
+// a replay is counted apart without moving the first-cycle figures.
+func TestStatsAreHonest(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, nil)
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"order.paid"}})
+	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	h.send(appID, "nobody.listens", map[string]any{})
+	h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+	stats := func() store.Stats {
+		var st store.Stats
+		require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/stats", nil, &st))
+		return st
+	}
+	require.Equal(t, store.Stats{Events: 1, Deliveries: 1, FirstAttemptSuccess: 1, EffectiveDeliveryRate: 1}, stats())
+
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv+"/replay", nil, nil))
+	require.Eventually(t, func() bool { return len(h.attempts(appID, dlv)) == 2 }, 20*time.Second, 20*time.Millisecond)
+	h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+	require.Equal(t, store.Stats{Events: 1, Deliveries: 1, FirstAttemptSuccess: 1, EffectiveDeliveryRate: 1, Replayed: 1, ReplaySuccess: 1}, stats())
+}
+
+// TestNextAttemptFromPostgres: with no worker running, the single view and
+// the list still answer when the next attempt is due.
+func TestNextAttemptFromPostgres(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1h"}})
+	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	require.Eventually(t, func() bool { return len(h.attempts(appID, dlv)) == 1 }, 10*time.Second, 20*time.Millisecond)
+	h.stopWorker()
+
+	var d store.Delivery
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d))
+	require.NotNil(t, d.NextAttemptAt, "answered from Postgres")
+	require.WithinDuration(t, time.Now().Add(time.Hour), *d.NextAttemptAt, 7*time.Minute, "1 h ± 10 % jitter")
+	var list struct {
+		Data []store.Delivery `json:"data"`
+	}
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/deliveries", nil, &list))
+	require.Len(t, list.Data, 1)
+	require.NotNil(t, list.Data[0].NextAttemptAt)
+	require.True(t, d.NextAttemptAt.Equal(*list.Data[0].NextAttemptAt))
+}
+
+// TestReplayedManyTimesStaysBounded: each replay's cycle is a new run, so
+// the current run's history does not grow with the number of replays.
+func TestReplayedManyTimesStaysBounded(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNotFound) })
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s"}})
+	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	const replays = 10
+	var lengths []int
+	for i := 0; i <= replays; i++ {
+		require.Eventually(t, func() bool {
+			var d store.Delivery
+			h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d)
+			return d.Status == store.StatusDeadLettered && d.Cycle == i+1
+		}, 20*time.Second, 20*time.Millisecond, "cycle %d", i+1)
+		lengths = append(lengths, len(h.history(dlv).Events))
+		if i < replays {
+			require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv+"/replay", nil, nil))
+		}
+	}
+	t.Logf("history events of the current run after each cycle: %v", lengths)
+	require.Len(t, h.attempts(appID, dlv), replays+1, "Postgres keeps every cycle's attempt")
+	require.LessOrEqual(t, lengths[replays], lengths[1]+2, "bounded: %v", lengths)
+	var d store.Delivery
+	h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d)
+	require.Len(t, d.Replays, replays)
+}
+
+// TestEnvironmentChangeReplacesTheSecret: test and live never share a
+// secret; the new one is shown once and is the only one that signs.
+func TestEnvironmentChangeReplacesTheSecret(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, nil)
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "environment": "test"})
+	var moved endpointResp
+	require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"environment": "live"}, &moved))
+	require.NotEmpty(t, moved.Secret)
+	require.NotEqual(t, ep.Secret, moved.Secret)
+	var again endpointResp
+	require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"environment": "live", "description": "x"}, &again))
+	require.Empty(t, again.Secret, "no change of environment, no new secret")
+
+	rc.setSecrets(moved.Secret)
+	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+	got := rc.receipts()
+	require.Len(t, got, 1)
+	require.True(t, got[0].StdValid && got[0].XValid, "signed with the new secret")
+	rc.setSecrets(ep.Secret)
+	require.False(t, rc.recheck(0), "the old secret does not sign")
+	require.Equal(t, 1, strings.Count(got[0].Header.Get("webhook-signature"), "v1,"), "one signature: every old secret was revoked")
+}
+
+// history returns the latest run's history of a workflow.
+func (h *harness) history(id string) *historypb.History {
+	h.t.Helper()
+	iter := h.client.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	hist := &historypb.History{}
+	for iter.HasNext() {
+		e, err := iter.Next()
+		require.NoError(h.t, err)
+		hist.Events = append(hist.Events, e)
+	}
+	return hist
+}

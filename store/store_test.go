@@ -1,0 +1,213 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/delivery"
+	"hookrelay/internal/testenv"
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+var pg *testenv.Postgres
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
+
+type fixture struct {
+	st  *store.Store
+	app store.App
+	ep  store.Endpoint
+}
+
+func setup(t *testing.T) fixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := pg.Store(ctx, "store")
+	require.NoError(t, err)
+	t.Cleanup(st.Pool().Close)
+	app, err := st.CreateApp(ctx, "acme")
+	require.NoError(t, err)
+	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	return fixture{st: st, app: app, ep: ep}
+}
+
+// publish accepts one event and returns its delivery's ID.
+func (f fixture) publish(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	p, err := outbox.Publish(ctx, tx, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Len(t, p.Deliveries, 1)
+	return p.Deliveries[0].ID
+}
+
+func (f fixture) attempt(t *testing.T, dlv string, cycle, number, code int, class delivery.Class) {
+	t.Helper()
+	require.NoError(t, f.st.RecordAttempt(context.Background(), store.Attempt{
+		DeliveryID: dlv, Cycle: cycle, Number: number, StartedAt: time.Now(), StatusCode: &code, Class: string(class),
+	}))
+}
+
+func (f fixture) outboxKinds(t *testing.T) map[string]int {
+	t.Helper()
+	rows, err := f.st.Pool().Query(context.Background(), `SELECT kind, count(*) FROM outbox GROUP BY kind`)
+	require.NoError(t, err)
+	out := map[string]int{}
+	for rows.Next() {
+		var k string
+		var n int
+		require.NoError(t, rows.Scan(&k, &n))
+		out[k] = n
+	}
+	return out
+}
+
+// TestPatchWritesOnlyGivenFields: a PATCH of the description does not undo
+// a 410 that disabled the endpoint after the PATCH's caller read it.
+func TestPatchWritesOnlyGivenFields(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	dlv := f.publish(t)
+	f.attempt(t, dlv, 1, 1, 410, delivery.ClassPermanent)
+	desc := "billing"
+	out, secret, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Description: &desc})
+	require.NoError(t, err)
+	require.Empty(t, secret)
+	require.Equal(t, "billing", out.Description)
+	require.True(t, out.Disabled, "the 410's disable survives")
+	require.Equal(t, "receiver answered 410 Gone", *out.DisabledReason)
+
+	enabled := false
+	out, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &enabled})
+	require.NoError(t, err)
+	require.False(t, out.Disabled)
+	require.Nil(t, out.DisabledReason)
+	require.Equal(t, "billing", out.Description)
+}
+
+// TestDisableCancelsOnlyInFlight: a disable cancels pending deliveries
+// through the outbox and leaves dead letters alone.
+func TestDisableCancelsOnlyInFlight(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	pending := f.publish(t)
+	dead := f.publish(t)
+	_, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dead, Status: delivery.StatusDeadLettered, Reason: "all 6 attempts failed", Cycle: 1})
+	require.NoError(t, err)
+	yes := true
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &yes})
+	require.NoError(t, err)
+
+	p, err := f.st.GetDelivery(ctx, f.app.ID, pending)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusCanceled, p.Status)
+	require.Equal(t, store.ReasonEndpointDisabled, *p.DeadLetterReason)
+	d, err := f.st.GetDelivery(ctx, f.app.ID, dead)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDeadLettered, d.Status)
+	require.Equal(t, "all 6 attempts failed", *d.DeadLetterReason)
+	require.Equal(t, map[string]int{"start": 2, "cancel": 1}, f.outboxKinds(t))
+
+	// Deleting the endpoint also ends the dead letter's parked workflow,
+	// and the row stays dead_lettered.
+	require.NoError(t, f.st.DeleteEndpoint(ctx, f.app.ID, f.ep.ID))
+	d, err = f.st.GetDelivery(ctx, f.app.ID, dead)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusDeadLettered, d.Status)
+	require.Equal(t, 2, f.outboxKinds(t)["cancel"])
+}
+
+// TestMarkNeverOverwritesAFinishedDelivery: a cancel or dead letter only
+// changes an in-flight delivery; a 2xx wins over a cancel.
+func TestMarkNeverOverwritesAFinishedDelivery(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	dlv := f.publish(t)
+	f.attempt(t, dlv, 1, 1, 200, delivery.ClassSuccess)
+	for _, st := range []delivery.Status{delivery.StatusCanceled, delivery.StatusDeadLettered} {
+		after, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dlv, Status: st, Reason: "x", Cycle: 1})
+		require.NoError(t, err)
+		require.Equal(t, delivery.StatusSucceeded, after)
+	}
+
+	late := f.publish(t)
+	canceled, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: late, Status: delivery.StatusCanceled, Reason: "canceled", Cycle: 1})
+	require.NoError(t, err)
+	require.Equal(t, delivery.StatusCanceled, canceled)
+	f.attempt(t, late, 1, 1, 200, delivery.ClassSuccess)
+	d, err := f.st.GetDelivery(ctx, f.app.ID, late)
+	require.NoError(t, err)
+	require.Equal(t, store.StatusSucceeded, d.Status, "a 2xx received during a cancel wins")
+	require.Nil(t, d.DeadLetterReason)
+
+	_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: "dlv_missing", Status: delivery.StatusCanceled, Cycle: 1})
+	require.ErrorIs(t, err, store.ErrNotFound)
+	err = f.st.RecordAttempt(ctx, store.Attempt{DeliveryID: "dlv_missing", Cycle: 1, Number: 1, StartedAt: time.Now(), Class: "success"})
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+// TestNextAttemptIsRecorded: the attempt's record carries the next attempt
+// time; a success clears it.
+func TestNextAttemptIsRecorded(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	dlv := f.publish(t)
+	next := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	code := 502
+	require.NoError(t, f.st.RecordAttempt(ctx, store.Attempt{DeliveryID: dlv, Cycle: 1, Number: 1, StartedAt: time.Now(),
+		StatusCode: &code, Class: "retryable", NextAttemptAt: &next}))
+	d, err := f.st.GetDelivery(ctx, f.app.ID, dlv)
+	require.NoError(t, err)
+	require.True(t, next.Equal(*d.NextAttemptAt))
+	f.attempt(t, dlv, 1, 2, 200, delivery.ClassSuccess)
+	d, err = f.st.GetDelivery(ctx, f.app.ID, dlv)
+	require.NoError(t, err)
+	require.Nil(t, d.NextAttemptAt)
+}
+
+// TestStatsCountFirstCycles: the first cycle decides the figures; replays
+// are counted apart.
+func TestStatsCountFirstCycles(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	first, retried, dead := f.publish(t), f.publish(t), f.publish(t)
+	f.attempt(t, first, 1, 1, 200, delivery.ClassSuccess)
+	f.attempt(t, retried, 1, 1, 502, delivery.ClassRetryable)
+	f.attempt(t, retried, 1, 2, 200, delivery.ClassSuccess)
+	f.attempt(t, dead, 1, 1, 404, delivery.ClassPermanent)
+	_, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dead, Status: delivery.StatusDeadLettered, Reason: "404", Cycle: 1})
+	require.NoError(t, err)
+	before, err := f.st.Stats(ctx, f.app.ID, 1000)
+	require.NoError(t, err)
+	require.Equal(t, store.Stats{Events: 3, Deliveries: 3, FirstAttemptSuccess: 1, RetrySuccess: 1, EffectiveDeliveryRate: 2.0 / 3, DeadLettered: 1}, before)
+
+	// Replay the dead letter and the first-attempt success (their start
+	// rows dispatched); both succeed.
+	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`)
+	require.NoError(t, err)
+	for _, id := range []string{dead, first} {
+		queued, err := f.st.RequestReplay(ctx, f.app.ID, []string{id}, "key_test")
+		require.NoError(t, err)
+		require.Len(t, queued, 1)
+		_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: id, Status: delivery.StatusDelivering, Cycle: 2})
+		require.NoError(t, err)
+		f.attempt(t, id, 2, 1, 200, delivery.ClassSuccess)
+	}
+	after, err := f.st.Stats(ctx, f.app.ID, 1000)
+	require.NoError(t, err)
+	want := before
+	want.DeadLettered = 0
+	want.Replayed, want.ReplaySuccess = 2, 2
+	require.Equal(t, want, after, "the first-cycle figures do not move")
+}

@@ -68,8 +68,11 @@ func TestAPIEndToEnd(t *testing.T) {
 	require.Len(t, list.Data, 1)
 	var st store.Stats
 	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/stats?last=1000", nil, &st))
-	require.Equal(t, 3, st.Events)
+	// The event no endpoint subscribes to is not in the denominator.
+	require.Equal(t, 2, st.Events)
+	require.Equal(t, 2, st.Deliveries)
 	require.Equal(t, 2, st.FirstAttemptSuccess)
+	require.InDelta(t, 1.0, st.EffectiveDeliveryRate, 1e-9)
 
 	// The catalog: types used in ingest were added on first use; a type can
 	// be described, given a schema and deprecated.

@@ -109,9 +109,19 @@ func schemas() obj {
 			"created_at":         ts, "updated_at": ts}},
 		"ReplayRange": obj{"type": "object", "required": []string{"since"}, "properties": obj{"since": ts, "until": ts}},
 		"Replayed":    obj{"type": "object", "properties": obj{"replayed": obj{"type": "integer"}}},
-		"Stats": obj{"type": "object", "properties": obj{"events": obj{"type": "integer"}, "first_attempt_success": obj{"type": "integer"},
-			"retry_success": obj{"type": "integer"}, "effective_delivery_rate": obj{"type": "number"},
-			"dead_lettered": obj{"type": "integer"}, "pending": obj{"type": "integer"}}},
+		"Stats": obj{"type": "object", "description": "CONTRACT §7 over the latest `last` events. An event with several endpoints has several " +
+			"deliveries, so the success figures and the rate count deliveries, each by its first cycle; replays are counted apart " +
+			"and never change the first-cycle figures.",
+			"properties": obj{
+				"events":                  obj{"type": "integer", "description": "events that had at least one delivery"},
+				"deliveries":              obj{"type": "integer", "description": "those events' deliveries"},
+				"first_attempt_success":   obj{"type": "integer", "description": "deliveries whose first cycle succeeded on attempt 1"},
+				"retry_success":           obj{"type": "integer", "description": "deliveries whose first cycle succeeded on a later attempt"},
+				"effective_delivery_rate": obj{"type": "number", "description": "(first_attempt_success + retry_success) / deliveries"},
+				"dead_lettered":           obj{"type": "integer", "description": "deliveries dead-lettered now"},
+				"pending":                 obj{"type": "integer", "description": "deliveries pending or delivering now"},
+				"replayed":                obj{"type": "integer", "description": "deliveries replayed at least once"},
+				"replay_success":          obj{"type": "integer", "description": "replayed deliveries that succeeded in a replayed cycle"}}},
 		"Problem": obj{"type": "object", "properties": obj{"type": str(""), "title": str(""), "status": obj{"type": "integer"},
 			"detail": str(""), "fields": arr(str("the fields at fault"))}},
 	}

@@ -95,6 +95,8 @@ type harness struct {
 	worker sdkworker.Worker
 	// newWorker makes a worker on the harness's task queue.
 	newWorker func() sdkworker.Worker
+	// queue is the harness's task queue.
+	queue string
 	api       *httptest.Server
 	adminKey  string
 	logs      *logBuffer
@@ -143,7 +145,7 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	srv := httptest.NewServer(apiSrv.Handler())
 	key := "hr_test_" + t.Name()
 	require.NoError(t, st.EnsureAdminKey(ctx, key))
-	h := &harness{t: t, store: st, proxy: px, client: tc, worker: w, newWorker: newWorker, api: srv, adminKey: key, logs: logs}
+	h := &harness{t: t, store: st, proxy: px, client: tc, worker: w, newWorker: newWorker, queue: queue, api: srv, adminKey: key, logs: logs}
 	h.stop = func() {
 		if t.Failed() {
 			// The harness's own log tells why a delivery did not move.

@@ -267,10 +267,10 @@ func TestEnvironmentChangeReplacesTheSecret(t *testing.T) {
 	require.Equal(t, 1, strings.Count(got[0].Header.Get("webhook-signature"), "v1,"), "one signature: every old secret was revoked")
 }
 
-// history returns the latest run's history of a workflow.
-func (h *harness) history(id string) *historypb.History {
+// history returns the history of a workflow's run ("" for the latest).
+func (h *harness) history(id string, runID ...string) *historypb.History {
 	h.t.Helper()
-	iter := h.client.GetWorkflowHistory(context.Background(), id, "", false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	iter := h.client.GetWorkflowHistory(context.Background(), id, strings.Join(runID, ""), false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	hist := &historypb.History{}
 	for iter.HasNext() {
 		e, err := iter.Next()

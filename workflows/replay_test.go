@@ -11,15 +11,20 @@ import (
 )
 
 // TestReplayRecordedHistories replays histories recorded on a real server
-// (integration.TestReplayHistories with HOOKRELAY_RECORD_HISTORIES) with
-// today's workflow code; a non-deterministic change fails here.
+// with today's workflow code; a change of the command sequence that is not
+// behind workflow.GetVersion fails here. v1-* were recorded with the code
+// before replay cycles continued as new and before a 2xx won over a cancel;
+// v2-* by integration.TestHistoriesOfEveryPath with HOOKRELAY_RECORD_HISTORIES,
+// which never overwrites a file.
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)
-	require.NotEmpty(t, files)
+	require.GreaterOrEqual(t, len(files), 13)
 	for _, f := range files {
-		r := worker.NewWorkflowReplayer()
-		r.RegisterWorkflow(workflows.DeliveryWorkflow)
-		require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f), f)
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflow(workflows.DeliveryWorkflow)
+			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
+		})
 	}
 }

@@ -1,0 +1,167 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"hookrelay/delivery"
+	"hookrelay/store"
+	"hookrelay/workflows"
+)
+
+// keepHistory replays the history of a run with today's workflow code and,
+// when HOOKRELAY_RECORD_HISTORIES names a directory (workflows/testdata),
+// saves it there as name.json unless that file exists: a recorded history
+// is never overwritten, so a change of the command sequence that breaks it
+// fails workflows.TestReplayRecordedHistories.
+func (h *harness) keepHistory(name, id, runID string) {
+	h.t.Helper()
+	hist := h.history(id, runID)
+	replayer := sdkworker.NewWorkflowReplayer()
+	replayer.RegisterWorkflow(workflows.DeliveryWorkflow)
+	require.NoError(h.t, replayer.ReplayWorkflowHistory(nil, hist), "%s: %d events", name, len(hist.Events))
+	dir := os.Getenv("HOOKRELAY_RECORD_HISTORIES")
+	if dir == "" {
+		return
+	}
+	path := filepath.Join(dir, name+".json")
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		h.t.Logf("%s exists; not overwritten", path)
+		return
+	}
+	raw, err := protojson.Marshal(hist)
+	require.NoError(h.t, err)
+	require.NoError(h.t, os.WriteFile(path, raw, 0o644))
+	h.t.Logf("recorded %s (%d events)", path, len(hist.Events))
+}
+
+// runID is the ID of the delivery's latest run.
+func (h *harness) runID(id string) string {
+	h.t.Helper()
+	resp, err := h.client.DescribeWorkflowExecution(context.Background(), id, "")
+	require.NoError(h.t, err)
+	return resp.WorkflowExecutionInfo.Execution.RunId
+}
+
+// TestHistoriesOfEveryPath drives a delivery down every path of the state
+// machine on the real server and replays each run's history with today's
+// code (recording it when asked; see keepHistory).
+func TestHistoriesOfEveryPath(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	// The query string picks the behaviour: ?code=N answers N; ?flaky=1
+	// answers 502 then 200; ?throttle=1 answers 429 (Retry-After: 1), then
+	// 200; ?slow=1 answers 200 after 2 s.
+	var mu sync.Mutex
+	seen := map[string]int{}
+	count := func(query string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[query]
+	}
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		mu.Lock()
+		seen[r.URL.RawQuery]++
+		n := seen[r.URL.RawQuery]
+		mu.Unlock()
+		switch {
+		case q.Get("flaky") != "" && n == 1:
+			w.WriteHeader(http.StatusBadGateway)
+		case q.Get("throttle") != "" && n == 1:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case q.Get("slow") != "":
+			time.Sleep(2 * time.Second)
+		case q.Get("code") == "404":
+			w.WriteHeader(http.StatusNotFound)
+		case q.Get("code") == "503":
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	})
+	// Each path has its own event type and endpoint.
+	endpoint := func(typ, query string, schedule ...string) string {
+		return h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?" + query, "event_types": []string{typ},
+			"retry_schedule": schedule}).ID
+	}
+	send := func(typ string) string {
+		return h.send(appID, typ, map[string]any{}).Deliveries[0].ID
+	}
+	wait := func(id string, want string) {
+		h.waitDelivery(appID, id, 20*time.Second, want)
+		require.Eventually(t, func() bool { return !h.workflowOpen(id) || want == store.StatusDeadLettered }, 20*time.Second, 50*time.Millisecond)
+	}
+
+	endpoint("p.retry", "flaky=1", "0s", "1s")
+	retried := send("p.retry")
+	wait(retried, store.StatusSucceeded)
+	h.keepHistory("v2-retry-then-success", retried, "")
+
+	endpoint("p.throttle", "throttle=1", "0s", "1h")
+	throttled := send("p.throttle")
+	wait(throttled, store.StatusSucceeded)
+	h.keepHistory("v2-throttled-then-success", throttled, "")
+
+	deadEp := endpoint("p.dead", "code=404", "0s")
+	dead := send("p.dead")
+	wait(dead, store.StatusDeadLettered)
+	first := h.runID(dead)
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dead+"/replay", nil, nil))
+	require.Eventually(t, func() bool { return h.runID(dead) != first && len(h.attempts(appID, dead)) == 2 }, 20*time.Second, 50*time.Millisecond)
+	h.waitDelivery(appID, dead, 20*time.Second, store.StatusDeadLettered)
+	h.keepHistory("v2-dead-letter-then-replay", dead, first)
+
+	// The replayed cycle's run, ended by a cancel while it is parked: the
+	// endpoint is deleted.
+	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID+"/endpoints/"+deadEp, nil, nil))
+	require.Eventually(t, func() bool { return !h.workflowOpen(dead) }, 20*time.Second, 50*time.Millisecond)
+	h.keepHistory("v2-replayed-cycle-canceled-while-parked", dead, "")
+
+	waitingEp := endpoint("p.wait", "code=503", "0s", "1h")
+	waiting := send("p.wait")
+	require.Eventually(t, func() bool { return len(h.attempts(appID, waiting)) == 1 }, 20*time.Second, 50*time.Millisecond)
+	h.patchEndpoint(appID, waitingEp, map[string]any{"disabled": true})
+	wait(waiting, store.StatusCanceled)
+	h.keepHistory("v2-canceled-while-waiting", waiting, "")
+
+	slowEp := endpoint("p.slow", "slow=1", "0s")
+	slow := send("p.slow")
+	require.Eventually(t, func() bool { return count("slow=1") == 1 }, 20*time.Second, 20*time.Millisecond)
+	h.patchEndpoint(appID, slowEp, map[string]any{"disabled": true})
+	wait(slow, store.StatusSucceeded)
+	h.keepHistory("v2-success-during-cancel", slow, "")
+
+	// Retention: a run of the same delivery under another workflow ID with
+	// a 2 s retention parks its dead letter, then completes.
+	other := h.createApp()
+	ep := h.createEndpoint(other, map[string]any{"url": rc.URL() + "?code=404", "retry_schedule": []string{"0s"}})
+	expiring := h.send(other, "p.retention", map[string]any{}).Deliveries[0].ID
+	h.waitDelivery(other, expiring, 20*time.Second, store.StatusDeadLettered)
+	run, err := h.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "retention-" + expiring, TaskQueue: h.queue},
+		workflows.WorkflowName, workflows.Input{DeliveryID: expiring, AppID: other, EndpointID: ep.ID, Cycle: 1, LocalActivity: true,
+			Settings: delivery.Settings{Schedule: []time.Duration{0}, Retention: 2 * time.Second}})
+	require.NoError(t, err)
+	var st workflows.State
+	require.NoError(t, run.Get(context.Background(), &st))
+	require.Equal(t, delivery.StatusDeadLettered, st.Status)
+	h.keepHistory("v2-retention-expiry", run.GetID(), "")
+
+	// The app is deleted while a retry waits: the run ends, nothing sent.
+	endpoint("p.deleted", "code=503&n=2", "0s", "2s", "2s")
+	deleted := send("p.deleted")
+	require.Eventually(t, func() bool { return len(h.attempts(appID, deleted)) == 1 }, 20*time.Second, 50*time.Millisecond)
+	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID, nil, nil))
+	require.Eventually(t, func() bool { return !h.workflowOpen(deleted) }, 20*time.Second, 50*time.Millisecond)
+	h.keepHistory("v2-app-deleted", deleted, "")
+}

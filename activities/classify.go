@@ -2,11 +2,15 @@ package activities
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"hookrelay/delivery"
@@ -40,36 +44,37 @@ func ClassifyStatus(code int) Class {
 	}
 }
 
-// ClassifyError maps a transport error to its class and a short reason.
-// Timeouts, refused or reset connections, DNS and TLS failures are
-// retryable; a target refused by the address guard is permanent.
+// ClassifyError maps a transport error to its class and a short reason,
+// by error type. Timeouts, refused or reset connections, DNS and TLS failures
+// are retryable; a target refused by the address guard is permanent.
 func ClassifyError(err error) (Class, string) {
-	var blocked *netguard.BlockedError
+	var (
+		blocked    *netguard.BlockedError
+		dnsErr     *net.DNSError
+		certErr    *tls.CertificateVerificationError
+		unknownCA  x509.UnknownAuthorityError
+		hostErr    x509.HostnameError
+		invalidErr x509.CertificateInvalidError
+		alert      tls.AlertError
+		record     tls.RecordHeaderError
+		netErr     net.Error
+	)
 	switch {
 	case errors.As(err, &blocked):
 		return ClassPermanent, blocked.Error()
-	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return ClassRetryable, "timeout: no complete response within the request timeout"
-	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
+	case errors.As(err, &dnsErr):
 		return ClassRetryable, "dns: " + dnsErr.Err
-	}
-	msg := err.Error()
-	switch {
-	case strings.Contains(msg, "connection refused"):
+	case errors.Is(err, syscall.ECONNREFUSED):
 		return ClassRetryable, "connection refused"
-	case strings.Contains(msg, "connection reset"), strings.Contains(msg, "EOF"):
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return ClassRetryable, "connection reset before a complete response"
-	case strings.Contains(msg, "tls:"), strings.Contains(msg, "x509:"):
-		return ClassRetryable, "tls: " + lastPart(msg)
+	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidErr),
+		errors.As(err, &alert), errors.As(err, &record):
+		return ClassRetryable, "tls: " + lastPart(err.Error())
 	}
-	return ClassRetryable, "transport: " + lastPart(msg)
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	return ClassRetryable, "transport: " + lastPart(err.Error())
 }
 
 func lastPart(msg string) string {

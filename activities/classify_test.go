@@ -2,10 +2,18 @@ package activities_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
+	"os"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,10 +44,13 @@ func TestClassifyError(t *testing.T) {
 		msg  string
 	}{
 		{context.DeadlineExceeded, activities.ClassRetryable, "timeout"},
-		{fmt.Errorf("Post: %w", &net.OpError{Op: "dial", Err: errors.New("connect: connection refused")}), activities.ClassRetryable, "connection refused"},
-		{errors.New("read: connection reset by peer"), activities.ClassRetryable, "connection reset"},
+		{fmt.Errorf("Post: %w", &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), activities.ClassRetryable, "connection refused"},
+		{&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, activities.ClassRetryable, "connection reset"},
+		{fmt.Errorf("Post: %w", io.EOF), activities.ClassRetryable, "connection reset"},
 		{&net.DNSError{Err: "no such host", Name: "x.invalid"}, activities.ClassRetryable, "dns"},
-		{errors.New("tls: failed to verify certificate: x509: certificate signed by unknown authority"), activities.ClassRetryable, "tls"},
+		{fmt.Errorf("tls: failed to verify certificate: %w", x509.UnknownAuthorityError{}), activities.ClassRetryable, "tls"},
+		{tls.AlertError(40), activities.ClassRetryable, "tls"},
+		{errors.New("something else"), activities.ClassRetryable, "transport: something else"},
 		{fmt.Errorf("dial: %w", blocked), activities.ClassPermanent, "169.254.169.254 is not allowed"},
 	} {
 		class, msg := activities.ClassifyError(tc.err)
@@ -79,6 +90,28 @@ func FuzzParseRetryAfter(f *testing.F) {
 			t.Fatalf("unusable hint %q returned %v", s, d)
 		}
 	})
+}
+
+// TestClassifyRealTransportErrors classifies what the attempt client
+// really returns: a refused connection and an untrusted certificate.
+func TestClassifyRealTransportErrors(t *testing.T) {
+	c := activities.NewHTTPClient(false)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	_, err = c.Post("http://"+addr+"/hook", "application/json", nil)
+	require.Error(t, err)
+	_, msg := activities.ClassifyError(err)
+	require.Equal(t, "connection refused", msg)
+
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer srv.Close()
+	_, err = c.Post(srv.URL, "application/json", nil)
+	require.Error(t, err)
+	class, msg := activities.ClassifyError(err)
+	require.Equal(t, activities.ClassRetryable, class)
+	require.True(t, strings.HasPrefix(msg, "tls: "), msg)
 }
 
 func TestNetguard(t *testing.T) {

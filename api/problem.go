@@ -7,6 +7,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"hookrelay/delivery"
 	"hookrelay/store"
 )
 
@@ -47,9 +48,28 @@ func (problemJSON) WriteContentType(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/problem+json")
 }
 
-// fail maps a store error to its answer: 404, 409, 503 when Postgres is
-// unreachable, else 500 (logged, no detail leaked).
+// invalid is the problem of invalid input: 413 for a payload over its
+// limit, 422 for a field at fault; nil for any other error.
+func invalid(err error) *Problem {
+	var tooLarge *delivery.TooLargeError
+	var field *delivery.FieldError
+	switch {
+	case errors.As(err, &tooLarge):
+		return &Problem{Status: http.StatusRequestEntityTooLarge, Detail: err.Error(), Fields: []string{tooLarge.Field}}
+	case errors.As(err, &field):
+		return &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error(), Fields: []string{field.Field}}
+	}
+	return nil
+}
+
+// fail maps an error to its answer by type: 413 and 422 for invalid input,
+// 404, 409, 503 when Postgres is unreachable, else 500 (logged, no detail
+// leaked).
 func (s *Server) fail(c *gin.Context, err error) {
+	if p := invalid(err); p != nil {
+		problem(c, p.Status, p.Detail, p.Fields...)
+		return
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		problem(c, http.StatusNotFound, err.Error())

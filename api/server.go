@@ -14,19 +14,33 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"go.temporal.io/sdk/client"
 
+	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
 // Version is sent as the User-Agent suffix and reported by /healthz.
 const Version = "0.1.0"
 
+// Engine is what the API asks of the delivery engine (Temporal): nothing
+// else of it is reached from a request.
+type Engine interface {
+	// Healthy reports whether the engine answers.
+	Healthy(ctx context.Context) error
+	// NextAttemptAt asks a delivery's running workflow when its next
+	// attempt is due (nil: none is scheduled now).
+	NextAttemptAt(ctx context.Context, deliveryID string) (*time.Time, error)
+}
+
+// EngineQueryTimeout bounds how long a read waits for the engine's
+// refinement of a figure Postgres already answers.
+const EngineQueryTimeout = 2 * time.Second
+
 // Server holds the API's dependencies.
 type Server struct {
-	store    *store.Store
-	temporal client.Client
-	logger   *slog.Logger
+	store  *store.Store
+	engine Engine
+	logger *slog.Logger
 	// allowPrivate permits loopback/private endpoint URLs (dev mode).
 	allowPrivate bool
 	maxBacklog   int
@@ -69,9 +83,11 @@ func (k *keyCache) put(hash, id string, now time.Time) {
 
 // Options configures the API.
 type Options struct {
-	Store    *store.Store
-	Temporal client.Client
-	Logger   *slog.Logger
+	Store *store.Store
+	// Engine answers health and next-attempt queries; nil reports the
+	// engine as not configured.
+	Engine Engine
+	Logger *slog.Logger
 	// AllowPrivateTargets permits http and private addresses (dev mode).
 	AllowPrivateTargets bool
 	// MaxBacklog is the outbox size past which ingest sheds (0 = never);
@@ -81,7 +97,7 @@ type Options struct {
 
 // New returns the API server.
 func New(opts Options) *Server {
-	return &Server{store: opts.Store, temporal: opts.Temporal, logger: opts.Logger, allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog}
+	return &Server{store: opts.Store, engine: opts.Engine, logger: opts.Logger, allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog}
 }
 
 // Handler returns the HTTP handler with every route.
@@ -160,9 +176,8 @@ func (s *Server) WatchBacklog(ctx context.Context) {
 	t := time.NewTicker(backlogInterval)
 	defer t.Stop()
 	for {
-		var n int64
 		// Counting stops at the bound: past it the exact size does not matter.
-		err := s.store.Pool().QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT $1) b`, s.maxBacklog+1).Scan(&n)
+		n, err := outbox.Backlog(ctx, s.store.Pool(), s.maxBacklog+1)
 		if err == nil {
 			s.backlog.Store(n)
 		}
@@ -228,10 +243,10 @@ func (s *Server) ready(c *gin.Context) {
 	} else {
 		checks["postgres"] = "ok"
 	}
-	if s.temporal == nil {
+	if s.engine == nil {
 		checks["temporal"] = "not configured"
 		status = http.StatusServiceUnavailable
-	} else if _, err := s.temporal.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
+	} else if err := s.engine.Healthy(ctx); err != nil {
 		checks["temporal"] = "unreachable"
 		status = http.StatusServiceUnavailable
 	} else {

@@ -7,11 +7,39 @@
 package delivery
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
 	"time"
 )
+
+// Errors every stage sorts on with errors.Is.
+var (
+	// ErrNotFound: no such object (or it belongs to another app).
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the request contradicts stored state (an event ID
+	// published before with other content).
+	ErrConflict = errors.New("conflict")
+)
+
+// FieldError is invalid input in one field (HTTP 422 naming the field).
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
+
+// TooLargeError is input over its size limit (HTTP 413 naming the field).
+type TooLargeError struct {
+	Field string
+	Limit int
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s: payload exceeds %d bytes", e.Field, e.Limit)
+}
 
 // Status is a delivery's state (CONTRACT §6).
 type Status string
@@ -28,6 +56,26 @@ const (
 // InFlight reports whether a delivery in status s may still make an
 // attempt: the statuses a cancel ends (CONTRACT §4).
 func (s Status) InFlight() bool { return s == StatusPending || s == StatusDelivering }
+
+// Statuses lists every delivery status.
+func Statuses() []Status {
+	return []Status{StatusPending, StatusDelivering, StatusSucceeded, StatusDeadLettered, StatusCanceled}
+}
+
+// InFlight lists the statuses a cancel ends.
+func InFlight() []Status { return []Status{StatusPending, StatusDelivering} }
+
+// Finished lists the statuses a replay may start from.
+func Finished() []Status { return []Status{StatusSucceeded, StatusDeadLettered, StatusCanceled} }
+
+// Durations converts stored milliseconds (a retry schedule) to durations.
+func Durations(ms []int64) []time.Duration {
+	out := make([]time.Duration, len(ms))
+	for i, v := range ms {
+		out[i] = time.Duration(v) * time.Millisecond
+	}
+	return out
+}
 
 // Class is the classification of one attempt (CONTRACT §4).
 type Class string

@@ -68,3 +68,31 @@ func TestJitterBounds(t *testing.T) {
 	}
 	require.Zero(t, delivery.Jitter(0, "x", 1), "a zero wait stays zero")
 }
+
+func TestSettingsValidate(t *testing.T) {
+	require.NoError(t, delivery.Settings{}.Validate(), "zero values take the defaults")
+	require.NoError(t, delivery.Settings{Schedule: []time.Duration{0, delivery.MaxWait}, Deadline: delivery.MaxDeadline, RequestTimeout: delivery.MaxRequestTimeout}.Validate())
+	for field, s := range map[string]delivery.Settings{
+		"retry_schedule":  {Schedule: []time.Duration{}},
+		"deadline":        {Deadline: delivery.MaxDeadline + time.Second},
+		"request_timeout": {RequestTimeout: delivery.MinRequestTimeout - 1},
+	} {
+		var fe *delivery.FieldError
+		require.ErrorAs(t, s.Validate(), &fe)
+		require.Equal(t, field, fe.Field)
+	}
+	var fe *delivery.FieldError
+	require.ErrorAs(t, delivery.Settings{Schedule: make([]time.Duration, delivery.MaxScheduleLength+1)}.Validate(), &fe)
+	require.ErrorAs(t, delivery.Settings{Schedule: []time.Duration{delivery.MaxWait + 1}}.Validate(), &fe)
+	require.ErrorAs(t, delivery.Settings{Deadline: 5 * time.Second, RequestTimeout: 5 * time.Second}.Validate(), &fe)
+	require.Equal(t, "request_timeout", fe.Field)
+}
+
+func TestReservedHeader(t *testing.T) {
+	for _, h := range []string{"webhook-id", "Webhook-Signature", "X-Webhook-Signature", "Content-Type", "user-agent", "Host", "Content-Length"} {
+		require.True(t, delivery.ReservedHeader(h), h)
+	}
+	for _, h := range []string{"X-Tenant", "Authorization", "webhookid"} {
+		require.False(t, delivery.ReservedHeader(h), h)
+	}
+}

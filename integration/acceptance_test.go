@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"hookrelay/delivery"
 	"hookrelay/receiver"
-	"hookrelay/store"
 )
 
 // refReceiver is `hookrelay receiver` in-process on its own database, with
@@ -111,7 +111,7 @@ func TestSeedAcceptance(t *testing.T) {
 				require.Eventually(t, func() bool { return len(h.attempts(appID, dlv)) >= 1 }, 10*time.Second, 20*time.Millisecond)
 				c.midCheck(t, r)
 			}
-			d := h.waitDelivery(appID, dlv, 30*time.Second, store.StatusSucceeded)
+			d := h.waitDelivery(appID, dlv, 30*time.Second, delivery.StatusSucceeded)
 			atts := h.attempts(appID, dlv)
 			// Every simulated failure leaves a record: request time, status
 			// code, attempt count, final state.
@@ -146,11 +146,11 @@ func TestSeedAcceptance(t *testing.T) {
 		r.start(t, ep.Secret, receiver.FailNone, 0)
 		ev := h.send(appID, "seed.replay", map[string]any{"order": 42})
 		dlv := ev.Deliveries[0].ID
-		h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+		h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
 		time.Sleep(1100 * time.Millisecond) // the replay's timestamp is a later second
 		require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv+"/replay", nil, nil))
 		require.Eventually(t, func() bool { return r.stats(t).Duplicates == 1 }, 20*time.Second, 20*time.Millisecond)
-		d := h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+		d := h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
 		require.Len(t, d.Replays, 1)
 		st := r.stats(t)
 		require.Equal(t, 2, st.Received)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"hookrelay/delivery"
 	"hookrelay/store"
 )
 
@@ -34,7 +35,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	require.Empty(t, other.Deliveries, "a non-matching type creates no delivery")
 	for _, ev := range matching {
 		require.Len(t, ev.Deliveries, 1)
-		d := h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+		d := h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, delivery.StatusSucceeded)
 		require.Equal(t, ev.ID, d.EventID)
 		require.Equal(t, 1, d.AttemptCount)
 		require.NotNil(t, d.LastAttempt)
@@ -48,7 +49,7 @@ func TestAPIEndToEnd(t *testing.T) {
 	// Reads: the event with its deliveries, lists, stats.
 	var evGot eventResp
 	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/events/"+matching[0].ID, nil, &evGot))
-	require.Equal(t, store.StatusSucceeded, evGot.Deliveries[0].Status)
+	require.Equal(t, delivery.StatusSucceeded, evGot.Deliveries[0].Status)
 	var list struct {
 		Data       []store.Delivery `json:"data"`
 		NextCursor *string          `json:"next_cursor"`
@@ -155,7 +156,7 @@ func TestTemporalOutage(t *testing.T) {
 
 	require.NoError(t, h.proxy.Open())
 	for _, id := range dlvs {
-		h.waitDelivery(appID, id, 90*time.Second, store.StatusSucceeded)
+		h.waitDelivery(appID, id, 90*time.Second, delivery.StatusSucceeded)
 	}
 	byID := rc.byID()
 	require.Len(t, byID, n, "every event delivered")
@@ -186,7 +187,7 @@ func TestRotation(t *testing.T) {
 	// secret accepts.
 	rc.setSecrets(oldSecret)
 	ev := h.send(appID, "payment.succeeded", map[string]any{"n": 1})
-	h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+	h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, delivery.StatusSucceeded)
 	r := rc.receipts()[0]
 	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 2)
 	require.Len(t, strings.Split(r.Header.Get("X-Webhook-Signature"), ","), 3)
@@ -198,7 +199,7 @@ func TestRotation(t *testing.T) {
 	require.Equal(t, http.StatusOK, h.do("POST", "/v1/apps/"+appID+"/endpoints/"+ep.ID+"/secret/revoke-previous", nil, nil))
 	rc.setSecrets(oldSecret)
 	ev = h.send(appID, "payment.succeeded", map[string]any{"n": 2})
-	h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+	h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, delivery.StatusSucceeded)
 	r = rc.receipts()[1]
 	require.Len(t, strings.Fields(r.Header.Get("webhook-signature")), 1)
 	require.False(t, r.StdValid || r.XValid, "the revoked secret never signs again")
@@ -223,7 +224,7 @@ func TestReplay(t *testing.T) {
 	var dead []eventResp
 	for i := 0; i < 3; i++ {
 		ev := h.send(appID, "payment.succeeded", map[string]any{"i": i})
-		h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusDeadLettered)
+		h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, delivery.StatusDeadLettered)
 		dead = append(dead, ev)
 	}
 	healthy = true
@@ -234,7 +235,7 @@ func TestReplay(t *testing.T) {
 	dlv0 := dead[0].Deliveries[0].ID
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv0+"/replay", nil, &out))
 	require.Equal(t, 1, out["replayed"])
-	d := h.waitDelivery(appID, dlv0, 20*time.Second, store.StatusSucceeded)
+	d := h.waitDelivery(appID, dlv0, 20*time.Second, delivery.StatusSucceeded)
 	require.Equal(t, 2, d.Cycle)
 	require.Len(t, d.Replays, 1)
 	require.Equal(t, "key_", d.Replays[0].By[:4])
@@ -244,7 +245,7 @@ func TestReplay(t *testing.T) {
 		map[string]any{"since": since.UTC().Format(time.RFC3339), "until": time.Now().Add(time.Minute).UTC().Format(time.RFC3339)}, &out))
 	require.Equal(t, 2, out["replayed"])
 	for _, ev := range dead {
-		h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+		h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, delivery.StatusSucceeded)
 	}
 	// Same event ID, fresh timestamp and signature on every replay.
 	for _, ev := range dead {
@@ -261,6 +262,6 @@ func TestReplay(t *testing.T) {
 	}
 	// A running delivery cannot be replayed; a succeeded one can (again).
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv0+"/replay", nil, nil))
-	d = h.waitDelivery(appID, dlv0, 20*time.Second, store.StatusSucceeded)
+	d = h.waitDelivery(appID, dlv0, 20*time.Second, delivery.StatusSucceeded)
 	require.Eventually(t, func() bool { return rc.byID()[dead[0].ID] == 3 }, 20*time.Second, 50*time.Millisecond)
 }

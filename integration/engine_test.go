@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"hookrelay/delivery"
 	"hookrelay/store"
 )
 
@@ -24,7 +25,7 @@ func TestEngineScenarios(t *testing.T) {
 	type scenario struct {
 		name     string
 		respond  func(n int, w http.ResponseWriter, r *http.Request)
-		status   string
+		status   delivery.Status
 		attempts int
 		check    func(t *testing.T, atts []store.Attempt, d store.Delivery, rc *probe)
 	}
@@ -43,7 +44,7 @@ func TestEngineScenarios(t *testing.T) {
 			respond: thenOK(func(w http.ResponseWriter, _ *http.Request) {
 				http.Error(w, "bad gateway: deploying", http.StatusBadGateway)
 			}),
-			status: store.StatusSucceeded, attempts: 2,
+			status: delivery.StatusSucceeded, attempts: 2,
 			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *probe) {
 				require.Equal(t, 502, *atts[1].StatusCode)
 				require.Equal(t, "retryable", atts[1].Class)
@@ -59,7 +60,7 @@ func TestEngineScenarios(t *testing.T) {
 				}
 				w.WriteHeader(http.StatusOK)
 			}),
-			status: store.StatusSucceeded, attempts: 2,
+			status: delivery.StatusSucceeded, attempts: 2,
 			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *probe) {
 				require.Nil(t, atts[1].StatusCode)
 				require.Contains(t, atts[1].Error, "timeout")
@@ -69,7 +70,7 @@ func TestEngineScenarios(t *testing.T) {
 		{
 			name:    "404 dead-letters after one attempt",
 			respond: func(_ int, w http.ResponseWriter, _ *http.Request) { http.NotFound(w, nil) },
-			status:  store.StatusDeadLettered, attempts: 1,
+			status:  delivery.StatusDeadLettered, attempts: 1,
 			check: func(t *testing.T, atts []store.Attempt, d store.Delivery, _ *probe) {
 				require.Equal(t, "permanent", atts[0].Class)
 				require.Contains(t, *d.DeadLetterReason, "check the endpoint's configuration")
@@ -81,7 +82,7 @@ func TestEngineScenarios(t *testing.T) {
 				w.Header().Set("Retry-After", "1")
 				w.WriteHeader(http.StatusTooManyRequests)
 			}),
-			status: store.StatusSucceeded, attempts: 2,
+			status: delivery.StatusSucceeded, attempts: 2,
 			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, rc *probe) {
 				require.Equal(t, "throttled", atts[1].Class)
 				got := rc.receipts()
@@ -96,7 +97,7 @@ func TestEngineScenarios(t *testing.T) {
 					conn.Close()
 				}
 			}),
-			status: store.StatusSucceeded, attempts: 2,
+			status: delivery.StatusSucceeded, attempts: 2,
 			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, _ *probe) {
 				require.Equal(t, "retryable", atts[1].Class)
 				require.Nil(t, atts[1].StatusCode)
@@ -107,7 +108,7 @@ func TestEngineScenarios(t *testing.T) {
 			respond: func(_ int, w http.ResponseWriter, r *http.Request) {
 				http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
 			},
-			status: store.StatusDeadLettered, attempts: 1,
+			status: delivery.StatusDeadLettered, attempts: 1,
 			check: func(t *testing.T, atts []store.Attempt, _ store.Delivery, rc *probe) {
 				require.Contains(t, atts[0].Error, "redirect not followed")
 				require.Len(t, rc.receipts(), 1)
@@ -116,12 +117,12 @@ func TestEngineScenarios(t *testing.T) {
 		{
 			name:    "410 dead-letters and disables the endpoint",
 			respond: func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusGone) },
-			status:  store.StatusDeadLettered, attempts: 1,
+			status:  delivery.StatusDeadLettered, attempts: 1,
 		},
 		{
 			name:    "always 503 exhausts the schedule",
 			respond: func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) },
-			status:  store.StatusDeadLettered, attempts: 4,
+			status:  delivery.StatusDeadLettered, attempts: 4,
 			check: func(t *testing.T, _ []store.Attempt, d store.Delivery, _ *probe) {
 				require.Contains(t, *d.DeadLetterReason, "all 4 attempts failed")
 			},
@@ -148,7 +149,7 @@ func TestEngineScenarios(t *testing.T) {
 	}
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
-			d := h.waitDelivery(appID, r.dlvID, 30*time.Second, store.StatusSucceeded, store.StatusDeadLettered)
+			d := h.waitDelivery(appID, r.dlvID, 30*time.Second, delivery.StatusSucceeded, delivery.StatusDeadLettered)
 			require.Equal(t, r.status, d.Status)
 			require.Equal(t, r.attempts, d.AttemptCount)
 			atts := h.attempts(appID, r.dlvID)
@@ -211,7 +212,7 @@ func TestCancelOnEndpointDeleteAndDisable(t *testing.T) {
 		} else {
 			require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"disabled": true}, nil))
 		}
-		d = h.waitDelivery(appID, dlv, 20*time.Second, store.StatusCanceled)
+		d = h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusCanceled)
 		require.Nil(t, d.NextAttemptAt)
 		require.Len(t, h.attempts(appID, dlv), 1, "nothing more was sent")
 	}

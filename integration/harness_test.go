@@ -26,6 +26,8 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/api"
+	"hookrelay/delivery"
+	"hookrelay/dispatch"
 	"hookrelay/internal/app"
 	"hookrelay/internal/devstack"
 	"hookrelay/internal/testenv"
@@ -96,11 +98,11 @@ type harness struct {
 	// newWorker makes a worker on the harness's task queue.
 	newWorker func() sdkworker.Worker
 	// queue is the harness's task queue.
-	queue string
-	api       *httptest.Server
-	adminKey  string
-	logs      *logBuffer
-	stop      context.CancelFunc
+	queue    string
+	api      *httptest.Server
+	adminKey string
+	logs     *logBuffer
+	stop     context.CancelFunc
 }
 
 // harnessConfig varies a harness.
@@ -137,10 +139,10 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	}
 	w := newWorker()
 	runCtx, cancel := context.WithCancel(ctx)
-	d := &outbox.Dispatcher{Pool: st.Pool(), Client: tc, TaskQueue: queue, LocalActivity: true, PollInterval: 200 * time.Millisecond, Logger: logger}
+	d := &dispatch.Dispatcher{Pool: st.Pool(), Client: tc, TaskQueue: queue, LocalActivity: true, PollInterval: 200 * time.Millisecond, Logger: logger}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(runCtx) }()
-	apiSrv := api.New(api.Options{Store: st, Temporal: tc, Logger: logger, AllowPrivateTargets: !hc.production, MaxBacklog: hc.maxBacklog})
+	apiSrv := api.New(api.Options{Store: st, Engine: dispatch.Engine{Client: tc}, Logger: logger, AllowPrivateTargets: !hc.production, MaxBacklog: hc.maxBacklog})
 	go apiSrv.WatchBacklog(runCtx)
 	srv := httptest.NewServer(apiSrv.Handler())
 	key := "hr_test_" + t.Name()
@@ -246,7 +248,7 @@ func (h *harness) send(appID, typ string, data any) eventResp {
 }
 
 // waitDelivery polls a delivery until its status is one of want.
-func (h *harness) waitDelivery(appID, dlvID string, timeout time.Duration, want ...string) store.Delivery {
+func (h *harness) waitDelivery(appID, dlvID string, timeout time.Duration, want ...delivery.Status) store.Delivery {
 	h.t.Helper()
 	deadline := time.Now().Add(timeout)
 	var d store.Delivery

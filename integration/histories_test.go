@@ -16,7 +16,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"hookrelay/delivery"
-	"hookrelay/store"
 	"hookrelay/workflows"
 )
 
@@ -98,28 +97,28 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	send := func(typ string) string {
 		return h.send(appID, typ, map[string]any{}).Deliveries[0].ID
 	}
-	wait := func(id string, want string) {
+	wait := func(id string, want delivery.Status) {
 		h.waitDelivery(appID, id, 20*time.Second, want)
-		require.Eventually(t, func() bool { return !h.workflowOpen(id) || want == store.StatusDeadLettered }, 20*time.Second, 50*time.Millisecond)
+		require.Eventually(t, func() bool { return !h.workflowOpen(id) || want == delivery.StatusDeadLettered }, 20*time.Second, 50*time.Millisecond)
 	}
 
 	endpoint("p.retry", "flaky=1", "0s", "1s")
 	retried := send("p.retry")
-	wait(retried, store.StatusSucceeded)
+	wait(retried, delivery.StatusSucceeded)
 	h.keepHistory("v2-retry-then-success", retried, "")
 
 	endpoint("p.throttle", "throttle=1", "0s", "1h")
 	throttled := send("p.throttle")
-	wait(throttled, store.StatusSucceeded)
+	wait(throttled, delivery.StatusSucceeded)
 	h.keepHistory("v2-throttled-then-success", throttled, "")
 
 	deadEp := endpoint("p.dead", "code=404", "0s")
 	dead := send("p.dead")
-	wait(dead, store.StatusDeadLettered)
+	wait(dead, delivery.StatusDeadLettered)
 	first := h.runID(dead)
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dead+"/replay", nil, nil))
 	require.Eventually(t, func() bool { return h.runID(dead) != first && len(h.attempts(appID, dead)) == 2 }, 20*time.Second, 50*time.Millisecond)
-	h.waitDelivery(appID, dead, 20*time.Second, store.StatusDeadLettered)
+	h.waitDelivery(appID, dead, 20*time.Second, delivery.StatusDeadLettered)
 	h.keepHistory("v2-dead-letter-then-replay", dead, first)
 
 	// The replayed cycle's run, ended by a cancel while it is parked: the
@@ -132,14 +131,14 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	waiting := send("p.wait")
 	require.Eventually(t, func() bool { return len(h.attempts(appID, waiting)) == 1 }, 20*time.Second, 50*time.Millisecond)
 	h.patchEndpoint(appID, waitingEp, map[string]any{"disabled": true})
-	wait(waiting, store.StatusCanceled)
+	wait(waiting, delivery.StatusCanceled)
 	h.keepHistory("v2-canceled-while-waiting", waiting, "")
 
 	slowEp := endpoint("p.slow", "slow=1", "0s")
 	slow := send("p.slow")
 	require.Eventually(t, func() bool { return count("slow=1") == 1 }, 20*time.Second, 20*time.Millisecond)
 	h.patchEndpoint(appID, slowEp, map[string]any{"disabled": true})
-	wait(slow, store.StatusSucceeded)
+	wait(slow, delivery.StatusSucceeded)
 	h.keepHistory("v2-success-during-cancel", slow, "")
 
 	// Retention: a run of the same delivery under another workflow ID with
@@ -147,7 +146,7 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	other := h.createApp()
 	ep := h.createEndpoint(other, map[string]any{"url": rc.URL() + "?code=404", "retry_schedule": []string{"0s"}})
 	expiring := h.send(other, "p.retention", map[string]any{}).Deliveries[0].ID
-	h.waitDelivery(other, expiring, 20*time.Second, store.StatusDeadLettered)
+	h.waitDelivery(other, expiring, 20*time.Second, delivery.StatusDeadLettered)
 	run, err := h.client.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: "retention-" + expiring, TaskQueue: h.queue},
 		workflows.WorkflowName, workflows.Input{DeliveryID: expiring, AppID: other, EndpointID: ep.ID, Cycle: 1, LocalActivity: true,
 			Settings: delivery.Settings{Schedule: []time.Duration{0}, Retention: 2 * time.Second}})

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/api"
+	"hookrelay/delivery"
 	"hookrelay/store"
 )
 
@@ -36,7 +37,7 @@ func (h *harness) sendMany(appID, typ string, n int) []string {
 func (h *harness) settle(appID string, dlvs []string, timeout time.Duration) int {
 	ok := 0
 	for _, id := range dlvs {
-		if h.waitDelivery(appID, id, timeout, store.StatusSucceeded, store.StatusDeadLettered).Status == store.StatusSucceeded {
+		if h.waitDelivery(appID, id, timeout, delivery.StatusSucceeded, delivery.StatusDeadLettered).Status == delivery.StatusSucceeded {
 			ok++
 		}
 	}
@@ -188,13 +189,13 @@ func TestHostileReceiverBodies(t *testing.T) {
 	huge.setSecrets(epH.Secret)
 
 	evD := h.send(appID, "t.drip", map[string]any{})
-	d := h.waitDelivery(appID, evD.Deliveries[0].ID, 20*time.Second, store.StatusDeadLettered)
+	d := h.waitDelivery(appID, evD.Deliveries[0].ID, 20*time.Second, delivery.StatusDeadLettered)
 	a := d.LastAttempt
 	require.Contains(t, a.Error, "timeout", "a dripping response is cut at the request timeout")
 	require.Less(t, a.DurationMS, int64(1900))
 
 	evH := h.send(appID, "t.huge", map[string]any{})
-	d = h.waitDelivery(appID, evH.Deliveries[0].ID, 20*time.Second, store.StatusSucceeded)
+	d = h.waitDelivery(appID, evH.Deliveries[0].ID, 20*time.Second, delivery.StatusSucceeded)
 	require.Len(t, []rune(d.LastAttempt.ResponseExcerpt), 2048, "2 KiB excerpt stored (NUL bytes replaced)")
 	time.Sleep(200 * time.Millisecond)
 	require.Less(t, written.Load(), int64(8<<20), "the 50 MiB body is cut after the 64 KiB read cap")
@@ -236,7 +237,7 @@ func TestProductionTargets(t *testing.T) {
 	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 	h.createEndpoint(appID, map[string]any{"url": "https://" + host + ":" + port + "/hook"})
 	ev := h.send(appID, "payment.succeeded", map[string]any{})
-	d := h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, store.StatusDeadLettered)
+	d := h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, delivery.StatusDeadLettered)
 	require.Contains(t, d.LastAttempt.Error, "not allowed (loopback)")
 	require.Contains(t, *d.DeadLetterReason, "permanent")
 	require.Zero(t, accepted.Load(), "no connection reached the loopback target")

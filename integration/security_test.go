@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/api"
-	"hookrelay/store"
+	"hookrelay/delivery"
 )
 
 // TestEveryRouteNeedsAKey walks the OpenAPI document: no key and a wrong
@@ -100,7 +100,7 @@ func TestIngestProperty(t *testing.T) {
 	}
 	require.NotEmpty(t, delivered)
 	for _, id := range delivered {
-		h.waitDelivery(appID, id, 30*time.Second, store.StatusSucceeded)
+		h.waitDelivery(appID, id, 30*time.Second, delivery.StatusSucceeded)
 	}
 	t.Logf("property: %d of 150 random requests accepted and delivered; the rest got a 4xx and left nothing", len(delivered))
 }
@@ -121,7 +121,7 @@ func TestNoSecretsAtRest(t *testing.T) {
 		dlvs = append(dlvs, h.send(appID, "payment.succeeded", map[string]any{"i": i}).Deliveries[0].ID)
 	}
 	for _, id := range dlvs {
-		h.waitDelivery(appID, id, 20*time.Second, store.StatusSucceeded)
+		h.waitDelivery(appID, id, 20*time.Second, delivery.StatusSucceeded)
 	}
 	forbidden := []string{h.adminKey}
 	for _, s := range []string{ep.Secret, rot.Secret} {

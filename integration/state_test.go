@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	enums "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
 
+	"hookrelay/delivery"
 	"hookrelay/store"
 )
 
@@ -55,13 +57,13 @@ func TestDisableKeepsDeadLetters(t *testing.T) {
 	})
 	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s"}})
 	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
-	dead := h.waitDelivery(appID, dlv, 20*time.Second, store.StatusDeadLettered)
+	dead := h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusDeadLettered)
 	require.NotNil(t, dead.DeadLetterReason)
 
 	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
 	// The disable has no cancel to send for a dead letter: nothing changes.
 	time.Sleep(time.Second)
-	after := h.waitDelivery(appID, dlv, time.Second, store.StatusDeadLettered)
+	after := h.waitDelivery(appID, dlv, time.Second, delivery.StatusDeadLettered)
 	require.Equal(t, *dead.DeadLetterReason, *after.DeadLetterReason)
 	require.True(t, h.workflowOpen(dlv), "the dead letter stays parked, replayable")
 	code, _ := h.replayRange(appID, ep.ID)
@@ -73,7 +75,7 @@ func TestDisableKeepsDeadLetters(t *testing.T) {
 	code, out := h.replayRange(appID, ep.ID)
 	require.Equal(t, http.StatusAccepted, code)
 	require.EqualValues(t, 1, out["replayed"])
-	d := h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+	d := h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
 	require.Equal(t, 2, d.Cycle)
 	require.Nil(t, d.DeadLetterReason)
 }
@@ -93,7 +95,7 @@ func TestCancelGoesThroughTheOutbox(t *testing.T) {
 	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
 	var d store.Delivery
 	h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d)
-	require.Equal(t, store.StatusCanceled, d.Status, "canceled at once in Postgres")
+	require.Equal(t, delivery.StatusCanceled, d.Status, "canceled at once in Postgres")
 	require.Equal(t, store.ReasonEndpointDisabled, *d.DeadLetterReason)
 	// The dispatcher signals the run (no worker needed to accept a signal);
 	// the run handles it when a worker is back.
@@ -105,7 +107,7 @@ func TestCancelGoesThroughTheOutbox(t *testing.T) {
 	require.True(t, h.workflowOpen(dlv))
 	h.startWorker()
 	require.Eventually(t, func() bool { return !h.workflowOpen(dlv) }, 20*time.Second, 50*time.Millisecond)
-	d = h.waitDelivery(appID, dlv, time.Second, store.StatusCanceled)
+	d = h.waitDelivery(appID, dlv, time.Second, delivery.StatusCanceled)
 	require.Nil(t, d.NextAttemptAt)
 	require.Len(t, h.attempts(appID, dlv), 1, "nothing more was sent")
 	require.NotContains(t, h.logs.String(), "cancel signal", "the API process sent no signal")
@@ -127,7 +129,7 @@ func TestSuccessDuringCancelStaysSucceeded(t *testing.T) {
 	<-inRequest
 	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
 	require.Eventually(t, func() bool { return !h.workflowOpen(dlv) }, 20*time.Second, 50*time.Millisecond)
-	d := h.waitDelivery(appID, dlv, time.Second, store.StatusSucceeded)
+	d := h.waitDelivery(appID, dlv, time.Second, delivery.StatusSucceeded)
 	require.Equal(t, 200, *d.LastAttempt.StatusCode)
 	require.Nil(t, d.DeadLetterReason)
 	require.Len(t, rc.receipts(), 1)
@@ -150,7 +152,7 @@ func TestDeleteAppEndsItsWorkflows(t *testing.T) {
 	h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?dead=1", "event_types": []string{"a.dead"}, "retry_schedule": []string{"0s"}})
 	retrying := h.send(appID, "a.retry", map[string]any{}).Deliveries[0].ID
 	dead := h.send(appID, "a.dead", map[string]any{}).Deliveries[0].ID
-	h.waitDelivery(appID, dead, 20*time.Second, store.StatusDeadLettered)
+	h.waitDelivery(appID, dead, 20*time.Second, delivery.StatusDeadLettered)
 	require.Eventually(t, func() bool { return len(h.attempts(appID, retrying)) == 1 }, 10*time.Second, 20*time.Millisecond)
 
 	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID, nil, nil))
@@ -174,7 +176,7 @@ func TestStatsAreHonest(t *testing.T) {
 	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"order.paid"}})
 	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
 	h.send(appID, "nobody.listens", map[string]any{})
-	h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+	h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
 	stats := func() store.Stats {
 		var st store.Stats
 		require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/stats", nil, &st))
@@ -184,7 +186,7 @@ func TestStatsAreHonest(t *testing.T) {
 
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv+"/replay", nil, nil))
 	require.Eventually(t, func() bool { return len(h.attempts(appID, dlv)) == 2 }, 20*time.Second, 20*time.Millisecond)
-	h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+	h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
 	require.Equal(t, store.Stats{Events: 1, Deliveries: 1, FirstAttemptSuccess: 1, EffectiveDeliveryRate: 1, Replayed: 1, ReplaySuccess: 1}, stats())
 }
 
@@ -226,7 +228,7 @@ func TestReplayedManyTimesStaysBounded(t *testing.T) {
 		require.Eventually(t, func() bool {
 			var d store.Delivery
 			h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d)
-			return d.Status == store.StatusDeadLettered && d.Cycle == i+1
+			return d.Status == delivery.StatusDeadLettered && d.Cycle == i+1
 		}, 20*time.Second, 20*time.Millisecond, "cycle %d", i+1)
 		lengths = append(lengths, len(h.history(dlv).Events))
 		if i < replays {
@@ -235,7 +237,9 @@ func TestReplayedManyTimesStaysBounded(t *testing.T) {
 	}
 	t.Logf("history events of the current run after each cycle: %v", lengths)
 	require.Len(t, h.attempts(appID, dlv), replays+1, "Postgres keeps every cycle's attempt")
-	require.LessOrEqual(t, lengths[replays], lengths[1]+2, "bounded: %v", lengths)
+	// One cycle's run takes 11–20 events (how the server batches its tasks
+	// varies); cycles kept in one run would add about 10 each, 100 here.
+	require.LessOrEqual(t, slices.Max(lengths), 40, "bounded: %v", lengths)
 	var d store.Delivery
 	h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d)
 	require.Len(t, d.Replays, replays)
@@ -258,7 +262,7 @@ func TestEnvironmentChangeReplacesTheSecret(t *testing.T) {
 
 	rc.setSecrets(moved.Secret)
 	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
-	h.waitDelivery(appID, dlv, 20*time.Second, store.StatusSucceeded)
+	h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
 	got := rc.receipts()
 	require.Len(t, got, 1)
 	require.True(t, got[0].StdValid && got[0].XValid, "signed with the new secret")

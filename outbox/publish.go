@@ -1,8 +1,11 @@
-// Package outbox is hookrelay's transactional outbox. Publish writes an
-// event, its deliveries and their outbox rows inside the caller's pgx
-// transaction, so a producer's business row and its event commit together;
-// the Dispatcher starts a DeliveryWorkflow for every committed row, even if
-// Temporal was down when the event was accepted.
+// Package outbox is hookrelay's transactional outbox and owns its table.
+// Publish writes an event, its deliveries and their start rows inside the
+// caller's pgx transaction, so a producer's business row and its event
+// commit together; Replay and Cancel queue the other two kinds of row; the
+// dispatcher (package dispatch) claims rows with Claim and carries them to
+// Temporal, even if Temporal was down when they were written. The package
+// links no Temporal code, so a producer that publishes in its own
+// transaction does not either.
 package outbox
 
 import (
@@ -18,12 +21,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"hookrelay/delivery"
 	"hookrelay/ids"
-	"hookrelay/store"
 )
-
-// Channel is the LISTEN/NOTIFY channel that wakes the dispatcher.
-const Channel = store.OutboxChannel
 
 // APIVersionDefault is the api_version of events that name none.
 const APIVersionDefault = "2026-11-01"
@@ -40,22 +40,6 @@ var (
 	idPattern   = regexp.MustCompile(`^[A-Za-z0-9_.:\-]+$`)
 )
 
-// Validation errors of Publish; each names the field at fault.
-var (
-	ErrInvalid = errors.New("invalid event")
-)
-
-// FieldError is a validation error of one field.
-type FieldError struct {
-	Field  string
-	Reason string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Reason }
-
-// Unwrap makes FieldError match ErrInvalid.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
-
 // Event is what a producer publishes.
 type Event struct {
 	// ID is optional: supplying it makes publishing idempotent.
@@ -70,9 +54,9 @@ type Event struct {
 
 // DeliveryRef is one delivery created for an event.
 type DeliveryRef struct {
-	ID         string `json:"id"`
-	EndpointID string `json:"endpoint_id"`
-	Status     string `json:"status"`
+	ID         string          `json:"id"`
+	EndpointID string          `json:"endpoint_id"`
+	Status     delivery.Status `json:"status"`
 }
 
 // Published is the stored event.
@@ -111,20 +95,20 @@ func ValidateType(name string) error {
 // Validate checks an event and fills its defaults.
 func (e *Event) Validate(now time.Time) error {
 	if err := ValidateType(e.Type); err != nil {
-		return &FieldError{"type", err.Error()}
+		return &delivery.FieldError{Field: "type", Reason: err.Error()}
 	}
 	switch {
 	case e.ID != "" && (len(e.ID) > MaxIDLength || !idPattern.MatchString(e.ID)):
-		return &FieldError{"id", "must be 1–128 characters of [A-Za-z0-9_.:-]"}
+		return &delivery.FieldError{Field: "id", Reason: "must be 1–128 characters of [A-Za-z0-9_.:-]"}
 	case len(bytes.TrimSpace(e.Data)) == 0:
-		return &FieldError{"data", "is required (a JSON object)"}
+		return &delivery.FieldError{Field: "data", Reason: "is required (a JSON object)"}
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, e.Data); err != nil || compact.Bytes()[0] != '{' {
-		return &FieldError{"data", "must be a JSON object"}
+		return &delivery.FieldError{Field: "data", Reason: "must be a JSON object"}
 	}
 	if compact.Len() > MaxPayloadBytes {
-		return &FieldError{"data", fmt.Sprintf("payload exceeds %d bytes", MaxPayloadBytes)}
+		return &delivery.TooLargeError{Field: "data", Limit: MaxPayloadBytes}
 	}
 	e.Data = compact.Bytes()
 	if e.APIVersion == "" {
@@ -150,7 +134,7 @@ func (e Event) contentHash() []byte {
 // Publish stores ev for app in tx: the frozen envelope, one pending delivery
 // per enabled endpoint whose filter matches, and an outbox row for each.
 // Nothing is visible until tx commits; a rollback leaves no trace.
-// It returns store.ErrNotFound for an unknown app and store.ErrConflict when
+// It returns delivery.ErrNotFound for an unknown app and delivery.ErrConflict when
 // ev.ID was published before with different content.
 func Publish(ctx context.Context, tx pgx.Tx, appID string, ev Event) (Published, error) {
 	return publish(ctx, tx, appID, ev)
@@ -188,7 +172,7 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		return Published{}, fmt.Errorf("encode envelope: %w", err)
 	}
 	if len(body) > MaxPayloadBytes {
-		return Published{}, &FieldError{"data", fmt.Sprintf("payload exceeds %d bytes", MaxPayloadBytes)}
+		return Published{}, &delivery.TooLargeError{Field: "data", Limit: MaxPayloadBytes}
 	}
 	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, Deliveries: []DeliveryRef{}}
 
@@ -212,7 +196,7 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		    AND (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
 		  RETURNING id, endpoint_id
 		), ob AS (
-		  INSERT INTO outbox (delivery_id, kind) SELECT id, 'start' FROM dl
+		  INSERT INTO outbox (delivery_id, kind) SELECT id, $9 FROM dl
 		), wake AS (
 		  -- Only an idle dispatcher needs waking: one with rows to do keeps
 		  -- draining without it. NOTIFY serialises commits on a global lock,
@@ -223,11 +207,11 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM wake),
 		       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}')
 		FROM dl`,
-		appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery).Scan(&inserted, new(int), &dlvIDs, &endpoints)
+		appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart).Scan(&inserted, new(int), &dlvIDs, &endpoints)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23503" {
-			return Published{}, fmt.Errorf("app %s: %w", appID, store.ErrNotFound)
+			return Published{}, fmt.Errorf("app %s: %w", appID, delivery.ErrNotFound)
 		}
 		return Published{}, fmt.Errorf("publish event: %w", err)
 	}
@@ -235,7 +219,7 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		return repeat(ctx, q, appID, ev.ID, hash)
 	}
 	for i := range dlvIDs {
-		out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: endpoints[i], Status: store.StatusPending})
+		out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: endpoints[i], Status: delivery.StatusPending})
 	}
 	return out, nil
 }
@@ -249,7 +233,7 @@ func repeat(ctx context.Context, tx Querier, appID, id string, hash []byte) (Pub
 		return Published{}, fmt.Errorf("load event %s: %w", id, err)
 	}
 	if !bytes.Equal(stored, hash) {
-		return Published{}, fmt.Errorf("event %s was published before with different content: %w", id, store.ErrConflict)
+		return Published{}, fmt.Errorf("event %s was published before with different content: %w", id, delivery.ErrConflict)
 	}
 	var env envelope
 	if err := json.Unmarshal(payload, &env); err != nil {

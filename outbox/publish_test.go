@@ -141,16 +141,18 @@ func TestPublishRejects(t *testing.T) {
 		{outbox.Event{Type: "payment", Data: json.RawMessage(`{}`)}, "type"},
 		{outbox.Event{Type: "payment.succeeded"}, "data"},
 		{outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`[1]`)}, "data"},
-		{outbox.Event{Type: "payment.succeeded", Data: big}, "data"},
 		{outbox.Event{ID: "has space", Type: "payment.succeeded", Data: json.RawMessage(`{}`)}, "id"},
 	} {
 		_, err := publish(t, b, tc.ev)
-		var fe *outbox.FieldError
+		var fe *delivery.FieldError
 		require.ErrorAs(t, err, &fe)
 		require.Equal(t, tc.field, fe.Field)
 	}
-	_, err := outbox.Publish(context.Background(), nil, b.app.ID, outbox.Event{})
-	require.ErrorIs(t, err, outbox.ErrInvalid)
+	_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: big})
+	var tooLarge *delivery.TooLargeError
+	require.ErrorAs(t, err, &tooLarge)
+	require.Equal(t, "data", tooLarge.Field)
+	_, err = outbox.Publish(context.Background(), nil, b.app.ID, outbox.Event{})
 	require.Zero(t, count(t, b.st, "events"))
 }
 

@@ -10,6 +10,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+
 	"hookrelay/ids"
 )
 
@@ -76,21 +79,26 @@ func (s *Store) RenameApp(ctx context.Context, id, name string) (App, error) {
 
 // DeleteApp deletes an app with its endpoints, events and deliveries. In
 // the same transaction every workflow of the app that may still run gets a
-// cancel row in the outbox (the outbox keeps no reference to deliveries,
-// so the rows outlive the delete), and its start and replay rows go.
-// Attempts of a deleted delivery find no row and end their workflow, so
-// nothing is sent after the delete commits.
+// cancel through the outbox (cancel rows keep no reference to deliveries,
+// so they outlive the delete), and its start and replay rows go. Attempts
+// of a deleted delivery find no row and end their workflow, so nothing is
+// sent after the delete commits.
 func (s *Store) DeleteApp(ctx context.Context, id string) error {
 	return s.inTx(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `
-			WITH open AS (
-			  SELECT id FROM deliveries WHERE app_id = $1 AND status IN ('pending', 'delivering', 'dead_lettered')
-			), dropped AS (
-			  DELETE FROM outbox WHERE kind <> 'cancel' AND delivery_id IN (SELECT id FROM deliveries WHERE app_id = $1)
-			)
-			INSERT INTO outbox (delivery_id, kind, requested_by) SELECT id, 'cancel', 'app deleted' FROM open`, id)
+		rows, err := tx.Query(ctx, `SELECT id FROM deliveries WHERE app_id = $1 AND (status = ANY ($2) OR status = $3)`,
+			id, delivery.InFlight(), delivery.StatusDeadLettered)
 		if err != nil {
-			return fmt.Errorf("cancel deliveries of app %s: %w", id, err)
+			return fmt.Errorf("open deliveries of app %s: %w", id, err)
+		}
+		open, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return fmt.Errorf("open deliveries of app %s: %w", id, err)
+		}
+		if err := outbox.DropApp(ctx, tx, id); err != nil {
+			return err
+		}
+		if err := outbox.Cancel(ctx, tx, open, "app deleted"); err != nil {
+			return err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM apps WHERE id = $1`, id)
 		if err != nil {
@@ -99,7 +107,7 @@ func (s *Store) DeleteApp(ctx context.Context, id string) error {
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("app %s: %w", id, ErrNotFound)
 		}
-		return notifyOutbox(ctx, tx)
+		return nil
 	})
 }
 

@@ -5,6 +5,9 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"hookrelay/delivery"
+	"hookrelay/outbox"
 )
 
 // Reasons a delivery was canceled, as its row records them.
@@ -26,27 +29,31 @@ const (
 	withDeadLetters
 )
 
-// cancelDeliveries marks an endpoint's in-flight deliveries canceled with
-// reason and queues a cancel row in the outbox for each workflow that may
-// still run, all in tx. A start row whose delivery is canceled here is
-// dropped by the dispatcher instead of started, so nothing is sent.
+// cancelDeliveries marks an endpoint's in-flight deliveries (other than
+// except) canceled with reason and queues a cancel through the outbox for
+// each workflow that may still run, all in tx. A start row whose delivery
+// is canceled here is dropped by the dispatcher instead of started, so
+// nothing is sent.
 func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except string, scope cancelScope) error {
-	_, err := tx.Exec(ctx, `
+	rows, err := tx.Query(ctx, `
 		WITH target AS (
 		  SELECT id, status FROM deliveries
-		  WHERE endpoint_id = $1 AND id <> $3
-		    AND (status IN ('pending', 'delivering') OR ($4 AND status = 'dead_lettered'))
+		  WHERE endpoint_id = $1 AND id <> $3 AND (status = ANY ($5) OR ($4 AND status = $6))
 		  FOR UPDATE
 		), upd AS (
-		  UPDATE deliveries d SET status = 'canceled', dead_letter_reason = $2, next_attempt_at = NULL, updated_at = now()
-		  FROM target WHERE d.id = target.id AND target.status IN ('pending', 'delivering')
+		  UPDATE deliveries d SET status = $7, dead_letter_reason = $2, next_attempt_at = NULL, updated_at = now()
+		  FROM target WHERE d.id = target.id AND target.status = ANY ($5)
 		)
-		INSERT INTO outbox (delivery_id, kind, requested_by) SELECT id, 'cancel', $2 FROM target`,
-		endpointID, reason, except, scope == withDeadLetters)
+		SELECT id FROM target`,
+		endpointID, reason, except, scope == withDeadLetters, delivery.InFlight(), delivery.StatusDeadLettered, delivery.StatusCanceled)
 	if err != nil {
 		return fmt.Errorf("cancel deliveries of %s: %w", endpointID, err)
 	}
-	return notifyOutbox(ctx, tx)
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("cancel deliveries of %s: %w", endpointID, err)
+	}
+	return outbox.Cancel(ctx, tx, ids, reason)
 }
 
 // disableEndpoint disables an endpoint for reason and cancels its in-flight
@@ -61,12 +68,4 @@ func (s *Store) disableEndpoint(ctx context.Context, tx pgx.Tx, endpointID, reas
 		return nil
 	}
 	return cancelDeliveries(ctx, tx, endpointID, ReasonEndpointDisabled, except, inFlightOnly)
-}
-
-// notifyOutbox wakes the dispatcher when tx commits.
-func notifyOutbox(ctx context.Context, tx pgx.Tx) error {
-	if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, OutboxChannel); err != nil {
-		return fmt.Errorf("notify outbox: %w", err)
-	}
-	return nil
 }

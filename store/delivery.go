@@ -14,19 +14,6 @@ import (
 	"hookrelay/signing"
 )
 
-// Delivery statuses (CONTRACT §6) as the store's rows hold them; the
-// vocabulary is package delivery's.
-const (
-	StatusPending      = string(delivery.StatusPending)
-	StatusDelivering   = string(delivery.StatusDelivering)
-	StatusSucceeded    = string(delivery.StatusSucceeded)
-	StatusDeadLettered = string(delivery.StatusDeadLettered)
-	StatusCanceled     = string(delivery.StatusCanceled)
-)
-
-// OutboxChannel is the LISTEN/NOTIFY channel that wakes the dispatcher.
-const OutboxChannel = "hookrelay_outbox"
-
 // Target is everything one attempt needs: where to send, what, and with
 // which keys.
 type Target struct {
@@ -159,11 +146,11 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 		if err != nil {
 			return fmt.Errorf("record attempt %s #%d: %w", a.DeliveryID, a.Number, err)
 		}
-		status := StatusDelivering
+		status := delivery.StatusDelivering
 		var succeeded *int
 		next := a.NextAttemptAt
 		if a.Class == string(delivery.ClassSuccess) {
-			status = StatusSucceeded
+			status = delivery.StatusSucceeded
 			succeeded = &a.Number
 			next = nil
 		}

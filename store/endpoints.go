@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"hookrelay/delivery"
 	"hookrelay/ids"
 	"hookrelay/signing"
 )
@@ -45,7 +46,7 @@ func scanEndpoint(r pgx.Row) (Endpoint, error) {
 		&sched, &deadline, &timeout, &headers, &e.CreatedAt, &e.UpdatedAt); err != nil {
 		return Endpoint{}, err
 	}
-	e.RetrySchedule = Durations(sched)
+	e.RetrySchedule = delivery.Durations(sched)
 	e.Deadline = time.Duration(deadline) * time.Millisecond
 	e.RequestTimeout = time.Duration(timeout) * time.Millisecond
 	if err := json.Unmarshal(headers, &e.Headers); err != nil {
@@ -62,15 +63,6 @@ func (e *Endpoint) normalize() {
 	if e.Headers == nil {
 		e.Headers = map[string]string{}
 	}
-}
-
-// Durations converts the stored milliseconds of a retry schedule.
-func Durations(ms []int64) []time.Duration {
-	out := make([]time.Duration, len(ms))
-	for i, v := range ms {
-		out[i] = time.Duration(v) * time.Millisecond
-	}
-	return out
 }
 
 func toMS(ds []time.Duration) []int64 {

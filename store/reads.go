@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"hookrelay/delivery"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -10,19 +11,19 @@ import (
 
 // Delivery is a delivery row with its latest attempt and replays.
 type Delivery struct {
-	ID               string     `json:"id"`
-	AppID            string     `json:"-"`
-	EventID          string     `json:"event_id"`
-	EndpointID       string     `json:"endpoint_id"`
-	Status           string     `json:"status"`
-	Cycle            int        `json:"cycle"`
-	AttemptCount     int        `json:"attempt_count"`
-	NextAttemptAt    *time.Time `json:"next_attempt_at"`
-	LastAttempt      *Attempt   `json:"last_attempt"`
-	DeadLetterReason *string    `json:"dead_letter_reason"`
-	Replays          []Replay   `json:"replays"`
-	CreatedAt        time.Time  `json:"created_at"`
-	UpdatedAt        time.Time  `json:"updated_at"`
+	ID               string          `json:"id"`
+	AppID            string          `json:"-"`
+	EventID          string          `json:"event_id"`
+	EndpointID       string          `json:"endpoint_id"`
+	Status           delivery.Status `json:"status"`
+	Cycle            int             `json:"cycle"`
+	AttemptCount     int             `json:"attempt_count"`
+	NextAttemptAt    *time.Time      `json:"next_attempt_at"`
+	LastAttempt      *Attempt        `json:"last_attempt"`
+	DeadLetterReason *string         `json:"dead_letter_reason"`
+	Replays          []Replay        `json:"replays"`
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
 }
 
 // Replay records who asked for a replay and when.
@@ -33,8 +34,9 @@ type Replay struct {
 
 // DeliveryFilter narrows ListDeliveries.
 type DeliveryFilter struct {
-	Status, EndpointID, EventID string
-	Since, Until                time.Time
+	Status              delivery.Status
+	EndpointID, EventID string
+	Since, Until        time.Time
 }
 
 const deliveryCols = `id, app_id, event_id, endpoint_id, status, cycle, attempt_count, next_attempt_at, dead_letter_reason, created_at, updated_at`
@@ -138,43 +140,6 @@ func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until 
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[EventRecord])
-}
-
-// RequestReplay records a replay of each delivery (by whom) and queues it
-// in the outbox, in one transaction. Only finished deliveries (succeeded,
-// dead-lettered, canceled) of an enabled endpoint are replayed, so a dead
-// letter of a disabled endpoint stays a dead letter until it is enabled
-// again; it returns the IDs queued.
-func (s *Store) RequestReplay(ctx context.Context, appID string, deliveryIDs []string, by string) ([]string, error) {
-	var queued []string
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-			SELECT id FROM deliveries
-			WHERE app_id = $1 AND id = ANY ($2) AND status IN ('succeeded', 'dead_lettered', 'canceled')
-			  AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = deliveries.id AND o.kind <> 'cancel')
-			  AND EXISTS (SELECT 1 FROM endpoints e WHERE e.id = deliveries.endpoint_id AND NOT e.disabled AND e.deleted_at IS NULL)
-			FOR UPDATE`, appID, deliveryIDs)
-		if err != nil {
-			return fmt.Errorf("replay: %w", err)
-		}
-		if queued, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-			return fmt.Errorf("replay: %w", err)
-		}
-		if len(queued) == 0 {
-			return nil
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO replays (delivery_id, requested_by) SELECT unnest($1::text[]), $2`, queued, by); err != nil {
-			return fmt.Errorf("record replay: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `UPDATE deliveries SET status = 'pending', dead_letter_reason = NULL, next_attempt_at = NULL, updated_at = now() WHERE id = ANY ($1)`, queued); err != nil {
-			return fmt.Errorf("replay: %w", err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO outbox (delivery_id, kind, requested_by) SELECT unnest($1::text[]), 'replay', $2`, queued, by); err != nil {
-			return fmt.Errorf("queue replay: %w", err)
-		}
-		return notifyOutbox(ctx, tx)
-	})
-	return queued, err
 }
 
 // DeadLettered returns an endpoint's dead-lettered deliveries created in

@@ -7,22 +7,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"io"
+	"net"
+	"syscall"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"hookrelay/delivery"
 	"hookrelay/secretbox"
 )
 
-// Errors callers sort on.
+// Errors callers sort on, as package delivery defines them.
 var (
 	// ErrNotFound: no such object (or it belongs to another app).
-	ErrNotFound = errors.New("not found")
-	// ErrConflict: the request contradicts stored state (idempotency key
-	// reused with another body).
-	ErrConflict = errors.New("conflict")
+	ErrNotFound = delivery.ErrNotFound
+	// ErrConflict: the request contradicts stored state.
+	ErrConflict = delivery.ErrConflict
 )
 
 // Store is the Postgres-backed repository.
@@ -43,7 +45,7 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // IsUnavailable reports whether err means the database could not be reached
-// (as opposed to a query or constraint error).
+// (as opposed to a query or constraint error). It sorts by error type only.
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false
@@ -54,17 +56,11 @@ func IsUnavailable(err error) bool {
 		return pgErr.Code[:2] == "08" || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
 	}
 	var connErr *pgconn.ConnectError
-	return errors.As(err, &connErr) || pgconn.SafeToRetry(err) || errors.Is(err, context.DeadlineExceeded) || isNetErr(err)
-}
-
-func isNetErr(err error) bool {
-	msg := err.Error()
-	for _, s := range []string{"connection refused", "connection reset", "broken pipe", "unexpected EOF", "conn closed", "failed to connect"} {
-		if strings.Contains(msg, s) {
-			return true
-		}
-	}
-	return false
+	var opErr *net.OpError
+	return errors.As(err, &connErr) || errors.As(err, &opErr) || pgconn.SafeToRetry(err) || pgconn.Timeout(err) ||
+		errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // inTx runs fn in a transaction, committing when it returns nil.

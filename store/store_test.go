@@ -111,11 +111,11 @@ func TestDisableCancelsOnlyInFlight(t *testing.T) {
 
 	p, err := f.st.GetDelivery(ctx, f.app.ID, pending)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusCanceled, p.Status)
+	require.Equal(t, delivery.StatusCanceled, p.Status)
 	require.Equal(t, store.ReasonEndpointDisabled, *p.DeadLetterReason)
 	d, err := f.st.GetDelivery(ctx, f.app.ID, dead)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusDeadLettered, d.Status)
+	require.Equal(t, delivery.StatusDeadLettered, d.Status)
 	require.Equal(t, "all 6 attempts failed", *d.DeadLetterReason)
 	require.Equal(t, map[string]int{"start": 2, "cancel": 1}, f.outboxKinds(t))
 
@@ -124,7 +124,7 @@ func TestDisableCancelsOnlyInFlight(t *testing.T) {
 	require.NoError(t, f.st.DeleteEndpoint(ctx, f.app.ID, f.ep.ID))
 	d, err = f.st.GetDelivery(ctx, f.app.ID, dead)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusDeadLettered, d.Status)
+	require.Equal(t, delivery.StatusDeadLettered, d.Status)
 	require.Equal(t, 2, f.outboxKinds(t)["cancel"])
 }
 
@@ -148,7 +148,7 @@ func TestMarkNeverOverwritesAFinishedDelivery(t *testing.T) {
 	f.attempt(t, late, 1, 1, 200, delivery.ClassSuccess)
 	d, err := f.st.GetDelivery(ctx, f.app.ID, late)
 	require.NoError(t, err)
-	require.Equal(t, store.StatusSucceeded, d.Status, "a 2xx received during a cancel wins")
+	require.Equal(t, delivery.StatusSucceeded, d.Status, "a 2xx received during a cancel wins")
 	require.Nil(t, d.DeadLetterReason)
 
 	_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: "dlv_missing", Status: delivery.StatusCanceled, Cycle: 1})
@@ -197,7 +197,7 @@ func TestStatsCountFirstCycles(t *testing.T) {
 	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`)
 	require.NoError(t, err)
 	for _, id := range []string{dead, first} {
-		queued, err := f.st.RequestReplay(ctx, f.app.ID, []string{id}, "key_test")
+		queued, err := outbox.Replay(ctx, f.st.Pool(), f.app.ID, []string{id}, "key_test")
 		require.NoError(t, err)
 		require.Len(t, queued, 1)
 		_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: id, Status: delivery.StatusDelivering, Cycle: 2})

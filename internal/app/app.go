@@ -27,10 +27,10 @@ import (
 	"hookrelay/activities"
 	"hookrelay/api"
 	"hookrelay/config"
+	"hookrelay/dispatch"
 	"hookrelay/internal/devstack"
 	"hookrelay/internal/pgcluster"
 	"hookrelay/migrations"
-	"hookrelay/outbox"
 	"hookrelay/secretbox"
 	"hookrelay/store"
 	"hookrelay/worker"
@@ -268,7 +268,7 @@ func (st *Stack) start(ctx context.Context, roles int) error {
 			return fmt.Errorf("start worker: %w", err)
 		}
 		st.closers = append(st.closers, w.Stop)
-		d := &outbox.Dispatcher{Pool: pool, Client: tc, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity, NoEagerStart: !cfg.EagerStart, Logger: logger.With("component", "dispatcher")}
+		d := &dispatch.Dispatcher{Pool: pool, Client: tc, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity, NoEagerStart: !cfg.EagerStart, Logger: logger.With("component", "dispatcher")}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -278,7 +278,7 @@ func (st *Stack) start(ctx context.Context, roles int) error {
 		}()
 	}
 	if roles&roleAPI != 0 {
-		srv := api.New(api.Options{Store: st.Store, Temporal: tc, Logger: logger.With("component", "api"),
+		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc}, Logger: logger.With("component", "api"),
 			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog})
 		wg.Add(1)
 		go func() { defer wg.Done(); srv.WatchBacklog(runCtx) }()

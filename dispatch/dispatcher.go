@@ -1,4 +1,7 @@
-package outbox
+// Package dispatch carries outbox rows to Temporal: a workflow start per
+// new delivery, a signal-with-start per replay, a signal per cancel. It is
+// the only package between the outbox and the engine.
+package dispatch
 
 import (
 	"cmp"
@@ -9,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -17,7 +19,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/delivery"
-	"hookrelay/store"
+	"hookrelay/outbox"
 	"hookrelay/workflows"
 )
 
@@ -50,42 +52,6 @@ type Dispatcher struct {
 	// running the first workflow task without a poll round trip).
 	NoEagerStart bool
 	Logger       *slog.Logger
-}
-
-// Outbox row kinds.
-const (
-	// KindStart starts a delivery's first cycle.
-	KindStart = "start"
-	// KindReplay starts a new cycle of a finished delivery.
-	KindReplay = "replay"
-	// KindCancel ends a delivery's workflow (endpoint disabled or deleted,
-	// app deleted).
-	KindCancel = "cancel"
-)
-
-type item struct {
-	outboxID    int64
-	kind        string
-	requestedBy *string
-	createdAt   time.Time
-	// exists is false when the delivery's row is gone (app deleted).
-	exists   bool
-	status   string
-	replayID int64
-	input    workflows.Input
-}
-
-// skip reports whether a claimed row has nothing left to do: its delivery
-// is gone, a start whose delivery was canceled before it began, or a
-// replay the workflow has already run. Such rows are only deleted.
-func (it item) skip() bool {
-	switch it.kind {
-	case KindStart:
-		return !it.exists || it.status == store.StatusCanceled
-	case KindReplay:
-		return !it.exists || it.outboxID <= it.replayID
-	}
-	return false
 }
 
 // Run dispatches until ctx ends.
@@ -147,7 +113,7 @@ func (d *Dispatcher) listen(ctx context.Context, wake chan<- struct{}) {
 				return err
 			}
 			defer conn.Release()
-			if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+			if _, err := conn.Exec(ctx, "LISTEN "+outbox.Channel); err != nil {
 				return err
 			}
 			for {
@@ -181,34 +147,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after commit
 	// Rows of one delivery are handled in order: only its oldest row is
 	// claimed per round, so a cancel is signaled before a later replay.
-	rows, err := tx.Query(ctx, `
-		SELECT o.id, o.kind, o.requested_by, o.created_at, o.delivery_id, d.id IS NOT NULL,
-		       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
-		       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
-		       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0)
-		FROM outbox o
-		LEFT JOIN deliveries d ON d.id = o.delivery_id
-		LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
-		WHERE NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
-		ORDER BY o.id LIMIT $1
-		FOR UPDATE OF o SKIP LOCKED`, batch)
+	items, err := outbox.Claim(ctx, tx, batch)
 	if err != nil {
-		return 0, fmt.Errorf("claim outbox: %w", err)
-	}
-	items, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (item, error) {
-		var it item
-		var sched []int64
-		var deadline, timeout int64
-		err := r.Scan(&it.outboxID, &it.kind, &it.requestedBy, &it.createdAt, &it.input.DeliveryID, &it.exists,
-			&it.status, &it.replayID, &it.input.AppID, &it.input.EventID,
-			&it.input.EventType, &it.input.EndpointID, &it.input.Cycle, &sched, &deadline, &timeout)
-		it.input.Settings = settings(sched, deadline, timeout)
-		it.input.LocalActivity = d.LocalActivity
-		return it, err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("claim outbox: %w", err)
+		return 0, err
 	}
 	if len(items) == 0 {
 		return 0, nil
@@ -219,9 +160,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	sem := make(chan struct{}, startConcurrency)
 	var wg sync.WaitGroup
 	for _, it := range items {
-		if it.skip() {
+		if it.Stale() {
 			mu.Lock()
-			done = append(done, it.outboxID)
+			done = append(done, it.ID)
 			mu.Unlock()
 			continue
 		}
@@ -238,13 +179,13 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 				}
 				return
 			}
-			done = append(done, it.outboxID)
+			done = append(done, it.ID)
 		}()
 	}
 	wg.Wait()
 	if len(done) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, done); err != nil {
-			return 0, fmt.Errorf("delete dispatched rows: %w", err)
+		if err := outbox.Done(ctx, tx, done); err != nil {
+			return 0, err
 		}
 		if err := tx.Commit(ctx); err != nil {
 			return 0, fmt.Errorf("commit dispatched rows: %w", err)
@@ -256,18 +197,13 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	return len(items), nil
 }
 
-func settings(sched []int64, deadline, timeout int64) delivery.Settings {
-	return delivery.Settings{
-		Schedule:       store.Durations(sched),
-		Deadline:       time.Duration(deadline) * time.Millisecond,
-		RequestTimeout: time.Duration(timeout) * time.Millisecond,
-	}
-}
-
 // send starts, replays or cancels one delivery's workflow.
-func (d *Dispatcher) send(ctx context.Context, it item) error {
-	in := it.input
-	if it.kind == KindCancel {
+func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
+	in := workflows.Input{
+		DeliveryID: it.DeliveryID, AppID: it.AppID, EventID: it.EventID, EventType: it.EventType, EndpointID: it.EndpointID,
+		Settings: it.Settings, Cycle: it.Cycle, AcceptedAt: it.CreatedAt, LocalActivity: d.LocalActivity,
+	}
+	if it.Kind == outbox.KindCancel {
 		err := d.Client.SignalWorkflow(ctx, in.DeliveryID, "", workflows.SignalCancel, nil)
 		var notFound *serviceerror.NotFound
 		if err != nil && !errors.As(err, &notFound) {
@@ -276,37 +212,32 @@ func (d *Dispatcher) send(ctx context.Context, it item) error {
 		// No running workflow: it has ended, or never started.
 		return nil
 	}
-	in.AcceptedAt = it.createdAt
 	opts := client.StartWorkflowOptions{
 		ID:        in.DeliveryID,
 		TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue),
 		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAState.ValueSet(store.StatusPending),
+			workflows.SAState.ValueSet(string(delivery.StatusPending)),
 			workflows.SAEndpoint.ValueSet(in.EndpointID),
 			workflows.SAEventType.ValueSet(in.EventType),
 			workflows.SAApp.ValueSet(in.AppID),
 		),
 	}
-	if it.kind == KindReplay {
-		by := ""
-		if it.requestedBy != nil {
-			by = *it.requestedBy
-		}
+	if it.Kind == outbox.KindReplay {
 		// A running (dead-lettered) workflow gets the signal and continues
 		// as the next cycle; a completed one is started again as that cycle.
 		// Either way the cycle runs with the endpoint's current settings and
 		// this replay's ID, so a row dispatched twice runs once.
 		in.Cycle++
-		in.ReplayID = it.outboxID
+		in.ReplayID = it.ID
 		settings := in.Settings
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		opts.TypedSearchAttributes = temporal.NewSearchAttributes(
-			workflows.SAState.ValueSet(store.StatusDelivering),
+			workflows.SAState.ValueSet(string(delivery.StatusDelivering)),
 			workflows.SAEndpoint.ValueSet(in.EndpointID),
 			workflows.SAEventType.ValueSet(in.EventType),
 			workflows.SAApp.ValueSet(in.AppID),
 		)
-		sig := workflows.ReplaySignal{By: by, ReplayID: it.outboxID, Settings: &settings, RequestedAt: it.createdAt}
+		sig := workflows.ReplaySignal{By: it.RequestedBy, ReplayID: it.ID, Settings: &settings, RequestedAt: it.CreatedAt}
 		_, err := d.Client.SignalWithStartWorkflow(ctx, in.DeliveryID, workflows.SignalReplay, sig, opts, workflows.WorkflowName, in)
 		if err != nil {
 			return fmt.Errorf("replay %s: %w", in.DeliveryID, err)

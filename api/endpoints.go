@@ -1,0 +1,302 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"hookrelay/delivery"
+	"hookrelay/internal/netguard"
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+type endpointRequest struct {
+	URL            *string            `json:"url"`
+	Description    *string            `json:"description"`
+	EventTypes     *[]string          `json:"event_types"`
+	Environment    *string            `json:"environment"`
+	Disabled       *bool              `json:"disabled"`
+	RetrySchedule  *[]string          `json:"retry_schedule"`
+	Deadline       *string            `json:"deadline"`
+	RequestTimeout *string            `json:"request_timeout"`
+	Headers        *map[string]string `json:"headers"`
+}
+
+// EndpointView is the API form of an endpoint.
+type EndpointView struct {
+	ID             string            `json:"id"`
+	URL            string            `json:"url"`
+	Description    string            `json:"description"`
+	EventTypes     []string          `json:"event_types"`
+	Environment    string            `json:"environment"`
+	Disabled       bool              `json:"disabled"`
+	DisabledReason *string           `json:"disabled_reason"`
+	RetrySchedule  []string          `json:"retry_schedule"`
+	Deadline       string            `json:"deadline"`
+	RequestTimeout string            `json:"request_timeout"`
+	Headers        map[string]string `json:"headers"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+	Secret         string            `json:"secret,omitempty"`
+}
+
+func viewEndpoint(e store.Endpoint) EndpointView {
+	v := EndpointView{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
+		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
+		Headers: e.Headers, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+	for _, d := range e.RetrySchedule {
+		v.RetrySchedule = append(v.RetrySchedule, d.String())
+	}
+	if v.EventTypes == nil {
+		v.EventTypes = []string{}
+	}
+	return v
+}
+
+// applyEndpoint validates req onto e, answering and returning false on the
+// first field at fault.
+func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.Endpoint) bool {
+	bad := func(field, msg string) bool {
+		problem(c, http.StatusUnprocessableEntity, field+": "+msg, field)
+		return false
+	}
+	if req.URL != nil {
+		if err := s.checkURL(*req.URL); err != nil {
+			return bad("url", err.Error())
+		}
+		e.URL = *req.URL
+	}
+	if e.URL == "" {
+		return bad("url", "is required")
+	}
+	if req.Description != nil {
+		if len(*req.Description) > 1024 {
+			return bad("description", "at most 1024 characters")
+		}
+		e.Description = *req.Description
+	}
+	if req.EventTypes != nil {
+		for _, t := range *req.EventTypes {
+			if outbox.ValidateType(t) != nil {
+				return bad("event_types", fmt.Sprintf("%q is not a valid event type (resource.action)", t))
+			}
+		}
+		e.EventTypes = *req.EventTypes
+	}
+	if req.Environment != nil {
+		if *req.Environment != "live" && *req.Environment != "test" {
+			return bad("environment", `must be "live" or "test"`)
+		}
+		e.Environment = *req.Environment
+	}
+	if req.Disabled != nil {
+		e.Disabled = *req.Disabled
+	}
+	if req.RetrySchedule != nil {
+		e.RetrySchedule = []time.Duration{}
+		for _, s := range *req.RetrySchedule {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return bad("retry_schedule", fmt.Sprintf("%q is not a Go duration", s))
+			}
+			e.RetrySchedule = append(e.RetrySchedule, d)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		in   *string
+		out  *time.Duration
+	}{{"deadline", req.Deadline, &e.Deadline}, {"request_timeout", req.RequestTimeout, &e.RequestTimeout}} {
+		if f.in == nil {
+			continue
+		}
+		d, err := time.ParseDuration(*f.in)
+		if err != nil {
+			return bad(f.name, fmt.Sprintf("%q is not a Go duration", *f.in))
+		}
+		*f.out = d
+	}
+	if req.Headers != nil {
+		for k := range *req.Headers {
+			if delivery.ReservedHeader(k) {
+				return bad("headers", fmt.Sprintf("%q is set by hookrelay and cannot be overridden", k))
+			}
+		}
+		e.Headers = *req.Headers
+	}
+	set := delivery.Settings{Schedule: e.RetrySchedule, Deadline: e.Deadline, RequestTimeout: e.RequestTimeout}
+	if err := set.Validate(); err != nil {
+		var fe *delivery.FieldError
+		errors.As(err, &fe)
+		return bad(fe.Field, fe.Reason)
+	}
+	return true
+}
+
+// checkURL enforces http(s), no credentials, ≤ 2 KiB and, outside dev
+// mode, https and no literal private address (hostnames are checked again
+// at dial time).
+func (s *Server) checkURL(raw string) error {
+	if len(raw) > 2048 {
+		return errors.New("must be at most 2048 bytes")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return errors.New("must be an absolute http(s) URL")
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		if !s.allowPrivate {
+			return errors.New("must use https outside dev mode")
+		}
+	default:
+		return fmt.Errorf("scheme %q is not allowed; use https", u.Scheme)
+	}
+	if u.User != nil {
+		return errors.New("must not contain credentials")
+	}
+	if !s.allowPrivate {
+		if err := netguard.CheckHost(u.Hostname()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) createEndpoint(c *gin.Context) {
+	var req endpointRequest
+	if !bind(c, &req) {
+		return
+	}
+	e := store.Endpoint{AppID: c.Param("app"), Environment: "live", EventTypes: []string{}, Headers: map[string]string{},
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: delivery.DeadlineDefault, RequestTimeout: delivery.RequestTimeoutDefault}
+	if !s.applyEndpoint(c, req, &e) {
+		return
+	}
+	out, secret, err := s.store.CreateEndpoint(c.Request.Context(), e)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	v := viewEndpoint(out)
+	v.Secret = secret
+	c.JSON(http.StatusCreated, v)
+}
+
+func (s *Server) listEndpoints(c *gin.Context) {
+	p, ok := page(c)
+	if !ok {
+		return
+	}
+	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	eps, err := s.store.ListEndpoints(c.Request.Context(), c.Param("app"), p)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	views := make([]EndpointView, len(eps))
+	for i, e := range eps {
+		views[i] = viewEndpoint(e)
+	}
+	list(c, p, views, func(v EndpointView) string { return v.ID })
+}
+
+func (s *Server) getEndpoint(c *gin.Context) {
+	e, err := s.store.GetEndpoint(c.Request.Context(), c.Param("app"), c.Param("ep"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, viewEndpoint(e))
+}
+
+// patchEndpoint validates the merged view of the endpoint, then writes
+// only the fields the request gave. Disabling cancels its in-flight
+// deliveries; a change of environment answers the new secret, once.
+func (s *Server) patchEndpoint(c *gin.Context) {
+	var req endpointRequest
+	if !bind(c, &req) {
+		return
+	}
+	e, err := s.store.GetEndpoint(c.Request.Context(), c.Param("app"), c.Param("ep"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if !s.applyEndpoint(c, req, &e) {
+		return
+	}
+	p := store.EndpointPatch{URL: req.URL, Description: req.Description, EventTypes: req.EventTypes, Environment: req.Environment,
+		Disabled: req.Disabled, Headers: req.Headers}
+	if req.RetrySchedule != nil {
+		p.RetrySchedule = &e.RetrySchedule
+	}
+	if req.Deadline != nil {
+		p.Deadline = &e.Deadline
+	}
+	if req.RequestTimeout != nil {
+		p.RequestTimeout = &e.RequestTimeout
+	}
+	out, secret, err := s.store.PatchEndpoint(c.Request.Context(), e.AppID, e.ID, p)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	v := viewEndpoint(out)
+	v.Secret = secret
+	c.JSON(http.StatusOK, v)
+}
+
+// deleteEndpoint soft-deletes an endpoint; its workflows are canceled
+// through the outbox in the same transaction.
+func (s *Server) deleteEndpoint(c *gin.Context) {
+	if err := s.store.DeleteEndpoint(c.Request.Context(), c.Param("app"), c.Param("ep")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+type rotateRequest struct {
+	GracePeriod *string `json:"grace_period"`
+}
+
+func (s *Server) rotateSecret(c *gin.Context) {
+	var req rotateRequest
+	if c.Request.ContentLength != 0 && !bind(c, &req) {
+		return
+	}
+	grace := delivery.RotationGraceDefault
+	if req.GracePeriod != nil {
+		d, err := time.ParseDuration(*req.GracePeriod)
+		if err != nil || d < 0 || d > delivery.MaxRotationGrace {
+			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("grace_period must be a Go duration from 0s to %s", delivery.MaxRotationGrace), "grace_period")
+			return
+		}
+		grace = d
+	}
+	secret, until, err := s.store.RotateSecret(c.Request.Context(), c.Param("app"), c.Param("ep"), grace)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"secret": secret, "previous_valid_until": until})
+}
+
+func (s *Server) revokePrevious(c *gin.Context) {
+	n, err := s.store.RevokePrevious(c.Request.Context(), c.Param("app"), c.Param("ep"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"revoked": n})
+}

@@ -1,0 +1,136 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+type eventRequest struct {
+	ID         *string         `json:"id"`
+	Type       *string         `json:"type"`
+	Data       json.RawMessage `json:"data"`
+	Created    *time.Time      `json:"created"`
+	APIVersion *string         `json:"api_version"`
+}
+
+// decodeEvent turns an ingest body (and Idempotency-Key header) into a
+// validated event, or the problem to answer.
+func decodeEvent(body []byte, idempotencyKey string) (outbox.Event, *Problem) {
+	var req eventRequest
+	if p := decodeStrict(body, &req); p != nil {
+		return outbox.Event{}, p
+	}
+	ev := outbox.Event{ID: deref(req.ID), Type: deref(req.Type), Data: req.Data, APIVersion: deref(req.APIVersion)}
+	if idempotencyKey != "" {
+		if ev.ID != "" && ev.ID != idempotencyKey {
+			return ev, &Problem{Status: http.StatusUnprocessableEntity, Detail: "id and the Idempotency-Key header disagree", Fields: []string{"id"}}
+		}
+		ev.ID = idempotencyKey
+	}
+	if req.Created != nil {
+		ev.Created = *req.Created
+	}
+	if err := ev.Validate(time.Now()); err != nil {
+		if p := invalid(err); p != nil {
+			return ev, p
+		}
+		return ev, &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error()}
+	}
+	return ev, nil
+}
+
+func (s *Server) createEvent(c *gin.Context) {
+	if s.shed(c) {
+		return
+	}
+	body, ok := readBody(c)
+	if !ok {
+		return
+	}
+	ev, p := decodeEvent(body, c.GetHeader("Idempotency-Key"))
+	if p != nil {
+		problem(c, p.Status, p.Detail, p.Fields...)
+		return
+	}
+	pub, err := outbox.PublishNow(c.Request.Context(), s.store.Pool(), c.Param("app"), ev)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	status := http.StatusAccepted
+	if pub.Duplicate {
+		status = http.StatusOK
+	}
+	c.JSON(status, pub)
+}
+
+// eventView is the API form of a stored event: its frozen envelope.
+func eventView(e store.EventRecord) (outbox.Published, error) {
+	var v outbox.Published
+	if err := json.Unmarshal(e.Payload, &v); err != nil {
+		return v, fmt.Errorf("decode event %s: %w", e.ID, err)
+	}
+	return v, nil
+}
+
+func (s *Server) listEvents(c *gin.Context) {
+	p, ok := page(c)
+	if !ok {
+		return
+	}
+	since, ok1 := timeQuery(c, "since")
+	until, ok2 := timeQuery(c, "until")
+	if !ok1 || !ok2 {
+		return
+	}
+	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	evs, err := s.store.ListEvents(c.Request.Context(), c.Param("app"), c.Query("type"), since, until, p)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	views := make([]outbox.Published, 0, len(evs))
+	for _, e := range evs {
+		v, err := eventView(e)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		views = append(views, v)
+	}
+	list(c, p, views, func(v outbox.Published) string { return v.ID })
+}
+
+func (s *Server) getEvent(c *gin.Context) {
+	ctx := c.Request.Context()
+	e, err := s.store.GetEvent(ctx, c.Param("app"), c.Param("evt"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	v, err := eventView(e)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ds, err := s.store.ListDeliveries(ctx, c.Param("app"), store.DeliveryFilter{EventID: e.ID}, store.Page{Limit: 1000})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	v.Deliveries = make([]outbox.DeliveryRef, len(ds))
+	for i, d := range ds {
+		v.Deliveries[i] = outbox.DeliveryRef{ID: d.ID, EndpointID: d.EndpointID, Status: d.Status}
+	}
+	c.JSON(http.StatusOK, v)
+}

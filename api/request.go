@@ -1,0 +1,157 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+// maxBody bounds every request body; events are further bounded by
+// outbox.MaxPayloadBytes.
+const maxBody = outbox.MaxPayloadBytes + 16<<10
+
+// readBody reads at most maxBody bytes of the request body.
+func readBody(c *gin.Context) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			problem(c, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes (event payload limit %d bytes)", maxBody, outbox.MaxPayloadBytes))
+			return nil, false
+		}
+		problem(c, http.StatusBadRequest, "could not read request body")
+		return nil, false
+	}
+	return body, true
+}
+
+// bind decodes a JSON body strictly into dst; it answers and returns false
+// on any error, naming the field at fault.
+func bind(c *gin.Context, dst any) bool {
+	body, ok := readBody(c)
+	if !ok {
+		return false
+	}
+	if p := decodeStrict(body, dst); p != nil {
+		problem(c, p.Status, p.Detail, p.Fields...)
+		return false
+	}
+	return true
+}
+
+// decodeStrict decodes exactly one JSON object into dst (a pointer to a
+// struct with json tags), field by field, so the field at fault is known
+// without reading encoding/json's messages: an unknown field, a value of
+// the wrong kind or a time that is not RFC 3339 each name it.
+func decodeStrict(body []byte, dst any) *Problem {
+	bad := func(status int, detail string, fields ...string) *Problem {
+		return &Problem{Status: status, Detail: detail, Fields: fields}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		return bad(http.StatusBadRequest, "request body is not valid JSON")
+	}
+	if dec.More() {
+		return bad(http.StatusBadRequest, "request body has trailing data after the JSON value")
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return bad(http.StatusUnprocessableEntity, "request body must be a JSON object")
+	}
+	v := reflect.ValueOf(dst).Elem()
+	byName := map[string]reflect.Value{}
+	for i := range v.NumField() {
+		if name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			byName[name] = v.Field(i)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
+		f, ok := byName[name]
+		if !ok {
+			return bad(http.StatusUnprocessableEntity, "unknown field "+name, name)
+		}
+		err := json.Unmarshal(fields[name], f.Addr().Interface())
+		var typeErr *json.UnmarshalTypeError
+		switch {
+		case err == nil:
+		case f.Type() == reflect.TypeFor[time.Time]() || f.Type() == reflect.TypeFor[*time.Time]():
+			return bad(http.StatusUnprocessableEntity, name+" must be an RFC 3339 time", name)
+		case errors.As(err, &typeErr):
+			return bad(http.StatusUnprocessableEntity, fmt.Sprintf("%s must be %s", name, jsonKind(typeErr.Type.Kind())), name)
+		default:
+			return bad(http.StatusUnprocessableEntity, name+" is not valid", name)
+		}
+	}
+	return nil
+}
+
+// jsonKind names the JSON kind a Go kind decodes from.
+func jsonKind(k reflect.Kind) string {
+	switch k {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	default:
+		return "a number"
+	}
+}
+
+// page reads ?limit=&cursor=.
+func page(c *gin.Context) (store.Page, bool) {
+	p := store.Page{Limit: 50, Cursor: c.Query("cursor")}
+	if l := c.Query("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 250 {
+			problem(c, http.StatusUnprocessableEntity, "limit must be an integer from 1 to 250", "limit")
+			return p, false
+		}
+		p.Limit = n
+	}
+	return p, true
+}
+
+// list answers {"data": [...], "next_cursor": ...}.
+func list[T any](c *gin.Context, p store.Page, items []T, id func(T) string) {
+	var next *string
+	if len(items) == p.Limit && len(items) > 0 {
+		n := id(items[len(items)-1])
+		next = &n
+	}
+	if items == nil {
+		items = []T{}
+	}
+	c.JSON(http.StatusOK, gin.H{"data": items, "next_cursor": next})
+}
+
+func timeQuery(c *gin.Context, name string) (time.Time, bool) {
+	v := c.Query(name)
+	if v == "" {
+		return time.Time{}, true
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		problem(c, http.StatusUnprocessableEntity, name+" must be an RFC 3339 time", name)
+		return time.Time{}, false
+	}
+	return t, true
+}

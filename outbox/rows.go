@@ -1,0 +1,185 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"hookrelay/delivery"
+)
+
+// Channel is the LISTEN/NOTIFY channel that wakes the dispatcher.
+const Channel = "hookrelay_outbox"
+
+// Kind is what an outbox row asks of a delivery's workflow.
+type Kind string
+
+// Outbox row kinds.
+const (
+	// KindStart starts a delivery's first cycle.
+	KindStart Kind = "start"
+	// KindReplay starts a new cycle of a finished delivery.
+	KindReplay Kind = "replay"
+	// KindCancel ends a delivery's workflow (its endpoint was disabled or
+	// deleted, or its app deleted).
+	KindCancel Kind = "cancel"
+)
+
+// Row is a claimed outbox row with what its dispatch needs.
+type Row struct {
+	ID          int64
+	Kind        Kind
+	RequestedBy string
+	// CreatedAt is when the row was written: the event's acceptance for a
+	// start, the request for a replay.
+	CreatedAt  time.Time
+	DeliveryID string
+	// Exists is false when the delivery's row is gone (app deleted).
+	Exists bool
+	Status delivery.Status
+	// ReplayID is the latest replay the delivery's workflow has run.
+	ReplayID   int64
+	AppID      string
+	EventID    string
+	EventType  string
+	EndpointID string
+	Cycle      int
+	// Settings are the endpoint's now.
+	Settings delivery.Settings
+}
+
+// Stale reports whether a claimed row has nothing left to do: its delivery
+// is gone, a start whose delivery was canceled before it began, or a replay
+// the workflow has already run. Such rows are only marked done.
+func (r Row) Stale() bool {
+	switch r.Kind {
+	case KindStart:
+		return !r.Exists || r.Status == delivery.StatusCanceled
+	case KindReplay:
+		return !r.Exists || r.ID <= r.ReplayID
+	}
+	return false
+}
+
+// Claim locks up to limit rows in tx (FOR UPDATE SKIP LOCKED, so several
+// dispatchers can run). Rows of one delivery are handled in order: only
+// its oldest row is claimed, so a cancel is dispatched before a later
+// replay of the same delivery.
+func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
+	rows, err := tx.Query(ctx, `
+		SELECT o.id, o.kind, COALESCE(o.requested_by, ''), o.created_at, o.delivery_id, d.id IS NOT NULL,
+		       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
+		       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
+		       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0)
+		FROM outbox o
+		LEFT JOIN deliveries d ON d.id = o.delivery_id
+		LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
+		WHERE NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
+		ORDER BY o.id LIMIT $1
+		FOR UPDATE OF o SKIP LOCKED`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
+		var it Row
+		var sched []int64
+		var deadline, timeout int64
+		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
+			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout)
+		it.Settings = delivery.Settings{
+			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
+			RequestTimeout: time.Duration(timeout) * time.Millisecond,
+		}
+		return it, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	return out, nil
+}
+
+// Done deletes dispatched rows in tx.
+func Done(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, ids); err != nil {
+		return fmt.Errorf("delete dispatched rows: %w", err)
+	}
+	return nil
+}
+
+// Replay records a replay of each delivery (by whom), sets it pending and
+// queues it, in one statement that wakes the dispatcher. Only finished
+// deliveries (succeeded, dead-lettered, canceled) of an enabled endpoint
+// with no start or replay queued are replayed, so a dead letter of a
+// disabled endpoint stays a dead letter until it is enabled again. It
+// returns the IDs queued.
+func Replay(ctx context.Context, q Querier, appID string, deliveryIDs []string, by string) ([]string, error) {
+	rows, err := q.Query(ctx, `
+		WITH r AS (
+		  SELECT d.id FROM deliveries d
+		  JOIN endpoints e ON e.id = d.endpoint_id AND NOT e.disabled AND e.deleted_at IS NULL
+		  WHERE d.app_id = $1 AND d.id = ANY ($2) AND d.status = ANY ($3)
+		    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.kind <> $6)
+		  FOR UPDATE OF d
+		), rec AS (
+		  INSERT INTO replays (delivery_id, requested_by) SELECT id, $4 FROM r
+		), upd AS (
+		  UPDATE deliveries SET status = $7, dead_letter_reason = NULL, next_attempt_at = NULL, updated_at = now()
+		  WHERE id IN (SELECT id FROM r)
+		), ob AS (
+		  INSERT INTO outbox (delivery_id, kind, requested_by) SELECT id, $8, $4 FROM r
+		), wake AS (
+		  SELECT pg_notify($5, '') FROM (SELECT 1 FROM r LIMIT 1) AS any_replay
+		)
+		SELECT id FROM r, (SELECT count(*) FROM wake) AS w`,
+		appID, deliveryIDs, delivery.Finished(), by, Channel, KindCancel, delivery.StatusPending, KindReplay)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	queued, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	return queued, nil
+}
+
+// Cancel queues a cancel of each delivery's workflow, by whom (a reason),
+// and wakes the dispatcher. Call it in the transaction that disables or
+// deletes what the deliveries belong to: a cancel row keeps no reference to
+// its delivery, so it outlives an app's delete.
+func Cancel(ctx context.Context, q Querier, deliveryIDs []string, by string) error {
+	if len(deliveryIDs) == 0 {
+		return nil
+	}
+	_, err := q.Exec(ctx, `
+		WITH ob AS (
+		  INSERT INTO outbox (delivery_id, kind, requested_by) SELECT unnest($1::text[]), $2, $3
+		)
+		SELECT pg_notify($4, '')`, deliveryIDs, KindCancel, by, Channel)
+	if err != nil {
+		return fmt.Errorf("queue cancels: %w", err)
+	}
+	return nil
+}
+
+// DropApp deletes the start and replay rows of an app's deliveries, which
+// are about to be deleted with it; their cancel rows stay.
+func DropApp(ctx context.Context, q Querier, appID string) error {
+	_, err := q.Exec(ctx, `DELETE FROM outbox WHERE kind <> $2 AND delivery_id IN (SELECT id FROM deliveries WHERE app_id = $1)`,
+		appID, KindCancel)
+	if err != nil {
+		return fmt.Errorf("drop outbox rows of app %s: %w", appID, err)
+	}
+	return nil
+}
+
+// Backlog counts outbox rows, up to limit (counting stops there).
+func Backlog(ctx context.Context, q Querier, limit int) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT $1) b`, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("outbox backlog: %w", err)
+	}
+	return n, nil
+}

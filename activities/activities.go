@@ -112,7 +112,8 @@ type Activities struct {
 	HTTP *http.Client
 	// UserAgent is sent on every attempt.
 	UserAgent string
-	// Logger must never receive secrets or full signatures.
+	// Logger receives one line per attempt; it must never receive secrets
+	// or full signatures. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time

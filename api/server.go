@@ -4,6 +4,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -87,6 +88,8 @@ type Options struct {
 	// Engine answers health and next-attempt queries; nil reports the
 	// engine as not configured.
 	Engine Engine
+	// Logger receives the access log and failures. Defaults to
+	// slog.Default().
 	Logger *slog.Logger
 	// AllowPrivateTargets permits http and private addresses (dev mode).
 	AllowPrivateTargets bool
@@ -97,7 +100,7 @@ type Options struct {
 
 // New returns the API server.
 func New(opts Options) *Server {
-	return &Server{store: opts.Store, engine: opts.Engine, logger: opts.Logger, allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog}
+	return &Server{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()), allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog}
 }
 
 // Handler returns the HTTP handler with every route.

@@ -6,13 +6,16 @@ package config
 import (
 	"flag"
 	"fmt"
+	"hookrelay/dispatch"
+	"hookrelay/worker"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Defaults.
+// Defaults of the settings that are the deployment's own; the others are
+// their component's (dispatch.BatchDefault, worker.MaxConcurrentActivitiesDefault).
 const (
 	DataDirDefault           = "./.data"
 	HTTPAddrDefault          = "127.0.0.1:8080"
@@ -21,7 +24,7 @@ const (
 	TemporalNamespaceDefault = "default"
 	PostgresPortDefault      = 54329
 	ShutdownTimeoutDefault   = 30 * time.Second
-	DispatchBatchDefault     = 200
+	TemporalShardsDefault    = 4
 	DBMaxConnsDefault        = 32
 	MaxBacklogDefault        = 20000
 	LogLevelDefault          = "info"
@@ -76,12 +79,14 @@ type Config struct {
 	// Env HOOKRELAY_TEMPORAL_SQLITE.
 	TemporalSQLite string
 	// DispatchBatch is how many outbox rows the dispatcher claims at once.
+	// Defaults to dispatch.BatchDefault.
 	// Env HOOKRELAY_DISPATCH_BATCH.
 	DispatchBatch int
 	// MaxBacklog is the outbox backlog past which ingest answers 503 with
 	// Retry-After (0 disables). Env HOOKRELAY_MAX_BACKLOG.
 	MaxBacklog int
-	// WorkerConcurrency bounds concurrent attempts per worker.
+	// WorkerConcurrency bounds concurrent attempts per worker. Defaults to
+	// worker.MaxConcurrentActivitiesDefault.
 	// Env HOOKRELAY_WORKER_CONCURRENCY.
 	WorkerConcurrency int
 	// ShutdownTimeout bounds a graceful stop. Env HOOKRELAY_SHUTDOWN_TIMEOUT.
@@ -90,74 +95,139 @@ type Config struct {
 	LogLevel string
 }
 
+// Setting describes one setting: its flag, its environment variable, its
+// default (as --help and the README show it) and what it is for.
+type Setting struct {
+	Flag, Env, Default, Usage string
+}
+
+// builder registers settings on a flag set and records each one.
+type builder struct {
+	fs       *flag.FlagSet
+	getenv   func(string) string
+	errs     []string
+	settings []Setting
+	// shown overrides how an empty default is shown, by flag name.
+	shown map[string]string
+}
+
+func (b *builder) add(name, env, def, usage string) {
+	if def == "" {
+		def = b.shown[name]
+	} else {
+		def = "`" + def + "`"
+	}
+	b.settings = append(b.settings, Setting{Flag: "--" + name, Env: env, Default: def, Usage: usage})
+}
+
+func (b *builder) str(p *string, name, env, def, usage string) {
+	b.fs.StringVar(p, name, or(b.getenv(env), def), usage+" (env "+env+")")
+	b.add(name, env, def, usage)
+}
+
+func (b *builder) num(p *int, name, env string, def int, usage string) {
+	v := def
+	if s := b.getenv(env); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Sprintf("%s=%q: not an integer", env, s))
+		}
+		v = n
+	}
+	b.fs.IntVar(p, name, v, usage+" (env "+env+")")
+	b.add(name, env, strconv.Itoa(def), usage)
+}
+
+func (b *builder) boolean(p *bool, name, env string, def bool, usage string) {
+	v := def
+	if s := b.getenv(env); s != "" {
+		x, err := strconv.ParseBool(s)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Sprintf("%s=%q: not a boolean", env, s))
+		}
+		v = x
+	}
+	b.fs.BoolVar(p, name, v, usage+" (env "+env+")")
+	b.add(name, env, strconv.FormatBool(def), usage)
+}
+
+func (b *builder) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
+	v := def
+	if s := b.getenv(env); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			b.errs = append(b.errs, fmt.Sprintf("%s=%q: want a positive Go duration", env, s))
+		}
+		v = d
+	}
+	b.fs.DurationVar(p, name, v, usage+" (env "+env+")")
+	b.add(name, env, def.String(), usage)
+}
+
+// define registers every setting of c on a new flag set.
+func define(name string, c *Config, getenv func(string) string) *builder {
+	b := &builder{fs: flag.NewFlagSet("hookrelay "+name, flag.ContinueOnError), getenv: getenv, shown: map[string]string{
+		"database-url":    "dev: private cluster; else required",
+		"admin-key":       "dev: generated into `<data dir>/admin-key`",
+		"secret-key":      "dev: generated into `<data dir>/secret-key`; else required",
+		"temporal-sqlite": "Postgres",
+	}}
+	b.str(&c.DataDir, "data-dir", "HOOKRELAY_DATA_DIR", DataDirDefault, "dev stack state directory")
+	b.str(&c.HTTPAddr, "http-addr", "HOOKRELAY_HTTP_ADDR", HTTPAddrDefault, "REST API listen address")
+	b.str(&c.DatabaseURL, "database-url", "HOOKRELAY_DATABASE_URL", "", "hookrelay's Postgres URL")
+	b.num(&c.DBMaxConns, "db-max-conns", "HOOKRELAY_DB_MAX_CONNS", DBMaxConnsDefault, "Postgres pool size")
+	b.num(&c.PostgresPort, "pg-port", "HOOKRELAY_PG_PORT", PostgresPortDefault, "private Postgres port (dev)")
+	b.str(&c.TemporalAddress, "temporal-address", "HOOKRELAY_TEMPORAL_ADDRESS", TemporalAddressDefault, "Temporal frontend host:port (dev: where the embedded one listens)")
+	b.str(&c.TemporalNamespace, "temporal-namespace", "HOOKRELAY_TEMPORAL_NAMESPACE", TemporalNamespaceDefault, "Temporal namespace")
+	b.str(&c.TemporalUIAddr, "temporal-ui-addr", "HOOKRELAY_TEMPORAL_UI_ADDR", TemporalUIAddrDefault, "embedded Temporal Web UI address (dev; empty disables)")
+	b.str(&c.AdminKey, "admin-key", "HOOKRELAY_ADMIN_KEY", "", "admin API key (stored hashed)")
+	b.str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 key sealing endpoint secrets")
+	b.boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow http and loopback/private endpoint addresses (always on in dev)")
+	b.boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
+	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")
+	b.num(&c.TemporalShards, "temporal-shards", "HOOKRELAY_TEMPORAL_SHARDS", TemporalShardsDefault, "embedded Temporal history shards (dev; fixed at first start)")
+	b.str(&c.TemporalSQLite, "temporal-sqlite", "HOOKRELAY_TEMPORAL_SQLITE", "", "embedded Temporal on this SQLite file instead of Postgres (dev)")
+	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", dispatch.BatchDefault, "outbox rows claimed per dispatcher round")
+	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest answers 503 + Retry-After (0 = never)")
+	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
+	b.duration(&c.ShutdownTimeout, "shutdown-timeout", "HOOKRELAY_SHUTDOWN_TIMEOUT", ShutdownTimeoutDefault, "graceful stop bound")
+	b.str(&c.LogLevel, "log-level", "HOOKRELAY_LOG_LEVEL", LogLevelDefault, "debug, info, warn or error")
+	return b
+}
+
+// Settings lists every setting in the order --help shows them; the README's
+// configuration table is made from it (see MarkdownTable).
+func Settings() []Setting {
+	return define("", &Config{}, func(string) string { return "" }).settings
+}
+
+// MarkdownTable renders Settings as the README's configuration table.
+func MarkdownTable() string {
+	var sb strings.Builder
+	sb.WriteString("| flag | env | default | meaning |\n|---|---|---|---|\n")
+	for _, s := range Settings() {
+		fmt.Fprintf(&sb, "| `%s` | `%s` | %s | %s |\n", s.Flag, s.Env, s.Default, s.Usage)
+	}
+	return sb.String()
+}
+
 // Load parses args (after the subcommand name) over the environment.
 func Load(name string, dev bool, args []string, getenv func(string) string) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	c := Config{Dev: dev}
-	fs := flag.NewFlagSet("hookrelay "+name, flag.ContinueOnError)
-	str := func(p *string, flagName, env, def, usage string) {
-		fs.StringVar(p, flagName, or(getenv(env), def), usage+" (env "+env+")")
-	}
-	var errs []string
-	num := func(p *int, flagName, env string, def int, usage string) {
-		v := def
-		if s := getenv(env); s != "" {
-			n, err := strconv.Atoi(s)
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: not an integer", env, s))
-			}
-			v = n
-		}
-		fs.IntVar(p, flagName, v, usage+" (env "+env+")")
-	}
-	boolean := func(p *bool, flagName, env string, def bool, usage string) {
-		v := def
-		if s := getenv(env); s != "" {
-			b, err := strconv.ParseBool(s)
-			if err != nil {
-				errs = append(errs, fmt.Sprintf("%s=%q: not a boolean", env, s))
-			}
-			v = b
-		}
-		fs.BoolVar(p, flagName, v, usage+" (env "+env+")")
-	}
-	str(&c.DataDir, "data-dir", "HOOKRELAY_DATA_DIR", DataDirDefault, "dev stack state directory")
-	str(&c.HTTPAddr, "http-addr", "HOOKRELAY_HTTP_ADDR", HTTPAddrDefault, "REST API listen address")
-	str(&c.DatabaseURL, "database-url", "HOOKRELAY_DATABASE_URL", "", "Postgres URL (dev: empty starts a private cluster)")
-	num(&c.DBMaxConns, "db-max-conns", "HOOKRELAY_DB_MAX_CONNS", DBMaxConnsDefault, "Postgres pool size")
-	num(&c.PostgresPort, "pg-port", "HOOKRELAY_PG_PORT", PostgresPortDefault, "private Postgres port (dev)")
-	str(&c.TemporalAddress, "temporal-address", "HOOKRELAY_TEMPORAL_ADDRESS", TemporalAddressDefault, "Temporal frontend host:port")
-	str(&c.TemporalNamespace, "temporal-namespace", "HOOKRELAY_TEMPORAL_NAMESPACE", TemporalNamespaceDefault, "Temporal namespace")
-	str(&c.TemporalUIAddr, "temporal-ui-addr", "HOOKRELAY_TEMPORAL_UI_ADDR", TemporalUIAddrDefault, "embedded Temporal Web UI address (dev; empty disables)")
-	str(&c.AdminKey, "admin-key", "HOOKRELAY_ADMIN_KEY", "", "admin API key (dev: generated when empty)")
-	str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 key sealing endpoint secrets (dev: generated when empty)")
-	boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow loopback/private endpoint addresses (always on in dev)")
-	boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
-	boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly")
-	num(&c.TemporalShards, "temporal-shards", "HOOKRELAY_TEMPORAL_SHARDS", 4, "embedded Temporal history shards (dev; fixed at first start)")
-	str(&c.TemporalSQLite, "temporal-sqlite", "HOOKRELAY_TEMPORAL_SQLITE", "", "embedded Temporal on this SQLite file instead of Postgres")
-	num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", DispatchBatchDefault, "outbox rows claimed per dispatcher round")
-	num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest sheds with 503 (0 = never)")
-	num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", 0, "concurrent attempts per worker (0 = default 256)")
-	str(&c.LogLevel, "log-level", "HOOKRELAY_LOG_LEVEL", LogLevelDefault, "debug, info, warn or error")
-	shutdown := or(getenv("HOOKRELAY_SHUTDOWN_TIMEOUT"), ShutdownTimeoutDefault.String())
-	fs.Func("shutdown-timeout", "graceful stop bound (env HOOKRELAY_SHUTDOWN_TIMEOUT, default "+ShutdownTimeoutDefault.String()+")", func(s string) error {
-		shutdown = s
-		return nil
-	})
-	if err := fs.Parse(args); err != nil {
+	b := define(name, &c, getenv)
+	if err := b.fs.Parse(args); err != nil {
 		return c, err
 	}
-	if fs.NArg() > 0 {
-		errs = append(errs, "unexpected arguments: "+strings.Join(fs.Args(), " "))
+	errs := b.errs
+	if b.fs.NArg() > 0 {
+		errs = append(errs, "unexpected arguments: "+strings.Join(b.fs.Args(), " "))
 	}
-	d, err := time.ParseDuration(shutdown)
-	if err != nil || d <= 0 {
-		errs = append(errs, fmt.Sprintf("shutdown-timeout %q: want a positive Go duration", shutdown))
+	if c.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Sprintf("shutdown-timeout %s: want a positive Go duration", c.ShutdownTimeout))
 	}
-	c.ShutdownTimeout = d
 	if dev {
 		c.AllowPrivateTargets = true
 	} else if c.DatabaseURL == "" {

@@ -1,6 +1,9 @@
 package config_test
 
 import (
+	"flag"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,4 +47,36 @@ func TestErrorsNameTheSetting(t *testing.T) {
 	require.ErrorContains(t, err, "shutdown-timeout")
 	_, err = config.Load("dev", true, []string{"extra"}, env(nil))
 	require.ErrorContains(t, err, "unexpected arguments")
+}
+
+var update = flag.Bool("update", false, "rewrite the README's configuration table")
+
+// TestREADMETable: the README's configuration table is config.Settings, so
+// a default changed in code cannot leave the README behind.
+func TestREADMETable(t *testing.T) {
+	const path = "../README.md"
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	readme := string(raw)
+	const begin, end = "<!-- config:begin (generated from config.Settings; go test ./config -update) -->\n", "<!-- config:end -->"
+	i, j := strings.Index(readme, begin), strings.Index(readme, end)
+	require.True(t, i >= 0 && j > i, "README has the config markers")
+	want := config.MarkdownTable()
+	if *update {
+		readme = readme[:i+len(begin)] + want + readme[j:]
+		require.NoError(t, os.WriteFile(path, []byte(readme), 0o644))
+		return
+	}
+	require.Equal(t, want, readme[i+len(begin):j], "run go test ./config -update")
+}
+
+func TestEveryDefaultIsTheFlagDefault(t *testing.T) {
+	c, err := config.Load("worker", false, []string{"--database-url", "postgres://x"}, env(nil))
+	require.NoError(t, err)
+	for _, s := range config.Settings() {
+		require.NotEmpty(t, s.Default, s.Flag)
+		require.NotEmpty(t, s.Usage, s.Flag)
+	}
+	require.Equal(t, 4, c.TemporalShards)
+	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
 }

@@ -42,7 +42,8 @@ type Dispatcher struct {
 	Client client.Client
 	// Batch is the number of rows claimed per round. Defaults to BatchDefault.
 	Batch int
-	// PollInterval is the safety-net poll when no NOTIFY arrives.
+	// PollInterval is the safety-net poll when no NOTIFY arrives. Defaults
+	// to PollIntervalDefault.
 	PollInterval time.Duration
 	// LocalActivity is passed to every workflow.
 	LocalActivity bool
@@ -51,11 +52,15 @@ type Dispatcher struct {
 	// NoEagerStart turns off eager workflow start (the starter's own worker
 	// running the first workflow task without a poll round trip).
 	NoEagerStart bool
-	Logger       *slog.Logger
+	// Logger receives dispatch failures. Defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // Run dispatches until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
 	batch := d.Batch
 	if batch <= 0 {
 		batch = BatchDefault

@@ -26,6 +26,7 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/config"
+	"hookrelay/dispatch"
 	"hookrelay/internal/app"
 	"hookrelay/internal/pgcluster"
 	"hookrelay/signing"
@@ -230,7 +231,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	cfg := config.Config{
 		Dev: true, DataDir: dir, HTTPAddr: "127.0.0.1:0", PostgresPort: pgPort, TemporalAddress: "127.0.0.1:0",
 		TemporalNamespace: "default", AllowPrivateTargets: true, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart,
-		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: config.DispatchBatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: config.MaxBacklogDefault,
+		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: dispatch.BatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: config.MaxBacklogDefault,
 		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin",
 	}
 	stack, err := app.StartDev(ctx, cfg, o.Logger)

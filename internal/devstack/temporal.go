@@ -32,26 +32,22 @@ import (
 	"go.temporal.io/server/temporal"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	hrconfig "hookrelay/config"
+	"hookrelay/delivery"
 	"hookrelay/internal/pgcluster"
 )
 
-// Default values of Options.
+// Default values of Options. The frontend and UI addresses, the namespace
+// and the shard count are the deployment's (package config).
 const (
-	// FrontendAddrDefault is where the embedded frontend listens.
-	FrontendAddrDefault = "127.0.0.1:7233"
-	// UIAddrDefault is where the Temporal Web UI listens.
-	UIAddrDefault = "127.0.0.1:8233"
-	// NamespaceDefault is the namespace created at start.
-	NamespaceDefault = "default"
-	// ShardsDefault is the number of history shards. Fixed at first start:
-	// Temporal cannot change it for an existing store.
-	ShardsDefault = 4
 	// DatabaseDefault and VisibilityDatabaseDefault name the Postgres
 	// databases the server keeps its state in.
 	DatabaseDefault           = "temporal"
 	VisibilityDatabaseDefault = "temporal_visibility"
-	// RetentionDefault is how long closed workflow histories are kept.
-	RetentionDefault = 8 * 24 * time.Hour
+	// HistoryRetention is how long the namespace keeps closed workflow
+	// histories: a day past the dead-letter retention, so a dead letter's
+	// history is still there when its parked run completes.
+	HistoryRetention = delivery.RetentionDefault + 24*time.Hour
 )
 
 // Options configures the embedded server.
@@ -60,15 +56,18 @@ type Options struct {
 	// may create databases. Required.
 	PostgresURL string
 	// FrontendAddr is host:port of the frontend gRPC API. Defaults to
-	// FrontendAddrDefault; port 0 picks a free port.
+	// config.TemporalAddressDefault; port 0 picks a free port.
 	FrontendAddr string
 	// UIAddr is host:port of the Web UI; empty disables the UI.
 	UIAddr string
-	// Namespace is created at start if missing. Defaults to NamespaceDefault.
+	// Namespace is created at start if missing. Defaults to
+	// config.TemporalNamespaceDefault.
 	Namespace string
 	// SearchAttributes are registered on the namespace at start.
 	SearchAttributes map[string]enumspb.IndexedValueType
-	// Shards is the number of history shards. Defaults to ShardsDefault.
+	// Shards is the number of history shards, fixed at first start:
+	// Temporal cannot change it for an existing store. Defaults to
+	// config.TemporalShardsDefault.
 	Shards int32
 	// Database and VisibilityDatabase default to DatabaseDefault and
 	// VisibilityDatabaseDefault.
@@ -97,13 +96,13 @@ type Server struct {
 
 func (o *Options) withDefaults() {
 	if o.FrontendAddr == "" {
-		o.FrontendAddr = FrontendAddrDefault
+		o.FrontendAddr = hrconfig.TemporalAddressDefault
 	}
 	if o.Namespace == "" {
-		o.Namespace = NamespaceDefault
+		o.Namespace = hrconfig.TemporalNamespaceDefault
 	}
 	if o.Shards == 0 {
-		o.Shards = ShardsDefault
+		o.Shards = hrconfig.TemporalShardsDefault
 	}
 	if o.Database == "" {
 		o.Database = DatabaseDefault
@@ -341,7 +340,7 @@ func (s *Server) prepareNamespace(ctx context.Context, opts Options) error {
 	if errors.As(err, &notFound) {
 		_, err = ws.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
 			Namespace:                        opts.Namespace,
-			WorkflowExecutionRetentionPeriod: durationpb.New(RetentionDefault),
+			WorkflowExecutionRetentionPeriod: durationpb.New(HistoryRetention),
 		})
 		var exists *serviceerror.NamespaceAlreadyExists
 		if err != nil && !errors.As(err, &exists) {

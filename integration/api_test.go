@@ -117,7 +117,7 @@ func TestAPIEndToEnd(t *testing.T) {
 func TestAuth(t *testing.T) {
 	h := newHarness(t)
 	for _, hdr := range []string{"", "Bearer ", "Bearer wrong", "Basic " + base64.StdEncoding.EncodeToString([]byte(h.adminKey))} {
-		req, _ := http.NewRequest("GET", h.api.URL+"/v1/apps", nil)
+		req, _ := http.NewRequest("GET", h.url+"/v1/apps", nil)
 		if hdr != "" {
 			req.Header.Set("Authorization", hdr)
 		}
@@ -128,7 +128,7 @@ func TestAuth(t *testing.T) {
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 	}
 	var ready map[string]string
-	resp, err := http.Get(h.api.URL + "/readyz")
+	resp, err := http.Get(h.url + "/readyz")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -120,7 +120,7 @@ func TestBadInputs(t *testing.T) {
 // TestProblemContentType: errors are application/problem+json.
 func TestProblemContentType(t *testing.T) {
 	h := newHarness(t)
-	req, _ := http.NewRequest("POST", h.api.URL+"/v1/apps", strings.NewReader(`{}`))
+	req, _ := http.NewRequest("POST", h.url+"/v1/apps", strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+h.adminKey)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -22,18 +21,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 
-	"hookrelay/activities"
-	"hookrelay/api"
+	"hookrelay/config"
 	"hookrelay/delivery"
-	"hookrelay/dispatch"
 	"hookrelay/internal/app"
 	"hookrelay/internal/devstack"
 	"hookrelay/internal/testenv"
 	"hookrelay/outbox"
+	"hookrelay/secretbox"
 	"hookrelay/store"
-	"hookrelay/worker"
 )
 
 var (
@@ -87,22 +83,25 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
-// harness is one hookrelay deployment: its own database and task queue,
+// harness is one hookrelay deployment, assembled by app.Start as
+// `hookrelay api` and `hookrelay worker` are: an API process and a worker
+// process (worker and dispatcher) on their own database and task queue,
 // Temporal reached through a proxy the test can cut.
 type harness struct {
 	t      *testing.T
-	store  *store.Store
-	proxy  *proxy
-	client client.Client
-	worker sdkworker.Worker
-	// newWorker makes a worker on the harness's task queue.
-	newWorker func() sdkworker.Worker
-	// queue is the harness's task queue.
+	cfg    config.Config
+	opts   app.Options
+	logger *slog.Logger
+	api    *app.Stack
+	// worker is the worker process; nil while stopped.
+	worker   *app.Stack
+	store    *store.Store
+	proxy    *proxy
+	client   client.Client
 	queue    string
-	api      *httptest.Server
+	url      string
 	adminKey string
 	logs     *logBuffer
-	stop     context.CancelFunc
 }
 
 // harnessConfig varies a harness.
@@ -120,35 +119,32 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		o(&hc)
 	}
 	ctx := context.Background()
-	st, err := pg.Store(ctx, "it")
+	dbURL, err := pg.NewDatabase(ctx, "it")
+	require.NoError(t, err)
+	secretKey, err := secretbox.GenerateKey()
 	require.NoError(t, err)
 	px, err := newProxy(temporal.FrontendAddr())
 	require.NoError(t, err)
 	logs := &logBuffer{}
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	// The SDK logs warnings and errors (a failing workflow task) with the rest.
-	tc, err := client.Dial(client.Options{HostPort: px.Addr(), Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	h := &harness{t: t, proxy: px, queue: "it-" + t.Name(), adminKey: "hr_test_" + t.Name(), logs: logs,
+		logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	// Every default as `hookrelay dev` has it, then what this deployment
+	// varies: its database, Temporal through the proxy, its own port, key
+	// and secret key.
+	h.cfg, err = config.Load("it", true, nil, func(string) string { return "" })
 	require.NoError(t, err)
-	queue := "it-" + t.Name()
-	acts := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(hc.production), UserAgent: "hookrelay/test", Logger: logger}
-	newWorker := func() sdkworker.Worker {
-		w, err := worker.New(tc, acts, worker.Options{TaskQueue: queue})
-		require.NoError(t, err)
-		require.NoError(t, w.Start())
-		return w
-	}
-	w := newWorker()
-	runCtx, cancel := context.WithCancel(ctx)
-	d := &dispatch.Dispatcher{Pool: st.Pool(), Client: tc, TaskQueue: queue, LocalActivity: true, PollInterval: 200 * time.Millisecond, Logger: logger}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(runCtx) }()
-	apiSrv := api.New(api.Options{Store: st, Engine: dispatch.Engine{Client: tc}, Logger: logger, AllowPrivateTargets: !hc.production, MaxBacklog: hc.maxBacklog})
-	go apiSrv.WatchBacklog(runCtx)
-	srv := httptest.NewServer(apiSrv.Handler())
-	key := "hr_test_" + t.Name()
-	require.NoError(t, st.EnsureAdminKey(ctx, key))
-	h := &harness{t: t, store: st, proxy: px, client: tc, worker: w, newWorker: newWorker, queue: queue, api: srv, adminKey: key, logs: logs}
-	h.stop = func() {
+	h.cfg.DatabaseURL, h.cfg.DBMaxConns = dbURL, 16
+	h.cfg.TemporalAddress, h.cfg.HTTPAddr = px.Addr(), "127.0.0.1:0"
+	h.cfg.AdminKey, h.cfg.SecretKey = h.adminKey, secretKey
+	h.cfg.AllowPrivateTargets, h.cfg.MaxBacklog = !hc.production, hc.maxBacklog
+	h.cfg.ShutdownTimeout = 10 * time.Second
+	// The SDK logs warnings and errors (a failing workflow task) with the rest.
+	h.opts = app.Options{TaskQueue: h.queue, SDKLogger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	h.api, err = app.Start(ctx, h.cfg, h.logger.With("process", "api"), app.RoleAPI, h.opts)
+	require.NoError(t, err)
+	h.store, h.client, h.url = h.api.Store, h.api.Client, "http://"+h.api.APIAddr
+	h.startWorker()
+	t.Cleanup(func() {
 		if t.Failed() {
 			// The harness's own log tells why a delivery did not move.
 			var lines []string
@@ -159,36 +155,28 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 			}
 			t.Logf("last log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
 		}
-		srv.Close()
-		cancel()
-		<-done
+		h.api.Close()
 		if h.worker != nil {
-			h.worker.Stop()
+			h.worker.Close()
 		}
-		tc.Close()
 		px.Close()
-		st.Pool().Close()
-	}
-	t.Cleanup(h.stop)
+	})
 	return h
 }
 
-// stopWorker stops the harness's worker: workflows make no progress
-// until startWorker.
+// stopWorker stops the worker process (worker and dispatcher): workflows
+// make no progress and outbox rows wait until startWorker.
 func (h *harness) stopWorker() {
-	h.worker.Stop()
+	h.worker.Close()
 	h.worker = nil
 }
 
-// startWorker starts a new worker on the harness's task queue.
-func (h *harness) startWorker() { h.worker = h.newWorker() }
-
-type quiet struct{}
-
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}
+// startWorker starts a worker process on the harness's task queue.
+func (h *harness) startWorker() {
+	w, err := app.Start(context.Background(), h.cfg, h.logger.With("process", "worker"), app.RoleWorker, h.opts)
+	require.NoError(h.t, err)
+	h.worker = w
+}
 
 // do calls the API and decodes the JSON answer into out (when non-nil).
 func (h *harness) do(method, path string, body any, out any) int {
@@ -203,7 +191,7 @@ func (h *harness) do(method, path string, body any, out any) int {
 		require.NoError(h.t, err)
 		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, h.api.URL+path, rd)
+	req, err := http.NewRequest(method, h.url+path, rd)
 	require.NoError(h.t, err)
 	req.Header.Set("Authorization", "Bearer "+h.adminKey)
 	req.Header.Set("Content-Type", "application/json")

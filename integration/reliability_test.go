@@ -253,7 +253,7 @@ func TestBackpressure(t *testing.T) {
 	var accepted []string
 	shed := 0
 	for i := 0; i < 200 && shed == 0; i++ {
-		req, _ := http.NewRequest("POST", h.api.URL+"/v1/apps/"+appID+"/events", strings.NewReader(fmt.Sprintf(`{"type":"payment.succeeded","data":{"i":%d}}`, i)))
+		req, _ := http.NewRequest("POST", h.url+"/v1/apps/"+appID+"/events", strings.NewReader(fmt.Sprintf(`{"type":"payment.succeeded","data":{"i":%d}}`, i)))
 		req.Header.Set("Authorization", "Bearer "+h.adminKey)
 		resp, err := http.DefaultClient.Do(req)
 		require.NoError(t, err)

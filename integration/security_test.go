@@ -35,7 +35,7 @@ func TestEveryRouteNeedsAKey(t *testing.T) {
 		concrete := strings.NewReplacer("{app}", "app_x", "{ep}", "ep_x", "{evt}", "evt_x", "{dlv}", "dlv_x", "{name}", "a.b").Replace(path)
 		for method := range ops {
 			for _, auth := range []string{"", "Bearer hr_wrong_key", "Bearer " + h.adminKey + "x"} {
-				req, _ := http.NewRequest(strings.ToUpper(method), h.api.URL+concrete, strings.NewReader(`{}`))
+				req, _ := http.NewRequest(strings.ToUpper(method), h.url+concrete, strings.NewReader(`{}`))
 				if auth != "" {
 					req.Header.Set("Authorization", auth)
 				}

@@ -16,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,11 +36,25 @@ import (
 	"hookrelay/workflows"
 )
 
+// Roles is what a process runs.
+type Roles int
+
 // Roles a process can run.
 const (
-	roleAPI    = 1 << iota // REST API
-	roleWorker             // Temporal worker + outbox dispatcher
+	// RoleAPI is the REST API and its backlog watcher.
+	RoleAPI Roles = 1 << iota
+	// RoleWorker is the Temporal worker and the outbox dispatcher.
+	RoleWorker
 )
+
+// Options vary how a process is assembled (tests and the bench).
+type Options struct {
+	// TaskQueue is the delivery task queue. Defaults to workflows.TaskQueue.
+	TaskQueue string
+	// SDKLogger receives the Temporal SDK's logs. Defaults to the process
+	// logger.
+	SDKLogger sdklog.Logger
+}
 
 // Stack is a started hookrelay process: the dev stack's infrastructure
 // (when it owns it) and the roles it runs. Dev, API and Worker wait on one;
@@ -58,6 +71,8 @@ type Stack struct {
 	APIAddr string
 	closers []func() // run in reverse order by Close
 	errc    chan error
+	// services run under the stack's supervisor (see supervise).
+	services *supervisor
 }
 
 // StartDev starts the whole product in this process: the private Postgres
@@ -69,7 +84,19 @@ func StartDev(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Sta
 		st.Close()
 		return nil, err
 	}
-	if err := st.start(ctx, roleAPI|roleWorker); err != nil {
+	if err := st.start(ctx, RoleAPI|RoleWorker, Options{}); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// Start connects to cfg's Postgres and Temporal and starts roles: the one
+// assembly path of `hookrelay api`, `hookrelay worker`, the dev stack and
+// the integration tests. Close stops it.
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, roles Roles, opts Options) (*Stack, error) {
+	st := &Stack{Config: cfg, Logger: logger, errc: make(chan error, 4)}
+	if err := st.start(ctx, roles, opts); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -155,18 +182,17 @@ func SearchAttributes() map[string]enumspb.IndexedValueType {
 
 // API runs the REST API against external Postgres and Temporal.
 func API(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	return runRoles(ctx, cfg, logger, roleAPI)
+	return runRoles(ctx, cfg, logger, RoleAPI)
 }
 
 // Worker runs the Temporal worker and the outbox dispatcher.
 func Worker(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	return runRoles(ctx, cfg, logger, roleWorker)
+	return runRoles(ctx, cfg, logger, RoleWorker)
 }
 
-func runRoles(ctx context.Context, cfg config.Config, logger *slog.Logger, roles int) error {
-	st := &Stack{Config: cfg, Logger: logger, errc: make(chan error, 4)}
-	if err := st.start(ctx, roles); err != nil {
-		st.Close()
+func runRoles(ctx context.Context, cfg config.Config, logger *slog.Logger, roles Roles) error {
+	st, err := Start(ctx, cfg, logger, roles, Options{})
+	if err != nil {
 		return err
 	}
 	defer st.Close()
@@ -190,7 +216,7 @@ func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error 
 }
 
 // start connects to Postgres and Temporal and starts the given roles.
-func (st *Stack) start(ctx context.Context, roles int) error {
+func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	cfg := st.Config
 	logger := st.Logger
 	if cfg.SecretKey == "" {
@@ -230,74 +256,68 @@ func (st *Stack) start(ctx context.Context, roles int) error {
 			return err
 		}
 	}
-	tc, err := client.Dial(client.Options{
-		HostPort:  cfg.TemporalAddress,
-		Namespace: cfg.TemporalNamespace,
-		Logger:    sdklog.NewStructuredLogger(logger.With("component", "sdk")),
-	})
+	sdkLogger := opts.SDKLogger
+	if sdkLogger == nil {
+		sdkLogger = sdklog.NewStructuredLogger(logger.With("component", "sdk"))
+	}
+	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdkLogger})
 	if err != nil {
 		return fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
 	}
 	st.Client = tc
 	st.closers = append(st.closers, tc.Close)
 
-	// Close runs closers in reverse: the HTTP server stops taking requests,
-	// the dispatcher and background loops end, then the worker finishes its
-	// in-flight attempts, then the client, pool and infrastructure go.
-	runCtx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var httpShutdown func()
-	defer func() {
-		st.closers = append(st.closers, func() { stop(); wg.Wait() })
-		if httpShutdown != nil {
-			st.closers = append(st.closers, httpShutdown)
-		}
-	}()
-	if roles&roleWorker != 0 {
+	// The supervisor stops services in reverse start order: the HTTP server
+	// stops taking requests, the backlog watcher and the dispatcher end,
+	// then the worker finishes its in-flight attempts; the client, the pool
+	// and the infrastructure go after it (closers).
+	st.services = &supervisor{errc: st.errc, logger: logger}
+	st.closers = append(st.closers, st.services.stop)
+	if roles&RoleWorker != 0 {
 		acts := &activities.Activities{
 			Store:     st.Store,
 			HTTP:      activities.NewHTTPClient(!cfg.AllowPrivateTargets),
 			UserAgent: "hookrelay/" + api.Version,
 			Logger:    logger.With("component", "delivery"),
 		}
-		w, err := worker.New(tc, acts, worker.Options{MaxConcurrentActivities: cfg.WorkerConcurrency, StopTimeout: cfg.ShutdownTimeout / 2})
+		w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency, StopTimeout: cfg.ShutdownTimeout / 2})
 		if err != nil {
 			return err
 		}
 		if err := w.Start(); err != nil {
 			return fmt.Errorf("start worker: %w", err)
 		}
-		st.closers = append(st.closers, w.Stop)
-		d := &dispatch.Dispatcher{Pool: pool, Client: tc, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity, NoEagerStart: !cfg.EagerStart, Logger: logger.With("component", "dispatcher")}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := d.Run(runCtx); err != nil {
-				st.errc <- err
-			}
-		}()
+		st.services.run("worker", func(ctx context.Context) error {
+			<-ctx.Done()
+			w.Stop()
+			return nil
+		})
+		d := &dispatch.Dispatcher{Pool: pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
+			NoEagerStart: !cfg.EagerStart, Logger: logger.With("component", "dispatcher")}
+		st.services.run("dispatcher", d.Run)
 	}
-	if roles&roleAPI != 0 {
+	if roles&RoleAPI != 0 {
 		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc}, Logger: logger.With("component", "api"),
 			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog})
-		wg.Add(1)
-		go func() { defer wg.Done(); srv.WatchBacklog(runCtx) }()
+		st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
 		l, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 		}
 		st.APIAddr = l.Addr().String()
 		httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() {
-			if err := httpSrv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				st.errc <- fmt.Errorf("http: %w", err)
+		st.services.run("http", func(ctx context.Context) error {
+			go func() {
+				<-ctx.Done()
+				sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+				defer cancel()
+				_ = httpSrv.Shutdown(sctx)
+			}()
+			if err := httpSrv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("http: %w", err)
 			}
-		}()
-		httpShutdown = func() {
-			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-			defer cancel()
-			_ = httpSrv.Shutdown(sctx)
-		}
+			return nil
+		})
 	}
 	return nil
 }

@@ -13,10 +13,16 @@ build:
 vet:
 	$(GO) vet ./...
 
+# Packages that link the embedded Temporal server: dominated by it, they
+# run without the race detector (its build of the server alone takes
+# minutes on 2 cores). Every other package runs with -race.
+SERVER_PKGS = integration cmd/hookrelay internal/bench internal/app internal/devstack
+
 # Unit and integration tests: integration tests start a private Postgres
 # (or use HOOKRELAY_DATABASE_URL) and an embedded Temporal server.
 test: vet
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -race -timeout 15m $$($(GO) list ./... | grep -v -x $(foreach p,$(SERVER_PKGS),-e hookrelay/$(p)))
+	$(GO) test -count=1 -timeout 30m $(addprefix ./,$(SERVER_PKGS))
 	$(MAKE) fuzz
 
 # Short, fixed-time fuzzing of the parsers that face the network.

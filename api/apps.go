@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -14,8 +15,8 @@ type appRequest struct {
 }
 
 func validName(c *gin.Context, name *string) bool {
-	if name == nil || strings.TrimSpace(*name) == "" || len(*name) > 256 {
-		problem(c, http.StatusUnprocessableEntity, "name is required (1–256 characters)", "name")
+	if name == nil || strings.TrimSpace(*name) == "" || len(*name) > MaxNameLength {
+		problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("name is required (1–%d characters)", MaxNameLength), "name")
 		return false
 	}
 	return true

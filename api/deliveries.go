@@ -165,11 +165,11 @@ func (s *Server) replayEndpoint(c *gin.Context) {
 }
 
 func (s *Server) stats(c *gin.Context) {
-	n := 1000
+	n := StatsLastDefault
 	if v := c.Query("last"); v != "" {
 		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 100000 {
-			problem(c, http.StatusUnprocessableEntity, "last must be an integer from 1 to 100000", "last")
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > MaxStatsLast {
+			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("last must be an integer from 1 to %d", MaxStatsLast), "last")
 			return
 		}
 	}

@@ -75,8 +75,8 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 		return bad("url", "is required")
 	}
 	if req.Description != nil {
-		if len(*req.Description) > 1024 {
-			return bad("description", "at most 1024 characters")
+		if len(*req.Description) > MaxDescriptionLength {
+			return bad("description", fmt.Sprintf("at most %d characters", MaxDescriptionLength))
 		}
 		e.Description = *req.Description
 	}
@@ -142,8 +142,8 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 // mode, https and no literal private address (hostnames are checked again
 // at dial time).
 func (s *Server) checkURL(raw string) error {
-	if len(raw) > 2048 {
-		return errors.New("must be at most 2048 bytes")
+	if len(raw) > MaxURLLength {
+		return fmt.Errorf("must be at most %d bytes", MaxURLLength)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {

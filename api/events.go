@@ -123,7 +123,7 @@ func (s *Server) getEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	ds, err := s.store.ListDeliveries(ctx, c.Param("app"), store.DeliveryFilter{EventID: e.ID}, store.Page{Limit: 1000})
+	ds, err := s.store.ListDeliveries(ctx, c.Param("app"), store.DeliveryFilter{EventID: e.ID}, store.Page{Limit: MaxEventDeliveries})
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"hookrelay/delivery"
 	"net/http"
 	"strconv"
 	"strings"
@@ -78,7 +79,7 @@ func schemas() obj {
 	attempt := obj{"type": "object", "properties": obj{
 		"id": str("atm_…"), "cycle": obj{"type": "integer"}, "number": obj{"type": "integer"}, "started_at": ts,
 		"duration_ms": obj{"type": "integer"}, "status_code": nullable("integer"),
-		"class": obj{"type": "string", "enum": []string{"success", "retryable", "throttled", "permanent", "gone", "endpoint_disabled"}},
+		"class": obj{"type": "string", "enum": delivery.Classes()},
 		"error": str(""), "response_excerpt": str("first 2 KiB"), "key_ids": arr(str("signing key IDs, never secrets")),
 	}}
 	return obj{
@@ -100,7 +101,7 @@ func schemas() obj {
 		"Attempt": attempt,
 		"Delivery": obj{"type": "object", "properties": obj{
 			"id": str("dlv_…"), "event_id": str(""), "endpoint_id": str(""),
-			"status": obj{"type": "string", "enum": []string{"pending", "delivering", "succeeded", "dead_lettered", "canceled"}},
+			"status": obj{"type": "string", "enum": delivery.Statuses()},
 			"cycle":  obj{"type": "integer"}, "attempt_count": obj{"type": "integer"},
 			"next_attempt_at":    obj{"type": []string{"string", "null"}, "format": "date-time"},
 			"last_attempt":       obj{"oneOf": []obj{ref("Attempt"), {"type": "null"}}},

@@ -20,6 +20,24 @@ import (
 	"hookrelay/store"
 )
 
+// Bounds of API input.
+const (
+	// MaxNameLength bounds an app's name.
+	MaxNameLength = 256
+	// MaxDescriptionLength bounds an endpoint's description.
+	MaxDescriptionLength = 1024
+	// MaxURLLength bounds an endpoint's URL.
+	MaxURLLength = 2048
+	// PageLimitDefault and MaxPageLimit bound a list page (?limit=).
+	PageLimitDefault = 50
+	MaxPageLimit     = 250
+	// MaxEventDeliveries bounds the deliveries listed with an event.
+	MaxEventDeliveries = 1000
+	// StatsLastDefault and MaxStatsLast bound the events stats cover (?last=).
+	StatsLastDefault = 1000
+	MaxStatsLast     = 100000
+)
+
 // maxBody bounds every request body; events are further bounded by
 // outbox.MaxPayloadBytes.
 const maxBody = outbox.MaxPayloadBytes + 16<<10
@@ -118,11 +136,11 @@ func jsonKind(k reflect.Kind) string {
 
 // page reads ?limit=&cursor=.
 func page(c *gin.Context) (store.Page, bool) {
-	p := store.Page{Limit: 50, Cursor: c.Query("cursor")}
+	p := store.Page{Limit: PageLimitDefault, Cursor: c.Query("cursor")}
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 250 {
-			problem(c, http.StatusUnprocessableEntity, "limit must be an integer from 1 to 250", "limit")
+		if err != nil || n < 1 || n > MaxPageLimit {
+			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("limit must be an integer from 1 to %d", MaxPageLimit), "limit")
 			return p, false
 		}
 		p.Limit = n

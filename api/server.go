@@ -49,6 +49,9 @@ type Server struct {
 	keys         keyCache
 }
 
+// keyCacheSize bounds the cache; past it the cache starts over.
+const keyCacheSize = 1024
+
 // keyCacheTTL is how long a verified API key is trusted without a lookup.
 const keyCacheTTL = 5 * time.Second
 
@@ -76,7 +79,7 @@ func (k *keyCache) get(hash string, now time.Time) (string, bool) {
 func (k *keyCache) put(hash, id string, now time.Time) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.m == nil || len(k.m) > 1024 {
+	if k.m == nil || len(k.m) > keyCacheSize {
 		k.m = map[string]cachedKey{}
 	}
 	k.m[hash] = cachedKey{id: id, expires: now.Add(keyCacheTTL)}

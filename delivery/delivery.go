@@ -101,6 +101,9 @@ const (
 	ClassEndpointDisabled Class = "endpoint_disabled"
 )
 
+// Classes lists the classes an attempt's record may hold.
+func Classes() []Class { return []Class{ClassSuccess, ClassRetryable, ClassThrottled, ClassPermanent} }
+
 // Retry settings defaults (CONTRACT §4 and §5).
 const (
 	// DeadlineDefault bounds a delivery cycle from the event's acceptance.

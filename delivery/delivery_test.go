@@ -10,6 +10,7 @@ import (
 )
 
 func TestPlan(t *testing.T) {
+	t.Parallel()
 	s := delivery.Settings{}.WithDefaults()
 	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	deadline := now.Add(delivery.DeadlineDefault)
@@ -41,6 +42,7 @@ func TestPlan(t *testing.T) {
 }
 
 func TestTooLate(t *testing.T) {
+	t.Parallel()
 	s := delivery.Settings{}.WithDefaults()
 	deadline := time.Date(2026, 12, 1, 13, 15, 0, 0, time.UTC)
 	require.False(t, s.TooLate(deadline.Add(-11*time.Second), deadline))
@@ -48,6 +50,7 @@ func TestTooLate(t *testing.T) {
 }
 
 func TestInFlight(t *testing.T) {
+	t.Parallel()
 	for st, want := range map[delivery.Status]bool{
 		delivery.StatusPending: true, delivery.StatusDelivering: true,
 		delivery.StatusSucceeded: false, delivery.StatusDeadLettered: false, delivery.StatusCanceled: false,
@@ -57,6 +60,7 @@ func TestInFlight(t *testing.T) {
 }
 
 func TestJitterBounds(t *testing.T) {
+	t.Parallel()
 	for _, base := range delivery.DefaultSchedule() {
 		for i := 0; i < 2000; i++ {
 			id := "dlv_" + string(rune('a'+i%26)) + time.Duration(i).String()
@@ -70,6 +74,7 @@ func TestJitterBounds(t *testing.T) {
 }
 
 func TestSettingsValidate(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, delivery.Settings{}.Validate(), "zero values take the defaults")
 	require.NoError(t, delivery.Settings{Schedule: []time.Duration{0, delivery.MaxWait}, Deadline: delivery.MaxDeadline, RequestTimeout: delivery.MaxRequestTimeout}.Validate())
 	for field, s := range map[string]delivery.Settings{
@@ -89,6 +94,7 @@ func TestSettingsValidate(t *testing.T) {
 }
 
 func TestReservedHeader(t *testing.T) {
+	t.Parallel()
 	for _, h := range []string{"webhook-id", "Webhook-Signature", "X-Webhook-Signature", "Content-Type", "user-agent", "Host", "Content-Length"} {
 		require.True(t, delivery.ReservedHeader(h), h)
 	}

@@ -147,7 +147,7 @@ func TestSeedAcceptance(t *testing.T) {
 		ev := h.send(appID, "seed.replay", map[string]any{"order": 42})
 		dlv := ev.Deliveries[0].ID
 		h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
-		time.Sleep(1100 * time.Millisecond) // the replay's timestamp is a later second
+		nextSecond(t) // the replay's timestamp is a later second
 		require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv+"/replay", nil, nil))
 		require.Eventually(t, func() bool { return r.stats(t).Duplicates == 1 }, 20*time.Second, 20*time.Millisecond)
 		d := h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)

@@ -228,7 +228,7 @@ func TestReplay(t *testing.T) {
 		dead = append(dead, ev)
 	}
 	healthy = true
-	time.Sleep(1100 * time.Millisecond) // a replay's timestamp is a later second
+	nextSecond(t) // a replay's timestamp is a later second
 
 	// Replay one by ID: a still-running dead-lettered workflow gets the signal.
 	var out map[string]int

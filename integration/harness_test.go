@@ -119,7 +119,7 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		o(&hc)
 	}
 	ctx := context.Background()
-	dbURL, err := pg.NewDatabase(ctx, "it")
+	dbURL, err := pg.MigratedDatabase(ctx, "it")
 	require.NoError(t, err)
 	secretKey, err := secretbox.GenerateKey()
 	require.NoError(t, err)
@@ -253,6 +253,14 @@ func (h *harness) waitDelivery(appID, dlvID string, timeout time.Duration, want 
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// nextSecond waits until the wall clock is past the second now is in, so
+// a signature made from here on carries a later webhook-timestamp.
+func nextSecond(t *testing.T) {
+	t.Helper()
+	from := time.Now().Unix()
+	require.Eventually(t, func() bool { return time.Now().Unix() > from }, 2*time.Second, 10*time.Millisecond)
 }
 
 func (h *harness) attempts(appID, dlvID string) []store.Attempt {

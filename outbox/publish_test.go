@@ -65,6 +65,7 @@ func publish(t *testing.T, b bundle, ev outbox.Event) (outbox.Published, error) 
 }
 
 func TestPublishMatchesFilters(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	p, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{"amount": 9900}`)})
 	require.NoError(t, err)
@@ -86,6 +87,7 @@ func TestPublishMatchesFilters(t *testing.T) {
 }
 
 func TestPublishRolledBackLeavesNothing(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
 	tx, err := b.st.Pool().Begin(ctx)
@@ -105,6 +107,7 @@ func TestPublishRolledBackLeavesNothing(t *testing.T) {
 }
 
 func TestIdempotentPublish(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	ev := outbox.Event{ID: "order-42-paid", Type: "payment.succeeded", Data: json.RawMessage(`{"amount": 1}`)}
 	first, err := publish(t, b, ev)
@@ -122,6 +125,7 @@ func TestIdempotentPublish(t *testing.T) {
 }
 
 func TestPublishRejects(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	big := make([]byte, outbox.MaxPayloadBytes+10)
 	for i := range big {
@@ -157,6 +161,7 @@ func TestPublishRejects(t *testing.T) {
 }
 
 func TestPublishUnknownApp(t *testing.T) {
+	t.Parallel()
 	b := setup(t)
 	b.app.ID = "app_missing"
 	_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})

@@ -154,17 +154,18 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 			succeeded = &a.Number
 			next = nil
 		}
+		// $3 is the status this attempt asks for; a success wins over
+		// anything, nothing else overrides a finished delivery ($6).
 		_, err = tx.Exec(ctx, `
 			UPDATE deliveries SET
 			  attempt_count = (SELECT count(*) FROM attempts WHERE delivery_id = $1),
 			  last_status_code = $2,
-			  status = CASE WHEN $3 = 'succeeded' THEN $3
-			                WHEN status IN ('succeeded', 'canceled', 'dead_lettered') THEN status ELSE $3 END,
-			  dead_letter_reason = CASE WHEN $3 = 'succeeded' THEN NULL ELSE dead_letter_reason END,
+			  status = CASE WHEN $3 = $7 OR NOT status = ANY ($6) THEN $3 ELSE status END,
+			  dead_letter_reason = CASE WHEN $3 = $7 THEN NULL ELSE dead_letter_reason END,
 			  succeeded_attempt = COALESCE($4, succeeded_attempt),
-			  next_attempt_at = CASE WHEN $3 = 'succeeded' OR status IN ('pending', 'delivering') THEN $5::timestamptz ELSE NULL END,
+			  next_attempt_at = CASE WHEN $3 = $7 OR NOT status = ANY ($6) THEN $5::timestamptz ELSE NULL END,
 			  updated_at = now()
-			WHERE id = $1`, a.DeliveryID, a.StatusCode, status, succeeded, next)
+			WHERE id = $1`, a.DeliveryID, a.StatusCode, status, succeeded, next, delivery.Finished(), delivery.StatusSucceeded)
 		if err != nil {
 			return fmt.Errorf("update delivery %s: %w", a.DeliveryID, err)
 		}
@@ -189,14 +190,15 @@ func (s *Store) MarkDelivery(ctx context.Context, m Mark) (delivery.Status, erro
 	var after *string
 	err := s.pool.QueryRow(ctx, `
 		WITH upd AS (
-		  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = 'canceled' THEN COALESCE(dead_letter_reason, $3) ELSE $3 END, cycle = GREATEST(cycle, $4),
-		    replay_id = GREATEST(replay_id, $5), next_attempt_at = $6, updated_at = now()
-		  WHERE id = $1 AND ($2 = 'delivering' OR status IN ('pending', 'delivering') OR status = $2)
+		  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = $9 THEN COALESCE(dead_letter_reason, $3) ELSE $3 END,
+		    cycle = GREATEST(cycle, $4), replay_id = GREATEST(replay_id, $5), next_attempt_at = $6, updated_at = now()
+		  WHERE id = $1 AND ($2 = $7 OR status = ANY ($8) OR status = $2)
 		  RETURNING status
 		)
 		SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = $1),
 		       COALESCE((SELECT status FROM upd), (SELECT status FROM deliveries WHERE id = $1))`,
-		m.DeliveryID, string(m.Status), r, m.Cycle, m.ReplayID, m.NextAttemptAt).Scan(&exists, &after)
+		m.DeliveryID, m.Status, r, m.Cycle, m.ReplayID, m.NextAttemptAt, delivery.StatusDelivering, delivery.InFlight(),
+		delivery.StatusCanceled).Scan(&exists, &after)
 	if err != nil {
 		return "", fmt.Errorf("mark delivery %s %s: %w", m.DeliveryID, m.Status, err)
 	}

@@ -146,9 +146,9 @@ func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until 
 // [since, until).
 func (s *Store) DeadLettered(ctx context.Context, appID, endpointID string, since, until time.Time) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id FROM deliveries
-		WHERE app_id = $1 AND endpoint_id = $2 AND status = 'dead_lettered'
+		WHERE app_id = $1 AND endpoint_id = $2 AND status = $5
 		  AND ($3::timestamptz IS NULL OR created_at >= $3) AND ($4::timestamptz IS NULL OR created_at < $4)`,
-		appID, endpointID, nullTime(since), nullTime(until))
+		appID, endpointID, nullTime(since), nullTime(until), delivery.StatusDeadLettered)
 	if err != nil {
 		return nil, fmt.Errorf("dead letters of %s: %w", endpointID, err)
 	}
@@ -192,19 +192,19 @@ func (s *Store) Stats(ctx context.Context, appID string, n int) (Stats, error) {
 		  SELECT id FROM events WHERE app_id = $1 ORDER BY received_at DESC, id DESC LIMIT $2
 		), d AS (
 		  SELECT d.event_id, d.status,
-		         (SELECT min(a.number) FROM attempts a WHERE a.delivery_id = d.id AND a.cycle = 1 AND a.class = 'success') AS first_ok,
+		         (SELECT min(a.number) FROM attempts a WHERE a.delivery_id = d.id AND a.cycle = 1 AND a.class = $3) AS first_ok,
 		         EXISTS (SELECT 1 FROM replays r WHERE r.delivery_id = d.id) AS replayed,
-		         EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_id = d.id AND a.cycle > 1 AND a.class = 'success') AS replay_ok
+		         EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_id = d.id AND a.cycle > 1 AND a.class = $3) AS replay_ok
 		  FROM ev JOIN deliveries d ON d.app_id = $1 AND d.event_id = ev.id
 		)
 		SELECT count(DISTINCT event_id), count(*),
 		       count(*) FILTER (WHERE first_ok = 1),
 		       count(*) FILTER (WHERE first_ok > 1),
-		       count(*) FILTER (WHERE status = 'dead_lettered'),
-		       count(*) FILTER (WHERE status IN ('pending', 'delivering')),
+		       count(*) FILTER (WHERE status = $4),
+		       count(*) FILTER (WHERE status = ANY ($5)),
 		       count(*) FILTER (WHERE replayed),
 		       count(*) FILTER (WHERE replayed AND replay_ok)
-		FROM d`, appID, n).Scan(&st.Events, &st.Deliveries, &st.FirstAttemptSuccess, &st.RetrySuccess,
+		FROM d`, appID, n, delivery.ClassSuccess, delivery.StatusDeadLettered, delivery.InFlight()).Scan(&st.Events, &st.Deliveries, &st.FirstAttemptSuccess, &st.RetrySuccess,
 		&st.DeadLettered, &st.Pending, &st.Replayed, &st.ReplaySuccess)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)

@@ -76,6 +76,7 @@ func (f fixture) outboxKinds(t *testing.T) map[string]int {
 // TestPatchWritesOnlyGivenFields: a PATCH of the description does not undo
 // a 410 that disabled the endpoint after the PATCH's caller read it.
 func TestPatchWritesOnlyGivenFields(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	dlv := f.publish(t)
@@ -99,6 +100,7 @@ func TestPatchWritesOnlyGivenFields(t *testing.T) {
 // TestDisableCancelsOnlyInFlight: a disable cancels pending deliveries
 // through the outbox and leaves dead letters alone.
 func TestDisableCancelsOnlyInFlight(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	pending := f.publish(t)
@@ -131,6 +133,7 @@ func TestDisableCancelsOnlyInFlight(t *testing.T) {
 // TestMarkNeverOverwritesAFinishedDelivery: a cancel or dead letter only
 // changes an in-flight delivery; a 2xx wins over a cancel.
 func TestMarkNeverOverwritesAFinishedDelivery(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	dlv := f.publish(t)
@@ -160,6 +163,7 @@ func TestMarkNeverOverwritesAFinishedDelivery(t *testing.T) {
 // TestNextAttemptIsRecorded: the attempt's record carries the next attempt
 // time; a success clears it.
 func TestNextAttemptIsRecorded(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	dlv := f.publish(t)
@@ -179,6 +183,7 @@ func TestNextAttemptIsRecorded(t *testing.T) {
 // TestStatsCountFirstCycles: the first cycle decides the figures; replays
 // are counted apart.
 func TestStatsCountFirstCycles(t *testing.T) {
+	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	first, retried, dead := f.publish(t), f.publish(t), f.publish(t)

@@ -13,8 +13,11 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"hookrelay/internal/pgcluster"
@@ -31,6 +34,15 @@ type Postgres struct {
 	// Cluster is the private cluster, nil when HOOKRELAY_DATABASE_URL is used.
 	Cluster *pgcluster.Cluster
 	dir     string
+	// template is a database migrated once per test binary; each migrated
+	// database a test asks for is a copy of it (CREATE DATABASE … TEMPLATE),
+	// not a run of every migration.
+	templateOnce sync.Once
+	template     string
+	templateErr  error
+	// created and copied count CREATE DATABASE statements, all and those
+	// copied from the template, for the line Main prints.
+	created, copied atomic.Int64
 }
 
 // StartPostgres returns a Postgres for the test binary. Call Stop when done
@@ -62,13 +74,66 @@ func (p *Postgres) Stop() {
 	}
 }
 
-// NewDatabase creates a database with a random name and returns its URL.
+// NewDatabase creates an empty database with a random name and returns its
+// URL.
 func (p *Postgres) NewDatabase(ctx context.Context, prefix string) (string, error) {
+	return p.createDatabase(ctx, prefix, "")
+}
+
+// MigratedDatabase creates a database with every migration applied, as a
+// copy of the binary's template database, and returns its URL.
+func (p *Postgres) MigratedDatabase(ctx context.Context, prefix string) (string, error) {
+	p.templateOnce.Do(func() { p.template, p.templateErr = p.migrateTemplate(ctx) })
+	if p.templateErr != nil {
+		return "", p.templateErr
+	}
+	return p.createDatabase(ctx, prefix, p.template)
+}
+
+func (p *Postgres) migrateTemplate(ctx context.Context) (string, error) {
+	u, err := p.createDatabase(ctx, "template", "")
+	if err != nil {
+		return "", err
+	}
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		return "", fmt.Errorf("connect: %w", err)
+	}
+	// No connection may stay open on a template while it is copied.
+	defer pool.Close()
+	if _, err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
+		return "", err
+	}
+	return databaseName(u)
+}
+
+func databaseName(u string) (string, error) {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return "", fmt.Errorf("parse database url: %w", err)
+	}
+	return strings.TrimPrefix(parsed.Path, "/"), nil
+}
+
+func (p *Postgres) createDatabase(ctx context.Context, prefix, template string) (string, error) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	name := strings.ToLower(prefix) + "_" + hex.EncodeToString(b)
-	if err := pgcluster.CreateDatabase(ctx, p.AdminURL, name); err != nil {
-		return "", err
+	conn, err := pgx.Connect(ctx, p.AdminURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to create database %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	stmt := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	if template != "" {
+		stmt += " TEMPLATE " + pgx.Identifier{template}.Sanitize()
+	}
+	if _, err := conn.Exec(ctx, stmt); err != nil {
+		return "", fmt.Errorf("create database %s: %w", name, err)
+	}
+	p.created.Add(1)
+	if template != "" {
+		p.copied.Add(1)
 	}
 	u, err := url.Parse(p.AdminURL)
 	if err != nil {
@@ -78,18 +143,16 @@ func (p *Postgres) NewDatabase(ctx context.Context, prefix string) (string, erro
 	return u.String(), nil
 }
 
-// Store opens a migrated store on a new database.
+// Store opens a store on a new migrated database. The pool closes when the
+// test ends.
 func (p *Postgres) Store(ctx context.Context, prefix string) (*store.Store, error) {
-	dbURL, err := p.NewDatabase(ctx, prefix)
+	dbURL, err := p.MigratedDatabase(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("connect: %w", err)
-	}
-	if _, err := migrations.Up(ctx, pool, slog.New(slog.DiscardHandler)); err != nil {
-		return nil, err
 	}
 	key, err := secretbox.GenerateKey()
 	if err != nil {
@@ -123,5 +186,7 @@ func Main(m *testing.M, pg **Postgres, extras ...func(context.Context, *Postgres
 		}
 		defer stop()
 	}
-	return m.Run()
+	code := m.Run()
+	fmt.Fprintf(os.Stderr, "testenv: %d CREATE DATABASE (%d copies of the migrated template)\n", p.created.Load(), p.copied.Load())
+	return code
 }

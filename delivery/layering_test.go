@@ -1,0 +1,35 @@
+package delivery_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// goList runs `go list` with a template over pkg.
+func goList(t *testing.T, format string, args ...string) []string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-f", format}, args...)...).Output()
+	require.NoError(t, err)
+	return strings.Fields(string(out))
+}
+
+// TestLayering pins who may depend on whom: a producer that publishes in its
+// own transaction (outbox) and the API link no Temporal code; the workflow
+// knows nothing of Postgres; the vocabulary imports nothing of hookrelay's.
+func TestLayering(t *testing.T) {
+	t.Parallel()
+	for _, pkg := range []string{"hookrelay/outbox", "hookrelay/api", "hookrelay/delivery"} {
+		for _, dep := range goList(t, "{{.ImportPath}}", "-deps", pkg) {
+			require.False(t, strings.HasPrefix(dep, "go.temporal.io/"), "%s depends on %s", pkg, dep)
+		}
+	}
+	for _, imp := range goList(t, "{{join .Imports \"\\n\"}}", "hookrelay/workflows") {
+		require.NotContains(t, []string{"hookrelay/store", "hookrelay/outbox", "hookrelay/dispatch"}, imp, "workflows imports %s", imp)
+	}
+	for _, imp := range goList(t, "{{join .Imports \"\\n\"}}", "hookrelay/delivery") {
+		require.False(t, strings.HasPrefix(imp, "hookrelay/"), "delivery imports %s", imp)
+	}
+}

@@ -1,0 +1,122 @@
+package activities_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"hookrelay/activities"
+	"hookrelay/delivery"
+	"hookrelay/signing"
+	"hookrelay/store"
+)
+
+// flakyStore serves one target and fails RecordAttempt with failures
+// errors before it records; it stands in for Postgres in these unit tests
+// (the integration tests use the real one).
+type flakyStore struct {
+	target   store.Target
+	loadErr  error
+	failures []error
+	records  []store.Attempt
+}
+
+func (f *flakyStore) LoadTarget(context.Context, string, time.Time) (store.Target, error) {
+	return f.target, f.loadErr
+}
+
+func (f *flakyStore) RecordAttempt(_ context.Context, a store.Attempt) error {
+	if len(f.failures) > 0 {
+		err := f.failures[0]
+		f.failures = f.failures[1:]
+		return err
+	}
+	f.records = append(f.records, a)
+	return nil
+}
+
+func (f *flakyStore) MarkDelivery(context.Context, store.Mark) (delivery.Status, error) {
+	return "", store.ErrNotFound
+}
+
+func target(t *testing.T, code int) store.Target {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }))
+	t.Cleanup(srv.Close)
+	secret, err := signing.GenerateSecret()
+	require.NoError(t, err)
+	key, err := signing.ParseSecret(secret)
+	require.NoError(t, err)
+	return store.Target{DeliveryID: "dlv_1", EventID: "evt_1", EndpointID: "ep_1", URL: srv.URL, Payload: []byte(`{}`),
+		Keys: []signing.Key{{ID: "whk_1", Secret: key}}}
+}
+
+func send(t *testing.T, st activities.Store, req activities.SendRequest) (activities.SendResult, error) {
+	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test"}
+	req.DeliveryID, req.Cycle, req.Number = "dlv_1", 1, max(req.Number, 1)
+	req.Timeout = time.Second
+	return a.SendSigned(context.Background(), req)
+}
+
+// TestRecordSurvivesAShortOutage: the request was sent, so its record is
+// retried while Postgres is unreachable, not lost.
+func TestRecordSurvivesAShortOutage(t *testing.T) {
+	down := &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}
+	st := &flakyStore{target: target(t, 200), failures: []error{down, down}}
+	res, err := send(t, st, activities.SendRequest{})
+	require.NoError(t, err)
+	require.Equal(t, activities.ClassSuccess, res.Class)
+	require.Len(t, st.records, 1)
+
+	st = &flakyStore{target: target(t, 200), failures: []error{down, down, down, down}}
+	_, err = send(t, st, activities.SendRequest{})
+	require.ErrorIs(t, err, syscall.ECONNREFUSED, "bounded: %d retries", activities.RecordRetries)
+}
+
+// TestNextAttemptIsPlanned: a retryable attempt's record carries when the
+// workflow will make the next one; a success's does not.
+func TestNextAttemptIsPlanned(t *testing.T) {
+	st := &flakyStore{target: target(t, 503)}
+	set := delivery.Settings{}.WithDefaults()
+	before := time.Now()
+	_, err := send(t, st, activities.SendRequest{Settings: set, Deadline: before.Add(time.Hour)})
+	require.NoError(t, err)
+	next := st.records[0].NextAttemptAt
+	require.NotNil(t, next)
+	wait := delivery.Jitter(set.Schedule[1], "dlv_1", 2)
+	require.WithinDuration(t, before.Add(wait), *next, time.Second)
+
+	st = &flakyStore{target: target(t, 200)}
+	_, err = send(t, st, activities.SendRequest{Settings: set, Deadline: before.Add(time.Hour)})
+	require.NoError(t, err)
+	require.Nil(t, st.records[0].NextAttemptAt)
+}
+
+// TestMissingRowsAndKeysAreNotRetried: a delivery whose row is gone and an
+// endpoint without a valid key fail with non-retryable typed errors.
+func TestMissingRowsAndKeysAreNotRetried(t *testing.T) {
+	var appErr *temporal.ApplicationError
+	_, err := send(t, &flakyStore{loadErr: store.ErrNotFound}, activities.SendRequest{})
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrDeliveryGone, appErr.Type())
+	require.True(t, appErr.NonRetryable())
+
+	noKey := target(t, 200)
+	noKey.Keys = nil
+	st := &flakyStore{target: noKey}
+	_, err = send(t, st, activities.SendRequest{})
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrNoSigningKey, appErr.Type())
+	require.Empty(t, st.records, "nothing was sent, so nothing is recorded")
+
+	a := &activities.Activities{Store: &flakyStore{}, HTTP: http.DefaultClient}
+	_, err = a.MarkDelivery(context.Background(), activities.MarkRequest{DeliveryID: "dlv_gone", Status: delivery.StatusCanceled})
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrDeliveryGone, appErr.Type())
+}

@@ -29,4 +29,4 @@ test: vet
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime $(FUZZTIME) ./webhook
 	$(GO) test -run '^$$' -fuzz '^FuzzParseRetryAfter$$' -fuzztime $(FUZZTIME) ./activities
-	$(GO) test -run '^$$' -fuzz '^FuzzIngestJSON$$' -fuzztime $(FUZZTIME) ./api
+	$(GO) test -run '^$$' -fuzz '^FuzzIngest$$' -fuzztime $(FUZZTIME) ./api

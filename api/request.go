@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -89,7 +90,7 @@ func decodeStrict(body []byte, dst any) *Problem {
 	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &fields); err != nil {
-		return bad(http.StatusUnprocessableEntity, "request body must be a JSON object")
+		return bad(http.StatusUnprocessableEntity, "request body must be a JSON object", "body")
 	}
 	v := reflect.ValueOf(dst).Elem()
 	byName := map[string]reflect.Value{}
@@ -102,6 +103,11 @@ func decodeStrict(body []byte, dst any) *Problem {
 		f, ok := byName[name]
 		if !ok {
 			return bad(http.StatusUnprocessableEntity, "unknown field "+name, name)
+		}
+		// encoding/json would replace invalid UTF-8 in a string silently;
+		// checked on the field's own bytes.
+		if !utf8.Valid(fields[name]) {
+			return bad(http.StatusUnprocessableEntity, name+" must be valid UTF-8", name)
 		}
 		err := json.Unmarshal(fields[name], f.Addr().Interface())
 		var typeErr *json.UnmarshalTypeError

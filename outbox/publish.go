@@ -15,8 +15,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -37,7 +40,8 @@ const (
 
 var (
 	typePattern = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)+$`)
-	idPattern   = regexp.MustCompile(`^[A-Za-z0-9_.:\-]+$`)
+	// No '.': the signed content is id.timestamp.body (Standard Webhooks).
+	idPattern = regexp.MustCompile(`^[A-Za-z0-9_:\-]+$`)
 )
 
 // Event is what a producer publishes.
@@ -92,20 +96,31 @@ func ValidateType(name string) error {
 	return nil
 }
 
-// Validate checks an event and fills its defaults.
+// Validate checks an event and fills its defaults. JSON is UTF-8 (RFC
+// 8259): a receiver that decodes the body as text would change other bytes
+// and fail every signature check, so invalid UTF-8 is refused, as are
+// numbers no JSON parser can hold (beyond float64).
 func (e *Event) Validate(now time.Time) error {
+	for _, f := range []struct{ name, value string }{{"type", e.Type}, {"id", e.ID}, {"api_version", e.APIVersion}, {"data", string(e.Data)}} {
+		if !utf8.ValidString(f.value) {
+			return &delivery.FieldError{Field: f.name, Reason: "must be valid UTF-8"}
+		}
+	}
 	if err := ValidateType(e.Type); err != nil {
 		return &delivery.FieldError{Field: "type", Reason: err.Error()}
 	}
 	switch {
 	case e.ID != "" && (len(e.ID) > MaxIDLength || !idPattern.MatchString(e.ID)):
-		return &delivery.FieldError{Field: "id", Reason: "must be 1–128 characters of [A-Za-z0-9_.:-]"}
+		return &delivery.FieldError{Field: "id", Reason: fmt.Sprintf("must be 1–%d characters of [A-Za-z0-9_:-] (no '.': the signed content is id.timestamp.body)", MaxIDLength)}
 	case len(bytes.TrimSpace(e.Data)) == 0:
 		return &delivery.FieldError{Field: "data", Reason: "is required (a JSON object)"}
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, e.Data); err != nil || compact.Bytes()[0] != '{' {
 		return &delivery.FieldError{Field: "data", Reason: "must be a JSON object"}
+	}
+	if err := finiteNumbers(compact.Bytes()); err != nil {
+		return &delivery.FieldError{Field: "data", Reason: err.Error()}
 	}
 	if compact.Len() > MaxPayloadBytes {
 		return &delivery.TooLargeError{Field: "data", Limit: MaxPayloadBytes}
@@ -115,6 +130,26 @@ func (e *Event) Validate(now time.Time) error {
 		e.APIVersion = APIVersionDefault
 	}
 	return nil
+}
+
+// finiteNumbers checks that every number in a JSON value fits a float64.
+func finiteNumbers(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("is not valid JSON")
+		}
+		if n, ok := tok.(json.Number); ok {
+			if _, err := strconv.ParseFloat(string(n), 64); err != nil {
+				return fmt.Errorf("number %.32s is beyond what a JSON parser can hold (float64)", n)
+			}
+		}
+	}
 }
 
 // contentHash identifies what the producer sent, for idempotency: the same

@@ -167,3 +167,32 @@ func TestPublishUnknownApp(t *testing.T) {
 	_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})
 	require.ErrorIs(t, err, store.ErrNotFound)
 }
+
+// TestPublishRefusesWhatReceiversCannotVerify: invalid UTF-8 (a receiver
+// decoding the body as text would change it and fail every signature
+// check), a '.' in the ID (the signed content is id.timestamp.body) and
+// numbers beyond float64 are refused, naming the field.
+func TestPublishRefusesWhatReceiversCannotVerify(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		ev    outbox.Event
+		field string
+	}{
+		{outbox.Event{Type: "a.b", Data: json.RawMessage("{\"x\":\"\xff\xfe\"}")}, "data"},
+		{outbox.Event{Type: "a.b", ID: "evt\xff", Data: json.RawMessage(`{}`)}, "id"},
+		{outbox.Event{Type: "a.b", ID: "order.1", Data: json.RawMessage(`{}`)}, "id"},
+		{outbox.Event{Type: "a.b", Data: json.RawMessage(`{"n":1e999999}`)}, "data"},
+		{outbox.Event{Type: "a.b", Data: json.RawMessage(`{"n":[-1e400]}`)}, "data"},
+	} {
+		_, err := publish(t, b, tc.ev)
+		var fe *delivery.FieldError
+		require.ErrorAs(t, err, &fe, "%q", tc.ev.Data)
+		require.Equal(t, tc.field, fe.Field)
+	}
+	require.Zero(t, count(t, b.st, "events"))
+	for _, data := range []string{`{"n":1e300}`, `{"n":-5e-324}`, `{"s":"ünïcødé ✓"}`} {
+		_, err := publish(t, b, outbox.Event{Type: "a.b", Data: json.RawMessage(data)})
+		require.NoError(t, err, data)
+	}
+}

@@ -2,10 +2,17 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: dev test unit fuzz build vet
+.PHONY: dev test unit fuzz build vet postgres
 
-dev:
-	$(GO) run ./cmd/hookrelay dev
+# The PostgreSQL server binaries for the private cluster (installed from the
+# system's packages when missing).
+postgres:
+	@scripts/ensure-postgres
+
+# Builds and runs the binary itself, so Ctrl-C reaches hookrelay, which
+# shuts down cleanly and exits 0.
+dev: postgres build
+	exec ./bin/hookrelay dev
 
 build:
 	$(GO) build -o bin/hookrelay ./cmd/hookrelay
@@ -20,7 +27,7 @@ SERVER_PKGS = integration cmd/hookrelay internal/bench internal/app internal/dev
 
 # Unit and integration tests: integration tests start a private Postgres
 # (or use HOOKRELAY_DATABASE_URL) and an embedded Temporal server.
-test: vet
+test: postgres vet
 	$(GO) test -count=1 -race -timeout 15m $$($(GO) list ./... | grep -v -x $(foreach p,$(SERVER_PKGS),-e hookrelay/$(p)))
 	$(GO) test -count=1 -timeout 30m $(addprefix ./,$(SERVER_PKGS))
 	$(MAKE) fuzz

@@ -32,7 +32,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	out := fs.String("out", "bench-report.json", "report path")
 	svg := fs.String("svg", "bench-report.svg", "chart path")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseStatus(err)
 	}
 	o.Schedule = strings.Split(*schedule, ",")
 	o.NoEagerStart = !*eager

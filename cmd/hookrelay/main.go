@@ -12,6 +12,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,6 +69,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg, err := config.Load(cmd, cmd == "dev", rest, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "hookrelay:", err)
 		return 2
@@ -89,6 +94,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// parseStatus is the exit status of a failed flag parse: help is not an
+// error (the flag package has printed the usage).
+func parseStatus(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
 }
 
 func newLogger(level string, w io.Writer) *slog.Logger {

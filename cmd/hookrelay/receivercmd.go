@@ -33,7 +33,7 @@ func receiverCmd(args []string, stderr io.Writer) int {
 	sleep := fs.Duration("sleep", 15*time.Second, "how long --fail sleep waits before answering")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseStatus(err)
 	}
 	if *dbURL == "" || (len(secrets) == 0 && len(publicKeys) == 0) {
 		fmt.Fprintln(stderr, "hookrelay receiver: --database-url and at least one --secret or --public-key are required")

@@ -26,7 +26,7 @@ func sign(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	id := fs.String("id", "", "event ID (webhook-id)")
 	ts := fs.Int64("timestamp", 0, "unix seconds (default now)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseStatus(err)
 	}
 	if len(secrets) == 0 || *id == "" {
 		fmt.Fprintln(stderr, "hookrelay sign: --secret and --id are required")
@@ -70,7 +70,7 @@ func verify(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Var(&headers, "H", "header 'name: value'; repeatable")
 	now := fs.Int64("now", 0, "unix seconds to verify at (default: the clock, ±5 min tolerance)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return parseStatus(err)
 	}
 	v, err := webhook.NewVerifier(secrets...)
 	if err != nil {

@@ -102,3 +102,13 @@ func TestUsage(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, errOut, "--secret")
 }
+
+// TestHelpIsNotAnError: every command's --help prints its usage and exits 0.
+func TestHelpIsNotAnError(t *testing.T) {
+	for _, c := range []string{"dev", "api", "worker", "migrate", "sign", "verify", "receiver", "bench"} {
+		var out, errOut bytes.Buffer
+		require.Equal(t, 0, run([]string{c, "--help"}, strings.NewReader(""), &out, &errOut), c)
+	}
+	var out, errOut bytes.Buffer
+	require.Equal(t, 2, run([]string{"dev", "--no-such-flag"}, strings.NewReader(""), &out, &errOut))
+}

@@ -6,6 +6,8 @@ package pgcluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -102,11 +104,20 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolve postgres dir: %w", err)
 	}
-	opts.Dir = dir
 	cred, err := runAs()
 	if err != nil {
 		return nil, err
 	}
+	if blocked := unreachable(dir, cred); blocked != "" {
+		// A clone under /root (mode 0700): keep the cluster where the
+		// postgres user can reach it, one directory per data dir.
+		sum := sha256.Sum256([]byte(dir))
+		moved := filepath.Join(RelocatedRoot, hex.EncodeToString(sum[:8]), filepath.Base(dir))
+		opts.Logger.Warn("the postgres user cannot enter the data dir; the private cluster is kept elsewhere",
+			"not_reachable", blocked, "postgres_dir", moved)
+		dir = moved
+	}
+	opts.Dir = dir
 	if err := prepareDir(opts.Dir, cred); err != nil {
 		return nil, err
 	}
@@ -166,6 +177,10 @@ func (c *Cluster) launch(ctx context.Context) error {
 
 // Start starts a stopped server again (after Stop or Kill).
 func (c *Cluster) Start(ctx context.Context) error { return c.launch(ctx) }
+
+// Dir is where the cluster's files are: Options.Dir, or a directory under
+// RelocatedRoot when the postgres user cannot reach Options.Dir.
+func (c *Cluster) Dir() string { return c.opts.Dir }
 
 // Port is the TCP port the server listens on.
 func (c *Cluster) Port() int { return c.port }
@@ -255,10 +270,43 @@ func runAs() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
-// prepareDir creates dir owned by the server's user with mode 0700 and checks
-// that the user can reach it through every parent directory.
+// RelocatedRoot holds private clusters whose data dir the postgres user
+// cannot reach (root's clone under /root, mode 0700).
+const RelocatedRoot = "/var/lib/hookrelay"
+
+// unreachable returns the first parent of dir that the server's user cannot
+// enter, or "" when it can reach dir (always for a non-root caller).
+func unreachable(dir string, cred *syscall.Credential) string {
+	if cred == nil {
+		return ""
+	}
+	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
+		st, err := os.Stat(p)
+		if err != nil {
+			// Not there yet: MkdirAll creates it with mode 0700, reachable
+			// only through its parents, checked next.
+			if p == "/" {
+				return ""
+			}
+			continue
+		}
+		if st.Mode().Perm()&0o001 == 0 {
+			sys, ok := st.Sys().(*syscall.Stat_t)
+			if !ok || sys.Uid != cred.Uid {
+				return p
+			}
+		}
+		if p == "/" {
+			return ""
+		}
+	}
+}
+
+// prepareDir creates dir owned by the server's user with mode 0700; its
+// parents are made traversable by others (0711 at least) where they were
+// created here.
 func prepareDir(dir string, cred *syscall.Credential) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return fmt.Errorf("create postgres dir: %w", err)
 	}
 	if cred == nil {
@@ -270,19 +318,8 @@ func prepareDir(dir string, cred *syscall.Credential) error {
 	if err := os.Chmod(dir, 0o700); err != nil {
 		return fmt.Errorf("chmod postgres dir: %w", err)
 	}
-	for p := filepath.Dir(dir); ; p = filepath.Dir(p) {
-		st, err := os.Stat(p)
-		if err != nil {
-			return fmt.Errorf("stat %s: %w", p, err)
-		}
-		if st.Mode().Perm()&0o001 == 0 {
-			sys, ok := st.Sys().(*syscall.Stat_t)
-			if !ok || sys.Uid != cred.Uid {
-				return fmt.Errorf("the postgres user cannot enter %s (mode %v); choose a data dir outside it with --data-dir or HOOKRELAY_DATA_DIR", p, st.Mode().Perm())
-			}
-		}
-		if p == "/" {
-			return nil
-		}
+	if p := unreachable(dir, cred); p != "" {
+		return fmt.Errorf("the postgres user cannot enter %s; choose a data dir outside it with --data-dir or HOOKRELAY_DATA_DIR", p)
 	}
+	return nil
 }

@@ -158,9 +158,12 @@ func Dev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	logger.Info("hookrelay dev is up",
-		"api", "http://"+st.APIAddr, "temporal", st.Temporal.FrontendAddr(), "temporal_ui", uiURL(st.Temporal.UIAddr()),
-		"data_dir", st.Config.DataDir, "startup", time.Since(started).Round(time.Millisecond))
+	attrs := []any{"api", "http://" + st.APIAddr, "temporal", st.Temporal.FrontendAddr(), "temporal_ui", uiURL(st.Temporal.UIAddr()),
+		"data_dir", st.Config.DataDir, "startup", time.Since(started).Round(time.Millisecond)}
+	if st.PG != nil {
+		attrs = append(attrs, "postgres_dir", st.PG.Dir())
+	}
+	logger.Info("hookrelay dev is up", attrs...)
 	return st.Wait(ctx)
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -322,8 +323,14 @@ func (a *Activities) MarkDelivery(ctx context.Context, req MarkRequest) (MarkRes
 // keep-alive connection reuse per endpoint host, and (when guarded) the
 // private-address guard at dial time.
 func NewHTTPClient(guarded bool) *http.Client {
+	return NewHTTPClientWith(guarded, nil)
+}
+
+// NewHTTPClientWith is NewHTTPClient resolving names with resolver (nil:
+// the system's).
+func NewHTTPClientWith(guarded bool, resolver *net.Resolver) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = netguard.Dialer(guarded).DialContext
+	tr.DialContext = netguard.Dialer(guarded, resolver).DialContext
 	tr.MaxIdleConnsPerHost = 64
 	tr.MaxIdleConns = 1024
 	tr.IdleConnTimeout = 90 * time.Second

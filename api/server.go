@@ -47,6 +47,7 @@ type Server struct {
 	maxBacklog   int
 	backlog      atomic.Int64 // sampled outbox size
 	keys         keyCache
+	authFailures authLimiter
 }
 
 // keyCacheSize bounds the cache; past it the cache starts over.
@@ -99,17 +100,30 @@ type Options struct {
 	// MaxBacklog is the outbox size past which ingest sheds (0 = never);
 	// it takes effect while WatchBacklog runs.
 	MaxBacklog int
+	// AuthFailuresPerMinute is how many failed authentications a client
+	// address may make per minute; past it every request from it is a bare
+	// 429 with Retry-After until the minute ends. Defaults to
+	// AuthFailuresPerMinuteDefault; negative disables the limit.
+	AuthFailuresPerMinute int
 }
 
 // New returns the API server.
 func New(opts Options) *Server {
-	return &Server{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()), allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog}
+	limit := opts.AuthFailuresPerMinute
+	if limit == 0 {
+		limit = AuthFailuresPerMinuteDefault
+	}
+	return &Server{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()),
+		allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog, authFailures: authLimiter{limit: limit}}
 }
 
 // Handler returns the HTTP handler with every route.
 func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
+	// The client address is the connection's: no X-Forwarded-For from an
+	// untrusted client picks its own rate-limit bucket.
+	_ = r.SetTrustedProxies(nil)
 	// Order: recover first so a panic in any later middleware becomes a
 	// 500, then the access log, then (per group) authentication.
 	r.Use(gin.CustomRecovery(func(c *gin.Context, err any) {
@@ -213,14 +227,28 @@ func (s *Server) accessLog(c *gin.Context) {
 
 // authenticate requires "Authorization: Bearer <key>" naming a stored key.
 // Every failure answers the same bare 401.
+// A client address past AuthFailuresPerMinute failures gets a bare 429 for
+// the rest of the minute; each failure is logged without the key or any
+// part of it.
 func (s *Server) authenticate(c *gin.Context) {
+	now := time.Now()
+	client := c.ClientIP()
+	if until, over := s.authFailures.blocked(client, now); over {
+		c.Header("Retry-After", retryAfter(until, now))
+		problem(c, http.StatusTooManyRequests, "")
+		return
+	}
+	unauthorized := func(why string) {
+		s.authFailures.fail(client, now)
+		s.logger.Warn("authentication failed", "client", client, "route", c.FullPath(), "why", why)
+		problem(c, http.StatusUnauthorized, "")
+	}
 	key, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 	if !ok || key == "" {
-		problem(c, http.StatusUnauthorized, "")
+		unauthorized("no bearer key")
 		return
 	}
 	hash := string(store.HashKey(key))
-	now := time.Now()
 	if id, ok := s.keys.get(hash, now); ok {
 		c.Set("key_id", id)
 		return
@@ -231,7 +259,7 @@ func (s *Server) authenticate(c *gin.Context) {
 			s.fail(c, err)
 			return
 		}
-		problem(c, http.StatusUnauthorized, "")
+		unauthorized("unknown key")
 		return
 	}
 	s.keys.put(hash, id, now)

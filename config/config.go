@@ -6,6 +6,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"hookrelay/api"
 	"hookrelay/dispatch"
 	"hookrelay/worker"
 	"os"
@@ -91,6 +92,13 @@ type Config struct {
 	WorkerConcurrency int
 	// ShutdownTimeout bounds a graceful stop. Env HOOKRELAY_SHUTDOWN_TIMEOUT.
 	ShutdownTimeout time.Duration
+	// HTTPHeaderTimeout bounds reading a request's headers (slow clients).
+	// Defaults to api.HeaderTimeoutDefault. Env HOOKRELAY_HTTP_HEADER_TIMEOUT.
+	HTTPHeaderTimeout time.Duration
+	// AuthFailuresPerMinute bounds failed authentications per client
+	// address. Defaults to api.AuthFailuresPerMinuteDefault.
+	// Env HOOKRELAY_AUTH_FAILURES_PER_MINUTE.
+	AuthFailuresPerMinute int
 	// LogLevel is debug, info, warn or error. Env HOOKRELAY_LOG_LEVEL.
 	LogLevel string
 }
@@ -190,6 +198,8 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", dispatch.BatchDefault, "outbox rows claimed per dispatcher round")
 	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest answers 503 + Retry-After (0 = never)")
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
+	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
+	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before 429")
 	b.duration(&c.ShutdownTimeout, "shutdown-timeout", "HOOKRELAY_SHUTDOWN_TIMEOUT", ShutdownTimeoutDefault, "graceful stop bound")
 	b.str(&c.LogLevel, "log-level", "HOOKRELAY_LOG_LEVEL", LogLevelDefault, "debug, info, warn or error")
 	return b

@@ -301,14 +301,15 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	}
 	if roles&RoleAPI != 0 {
 		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc}, Logger: logger.With("component", "api"),
-			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog})
+			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute})
 		st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
 		l, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 		}
 		st.APIAddr = l.Addr().String()
-		httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		l = api.LimitListener(l, api.ConnsPerClientDefault)
+		httpSrv := api.NewHTTPServer(srv.Handler(), api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
 		st.services.run("http", func(ctx context.Context) error {
 			go func() {
 				<-ctx.Done()

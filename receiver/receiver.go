@@ -7,11 +7,15 @@ package receiver
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,8 +52,11 @@ type Config struct {
 	Fail      string
 	FailTimes int
 	// Sleep is how long FailSleep waits. Defaults to 15s.
-	Sleep  time.Duration
-	Logger *slog.Logger
+	Sleep time.Duration
+	// ControlToken, when set, is the bearer token POST /control requires;
+	// without it /control answers loopback clients only.
+	ControlToken string
+	Logger       *slog.Logger
 }
 
 // Stats are the receiver's counters.
@@ -119,7 +126,8 @@ func New(ctx context.Context, cfg Config) (*Receiver, error) {
 }
 
 // Handler serves POST /webhook, GET /stats and POST /control
-// ({"fail","fail_times"} to change the injected failure at run time).
+// ({"fail","fail_times"} to change the injected failure at run time; see
+// Config.ControlToken for who may call it).
 func (r *Receiver) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST /webhook", r.count(webhook.Middleware(r.verifier, webhook.Options{OnReject: r.reject}, http.HandlerFunc(r.handle))))
@@ -277,7 +285,26 @@ func (r *Receiver) serveStats(w http.ResponseWriter, req *http.Request) {
 	_ = json.NewEncoder(w).Encode(st)
 }
 
+// controlAllowed: with a token, the bearer token (compared in constant
+// time); without one, a loopback client only.
+func (r *Receiver) controlAllowed(req *http.Request) bool {
+	if r.cfg.ControlToken != "" {
+		got, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
+		return ok && subtle.ConstantTimeCompare([]byte(got), []byte(r.cfg.ControlToken)) == 1
+	}
+	host, _, err := net.SplitHostPort(req.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
+
 func (r *Receiver) control(w http.ResponseWriter, req *http.Request) {
+	if !r.controlAllowed(req) {
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	}
 	var c struct {
 		Fail      string `json:"fail"`
 		FailTimes int    `json:"fail_times"`

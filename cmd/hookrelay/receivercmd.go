@@ -10,20 +10,40 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"hookrelay/receiver"
 )
 
+// receiverSecrets gathers the receiver's secrets from --secret flags, the
+// environment (comma or space separated) and a file (one per line): the
+// last two stay out of the process list.
+func receiverSecrets(flagged []string, env, file string) ([]string, error) {
+	out := append([]string(nil), flagged...)
+	out = append(out, strings.FieldsFunc(env, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })...)
+	if file != "" {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("secrets file: %w", err)
+		}
+		out = append(out, strings.Fields(string(raw))...)
+	}
+	return out, nil
+}
+
 // receiverCmd runs the reference receiver until interrupted.
 func receiverCmd(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("hookrelay receiver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var secrets, publicKeys multi
-	fs.Var(&secrets, "secret", "whsec_ secret; repeat to accept several (rotation)")
+	fs.Var(&secrets, "secret", "whsec_ secret; repeat to accept several (rotation). Visible to other users in ps: prefer --secrets-file or HOOKRELAY_RECEIVER_SECRETS")
+	secretsFile := fs.String("secrets-file", "", "file of whsec_ secrets, one per line, newest first")
+	controlToken := fs.String("control-token", os.Getenv("HOOKRELAY_RECEIVER_CONTROL_TOKEN"), "bearer token POST /control requires; without one only loopback clients may call it (env HOOKRELAY_RECEIVER_CONTROL_TOKEN)")
 	fs.Var(&publicKeys, "public-key", "whpk_ Ed25519 public key; repeatable")
 	addr := fs.String("addr", "127.0.0.1:9000", "listen address (POST /webhook, GET /stats, POST /control)")
 	dbURL := fs.String("database-url", os.Getenv("HOOKRELAY_RECEIVER_DATABASE_URL"), "the receiver's Postgres (env HOOKRELAY_RECEIVER_DATABASE_URL)")
@@ -34,6 +54,11 @@ func receiverCmd(args []string, stderr io.Writer) int {
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return parseStatus(err)
+	}
+	secrets, err := receiverSecrets(secrets, os.Getenv("HOOKRELAY_RECEIVER_SECRETS"), *secretsFile)
+	if err != nil {
+		fmt.Fprintln(stderr, "hookrelay receiver:", err)
+		return 2
 	}
 	if *dbURL == "" || (len(secrets) == 0 && len(publicKeys) == 0) {
 		fmt.Fprintln(stderr, "hookrelay receiver: --database-url and at least one --secret or --public-key are required")
@@ -49,7 +74,7 @@ func receiverCmd(args []string, stderr io.Writer) int {
 	}
 	defer pool.Close()
 	rc, err := receiver.New(ctx, receiver.Config{Secrets: secrets, PublicKeys: publicKeys, Source: *source, Pool: pool,
-		Fail: *fail, FailTimes: *failTimes, Sleep: *sleep, Logger: logger})
+		Fail: *fail, FailTimes: *failTimes, Sleep: *sleep, ControlToken: *controlToken, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(stderr, "hookrelay receiver:", err)
 		return 2

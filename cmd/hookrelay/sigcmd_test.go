@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,4 +113,16 @@ func TestHelpIsNotAnError(t *testing.T) {
 	}
 	var out, errOut bytes.Buffer
 	require.Equal(t, 2, run([]string{"dev", "--no-such-flag"}, strings.NewReader(""), &out, &errOut))
+}
+
+// TestReceiverSecretsOffTheCommandLine: secrets can come from the
+// environment and a file, so they need not show in ps.
+func TestReceiverSecretsOffTheCommandLine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secrets")
+	require.NoError(t, os.WriteFile(file, []byte("whsec_c\n\nwhsec_d\n"), 0o600))
+	got, err := receiverSecrets([]string{"whsec_a"}, "whsec_b, whsec_e", file)
+	require.NoError(t, err)
+	require.Equal(t, []string{"whsec_a", "whsec_b", "whsec_e", "whsec_c", "whsec_d"}, got)
+	_, err = receiverSecrets(nil, "", filepath.Join(t.TempDir(), "missing"))
+	require.Error(t, err)
 }

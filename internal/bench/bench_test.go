@@ -36,14 +36,27 @@ func TestSmoke(t *testing.T) {
 	require.Zero(t, rep.Lost)
 	require.Positive(t, rep.DeliveriesPerSecond)
 	require.Positive(t, rep.TemporalCeilingPerSec)
+	require.Positive(t, rep.TemporalCeilingAfterPerSec, "the ceiling is read again after the run")
 	require.Positive(t, rep.BaselinePerSecond)
+	require.Positive(t, rep.CPUSeconds)
 	dir := t.TempDir()
 	require.NoError(t, rep.WriteJSON(filepath.Join(dir, "bench-report.json")))
 	require.NoError(t, rep.WriteSVG(filepath.Join(dir, "bench-report.svg")))
 	raw, err := os.ReadFile(filepath.Join(dir, "bench-report.json"))
 	require.NoError(t, err)
 	for _, key := range []string{`"deliveries_per_second"`, `"latency_ms"`, `"p99"`, `"ingest_per_second"`, `"cpu_ms_per_delivery"`, `"lost"`, `"duplicates"`,
-		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`} {
+		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`} {
 		require.Contains(t, string(raw), key)
 	}
+}
+
+// TestTreeCPUReadsEveryProcessOnce: the tree of this process (with its
+// children) costs one walk of /proc and counts at least this process.
+func TestTreeCPUReadsEveryProcessOnce(t *testing.T) {
+	own := cpuSeconds(os.Getpid(), true)
+	require.GreaterOrEqual(t, treeCPU(os.Getpid()), own)
+	ppid, secs, ok := parseStat("42 (a b) c) S 7 1 1 0 -1 4194560 1 0 0 0 250 50 10 5 20 0 1 0 1 1 1", true)
+	require.True(t, ok)
+	require.Equal(t, 7, ppid)
+	require.InDelta(t, 3.15, secs, 1e-9, "(250+50+10+5) ticks")
 }

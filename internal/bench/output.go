@@ -29,7 +29,11 @@ func (r *Report) WriteTable(w io.Writer) {
 	row("peak RSS (hookrelay process)", fmt.Sprintf("%.0f MiB", r.PeakRSSMB))
 	row("delivered / lost / duplicates", fmt.Sprintf("%d / %d / %d", r.Delivered, r.Lost, r.Duplicates))
 	row("baseline (sign + POST loop)", fmt.Sprintf("%.0f/s → ratio %.4f", r.BaselinePerSecond, r.RatioToBaseline))
-	row("Temporal ceiling (trivial workflow)", fmt.Sprintf("%.1f/s → ratio %.2f", r.TemporalCeilingPerSec, r.RatioToTemporalCeiling))
+	ceil := fmt.Sprintf("%.1f/s before, %.1f/s after → ratio %.2f", r.TemporalCeilingPerSec, r.TemporalCeilingAfterPerSec, r.RatioToTemporalCeiling)
+	if r.CeilingUnstable {
+		ceil += fmt.Sprintf(" (UNSTABLE: readings more than %.0f %% apart; compare ratios with care)", CeilingTolerance*100)
+	}
+	row("Temporal ceiling (trivial workflow)", ceil)
 }
 
 // WriteJSON writes bench-report.json.

@@ -17,56 +17,63 @@ func cpuSeconds(pid int, children bool) float64 {
 	if err != nil {
 		return 0
 	}
-	// Fields after the command (which may contain spaces) start at ") ".
-	s := string(b)
-	i := strings.LastIndex(s, ") ")
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+2:])
-	// f[11]=utime f[12]=stime f[13]=cutime f[14]=cstime (fields 14–17).
-	var total float64
-	last := 12
-	if children {
-		last = 14
-	}
-	for k := 11; k <= last && k < len(f); k++ {
-		v, _ := strconv.ParseFloat(f[k], 64)
-		total += v
-	}
-	return total / clockTicks
+	_, secs, _ := parseStat(string(b), children)
+	return secs
 }
 
 // treeCPU returns the CPU seconds of pid and all its descendants, living
-// and reaped.
+// and reaped, reading every process's stat once.
 func treeCPU(pid int) float64 {
-	total := cpuSeconds(pid, true)
-	for _, child := range children(pid) {
-		total += treeCPU(child)
-	}
-	return total
-}
-
-func children(pid int) []int {
+	kids := map[int][]int{}
+	cpu := map[int]float64{}
 	matches, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var out []int
 	for _, m := range matches {
 		b, err := os.ReadFile(m)
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		i := strings.LastIndex(s, ") ")
-		if i < 0 {
+		p, _ := strconv.Atoi(filepath.Base(filepath.Dir(m)))
+		ppid, secs, ok := parseStat(string(b), true)
+		if !ok {
 			continue
 		}
-		f := strings.Fields(s[i+2:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			c, _ := strconv.Atoi(filepath.Base(filepath.Dir(m)))
-			out = append(out, c)
-		}
+		kids[ppid] = append(kids[ppid], p)
+		cpu[p] = secs
 	}
-	return out
+	var sum func(int) float64
+	sum = func(p int) float64 {
+		total := cpu[p]
+		for _, c := range kids[p] {
+			total += sum(c)
+		}
+		return total
+	}
+	return sum(pid)
+}
+
+// parseStat reads a /proc/<pid>/stat line: the parent's pid and the CPU
+// seconds (user+system, plus reaped children's when children is set).
+func parseStat(s string, children bool) (ppid int, secs float64, ok bool) {
+	// Fields after the command (which may contain spaces) start at ") ".
+	i := strings.LastIndex(s, ") ")
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := strings.Fields(s[i+2:])
+	if len(f) < 15 {
+		return 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	// f[11]=utime f[12]=stime f[13]=cutime f[14]=cstime (fields 14–17).
+	last := 12
+	if children {
+		last = 14
+	}
+	for k := 11; k <= last; k++ {
+		v, _ := strconv.ParseFloat(f[k], 64)
+		secs += v
+	}
+	return ppid, secs / clockTicks, true
 }
 
 // rssKB returns VmHWM (peak RSS) of pid in KiB.

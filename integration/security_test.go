@@ -15,6 +15,7 @@ import (
 
 	"hookrelay/api"
 	"hookrelay/delivery"
+	"hookrelay/store"
 )
 
 // TestEveryRouteNeedsAKey walks the OpenAPI document: no key and a wrong
@@ -106,13 +107,17 @@ func TestIngestProperty(t *testing.T) {
 }
 
 // TestNoSecretsAtRest: after endpoints, rotations and deliveries, no log
-// line and no database column holds a secret, a full signature or an API
-// key in plaintext.
+// line and no database column holds a secret, a custom header's value, a
+// full signature or an API key in plaintext.
 func TestNoSecretsAtRest(t *testing.T) {
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, nil)
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL()})
+	const headerToken = "receiver-auth-token-90210"
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "headers": map[string]string{"X-Receiver-Auth": headerToken}})
+	var got map[string]any
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, &got))
+	require.Equal(t, map[string]any{"X-Receiver-Auth": store.HeaderMask}, got["headers"], "GET shows the name, masked")
 	var rot struct{ Secret string }
 	require.Equal(t, http.StatusOK, h.do("POST", "/v1/apps/"+appID+"/endpoints/"+ep.ID+"/secret/rotate", map[string]any{"grace_period": "1h"}, &rot))
 	rc.setSecrets(rot.Secret)
@@ -123,7 +128,10 @@ func TestNoSecretsAtRest(t *testing.T) {
 	for _, id := range dlvs {
 		h.waitDelivery(appID, id, 20*time.Second, delivery.StatusSucceeded)
 	}
-	forbidden := []string{h.adminKey}
+	for _, r := range rc.receipts() {
+		require.Equal(t, headerToken, r.Header.Get("X-Receiver-Auth"), "the request carries the real value")
+	}
+	forbidden := []string{h.adminKey, headerToken}
 	for _, s := range []string{ep.Secret, rot.Secret} {
 		forbidden = append(forbidden, s, strings.TrimPrefix(s, "whsec_"))
 		raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -34,20 +33,20 @@ type Target struct {
 // keys valid at now.
 func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time) (Target, error) {
 	t := Target{DeliveryID: deliveryID}
-	var headers []byte
+	var headers, sealed []byte
 	err := s.pool.QueryRow(ctx, `
-		SELECT d.app_id, d.event_id, d.endpoint_id, e.url, e.headers,
+		SELECT d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
 		       (e.disabled OR e.deleted_at IS NOT NULL), ev.payload
 		FROM deliveries d
 		JOIN endpoints e ON e.id = d.endpoint_id
 		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
 		WHERE d.id = $1`, deliveryID).
-		Scan(&t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &t.Inactive, &t.Payload)
+		Scan(&t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Payload)
 	if err != nil {
 		return Target{}, notFound(err, "load delivery "+deliveryID)
 	}
-	if err := json.Unmarshal(headers, &t.Headers); err != nil {
-		return Target{}, fmt.Errorf("endpoint %s headers: %w", t.EndpointID, err)
+	if t.Headers, err = s.openHeaders(t.EndpointID, sealed, headers); err != nil {
+		return Target{}, err
 	}
 	if t.Keys, err = s.signingKeys(ctx, s.pool, t.EndpointID, now); err != nil {
 		return Target{}, err

@@ -82,18 +82,18 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, strin
 	if err != nil {
 		return Endpoint{}, "", err
 	}
-	headers, err := json.Marshal(e.Headers)
+	masked, sealed, err := s.sealHeaders(e.ID, e.Headers)
 	if err != nil {
-		return Endpoint{}, "", fmt.Errorf("endpoint headers: %w", err)
+		return Endpoint{}, "", err
 	}
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			INSERT INTO endpoints (id, app_id, url, description, event_types, environment, disabled,
-			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 			RETURNING `+endpointCols,
 			e.ID, e.AppID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
-			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), headers)
+			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed)
 		var err error
 		if e, err = scanEndpoint(row); err != nil {
 			return foreignApp(err, e.AppID)
@@ -173,13 +173,6 @@ const ReasonDisabledByAPI = "disabled by API"
 // it had and returns a new one, shown once: test and live never share a
 // secret.
 func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointPatch) (Endpoint, string, error) {
-	var headers []byte
-	if p.Headers != nil {
-		var err error
-		if headers, err = json.Marshal(*p.Headers); err != nil {
-			return Endpoint{}, "", fmt.Errorf("endpoint headers: %w", err)
-		}
-	}
 	var sched []int64
 	if p.RetrySchedule != nil {
 		sched = toMS(*p.RetrySchedule)
@@ -196,10 +189,21 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var wasDisabled bool
 		var env string
-		err := tx.QueryRow(ctx, `SELECT disabled, environment FROM endpoints WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE`,
-			appID, id).Scan(&wasDisabled, &env)
+		var storedSealed, storedPlain []byte
+		err := tx.QueryRow(ctx, `SELECT disabled, environment, headers_sealed, headers FROM endpoints
+			WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE`, appID, id).Scan(&wasDisabled, &env, &storedSealed, &storedPlain)
 		if err != nil {
 			return notFound(err, "endpoint "+id)
+		}
+		var masked, sealed []byte
+		if p.Headers != nil {
+			stored, err := s.openHeaders(id, storedSealed, storedPlain)
+			if err != nil {
+				return err
+			}
+			if masked, sealed, err = s.sealHeaders(id, mergeHeaders(*p.Headers, stored)); err != nil {
+				return err
+			}
 		}
 		out, err = scanEndpoint(tx.QueryRow(ctx, `
 			UPDATE endpoints SET url = COALESCE($3, url), description = COALESCE($4, description),
@@ -208,11 +212,12 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 			  disabled_reason = CASE WHEN $7 IS NULL THEN disabled_reason WHEN NOT $7 THEN NULL
 			                         WHEN disabled THEN disabled_reason ELSE $12 END,
 			  retry_schedule_ms = COALESCE($8, retry_schedule_ms), deadline_ms = COALESCE($9, deadline_ms),
-			  request_timeout_ms = COALESCE($10, request_timeout_ms), headers = COALESCE($11, headers), updated_at = now()
+			  request_timeout_ms = COALESCE($10, request_timeout_ms), headers = COALESCE($11, headers),
+			  headers_sealed = COALESCE($13, headers_sealed), updated_at = now()
 			WHERE app_id = $1 AND id = $2
 			RETURNING `+endpointCols,
 			appID, id, p.URL, p.Description, p.EventTypes, p.Environment, p.Disabled, sched, ms(p.Deadline), ms(p.RequestTimeout),
-			headers, ReasonDisabledByAPI))
+			masked, ReasonDisabledByAPI, sealed))
 		if err != nil {
 			return fmt.Errorf("patch endpoint %s: %w", id, err)
 		}

@@ -216,3 +216,67 @@ func TestStatsCountFirstCycles(t *testing.T) {
 	want.Replayed, want.ReplaySuccess = 2, 2
 	require.Equal(t, want, after, "the first-cycle figures do not move")
 }
+
+// TestHeadersSealedAtRest: custom header values are sealed; reads show
+// the names with a mask, attempts get the values, a PATCH that sends the
+// mask back keeps them, and rows written before sealing are sealed.
+func TestHeadersSealedAtRest(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	const token = "Bearer receiver-token-4711"
+	ep, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: f.app.ID, URL: "https://example.com/h", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second,
+		Headers: map[string]string{"Authorization": token, "X-Tenant": "acme"}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"Authorization": store.HeaderMask, "X-Tenant": store.HeaderMask}, ep.Headers)
+	atRest := func() string {
+		var plain string
+		var sealed []byte
+		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT headers::text, headers_sealed FROM endpoints WHERE id = $1`, ep.ID).Scan(&plain, &sealed))
+		return plain + string(sealed)
+	}
+	require.NotContains(t, atRest(), "receiver-token-4711")
+	require.NotContains(t, atRest(), "acme")
+
+	dlv := func() string {
+		tx, err := f.st.Pool().Begin(ctx)
+		require.NoError(t, err)
+		p, err := outbox.Publish(ctx, tx, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		for _, d := range p.Deliveries {
+			if d.EndpointID == ep.ID {
+				return d.ID
+			}
+		}
+		t.Fatal("no delivery to the endpoint")
+		return ""
+	}()
+	target, err := f.st.LoadTarget(ctx, dlv, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, token, target.Headers["Authorization"])
+
+	// A PATCH sending the masked view back keeps the values; a new value
+	// replaces its own only.
+	headers := map[string]string{"Authorization": store.HeaderMask, "X-Tenant": "globex"}
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, ep.ID, store.EndpointPatch{Headers: &headers})
+	require.NoError(t, err)
+	target, err = f.st.LoadTarget(ctx, dlv, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"Authorization": token, "X-Tenant": "globex"}, target.Headers)
+
+	// A row from before sealing.
+	_, err = f.st.Pool().Exec(ctx, `UPDATE endpoints SET headers = '{"X-Old":"plain-old-value"}', headers_sealed = NULL WHERE id = $1`, ep.ID)
+	require.NoError(t, err)
+	n, err := f.st.SealLegacyHeaders(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NotContains(t, atRest(), "plain-old-value")
+	target, err = f.st.LoadTarget(ctx, dlv, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"X-Old": "plain-old-value"}, target.Headers)
+	n, err = f.st.SealLegacyHeaders(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+}

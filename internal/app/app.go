@@ -254,6 +254,11 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 		return fmt.Errorf("%d migrations pending: run `hookrelay migrate` first", n)
 	}
 	st.Store = store.New(pool, box)
+	if n, err := st.Store.SealLegacyHeaders(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		logger.Info("sealed custom headers written before they were sealed", "endpoints", n)
+	}
 	if cfg.AdminKey != "" {
 		if err := st.Store.EnsureAdminKey(ctx, cfg.AdminKey); err != nil {
 			return err

@@ -59,7 +59,8 @@ type Config struct {
 	// AdminKey is the admin API key; in dev mode one is generated into
 	// <data dir>/admin-key when empty. Env HOOKRELAY_ADMIN_KEY.
 	AdminKey string
-	// SecretKey is the base64 AES-256 key sealing endpoint secrets; in dev
+	// SecretKey holds the base64 AES-256 keys sealing secrets and custom
+	// headers, comma-separated, newest first; in dev
 	// mode one is generated into <data dir>/secret-key when empty.
 	// Env HOOKRELAY_SECRET_KEY.
 	SecretKey string
@@ -189,7 +190,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.str(&c.TemporalNamespace, "temporal-namespace", "HOOKRELAY_TEMPORAL_NAMESPACE", TemporalNamespaceDefault, "Temporal namespace")
 	b.str(&c.TemporalUIAddr, "temporal-ui-addr", "HOOKRELAY_TEMPORAL_UI_ADDR", TemporalUIAddrDefault, "embedded Temporal Web UI address (dev; empty disables)")
 	b.str(&c.AdminKey, "admin-key", "HOOKRELAY_ADMIN_KEY", "", "admin API key (stored hashed)")
-	b.str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 key sealing endpoint secrets")
+	b.str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 keys sealing secrets and custom headers, comma-separated, newest first: the newest seals, all open (see rotate-secret-key)")
 	b.boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow http and loopback/private endpoint addresses (always on in dev)")
 	b.boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
 	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")

@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/delivery"
 	"hookrelay/internal/testenv"
 	"hookrelay/outbox"
+	"hookrelay/secretbox"
 	"hookrelay/store"
 )
 
@@ -279,4 +281,55 @@ func TestHeadersSealedAtRest(t *testing.T) {
 	n, err = f.st.SealLegacyHeaders(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
+}
+
+// TestSecretKeyRotation: with a new key first, Reseal seals every secret and
+// header again; the new key alone then opens everything.
+func TestSecretKeyRotation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	oldKey, err := secretbox.GenerateKey()
+	require.NoError(t, err)
+	newKey, err := secretbox.GenerateKey()
+	require.NoError(t, err)
+	url, err := pg.MigratedDatabase(ctx, "rotate")
+	require.NoError(t, err)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	storeWith := func(keys string) *store.Store {
+		box, err := secretbox.Open(keys)
+		require.NoError(t, err)
+		return store.New(pool, box)
+	}
+	old := storeWith(oldKey)
+	app, err := old.CreateApp(ctx, "rotate")
+	require.NoError(t, err)
+	for range 3 {
+		_, _, err := old.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/h", Environment: "live",
+			RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second,
+			Headers: map[string]string{"Authorization": "Bearer t"}})
+		require.NoError(t, err)
+	}
+	both := storeWith(newKey + "," + oldKey)
+	n, err := both.Reseal(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 6, n, "3 secrets and 3 header sets")
+	n, err = both.Reseal(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "nothing left for the old key")
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	p, err := outbox.Publish(ctx, tx, app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	for _, d := range p.Deliveries {
+		target, err := storeWith(newKey).LoadTarget(ctx, d.ID, time.Now())
+		require.NoError(t, err, "the new key alone opens")
+		require.Len(t, target.Keys, 1)
+		require.Equal(t, "Bearer t", target.Headers["Authorization"])
+		_, err = storeWith(oldKey).LoadTarget(ctx, d.ID, time.Now())
+		require.ErrorIs(t, err, secretbox.ErrOpen, "the old key no longer does")
+	}
 }

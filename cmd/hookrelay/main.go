@@ -33,6 +33,9 @@ commands:
   api       run the REST API against external Postgres and Temporal
   worker    run the delivery worker and outbox dispatcher
   migrate   apply database migrations
+  rotate-secret-key
+            seal every secret and custom header again with the newest key of
+            HOOKRELAY_SECRET_KEY (comma-separated, newest first)
   sign      print both signature header sets for a body on stdin
   verify    verify a webhook's signature headers (exit 0 valid, 1 not)
   receiver  run the reference receiver (verify, dedupe, durable inbox, failure injection)
@@ -60,7 +63,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return receiverCmd(rest, stderr)
 	case "bench":
 		return benchCmd(rest, stdout, stderr)
-	case "dev", "api", "worker", "migrate":
+	case "dev", "api", "worker", "migrate", "rotate-secret-key":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -88,6 +91,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = app.Worker(ctx, cfg, logger)
 	case "migrate":
 		err = app.Migrate(ctx, cfg, logger)
+	case "rotate-secret-key":
+		err = app.RotateSecretKey(ctx, cfg, logger)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "hookrelay:", err)

@@ -203,6 +203,27 @@ func runRoles(ctx context.Context, cfg config.Config, logger *slog.Logger, roles
 	return st.Wait(ctx)
 }
 
+// RotateSecretKey seals every sealed value again with the newest key of
+// HOOKRELAY_SECRET_KEY (a comma-separated list, newest first); afterwards
+// the older keys can be dropped from it.
+func RotateSecretKey(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	box, err := secretbox.Open(cfg.SecretKey)
+	if err != nil {
+		return fmt.Errorf("HOOKRELAY_SECRET_KEY: %w", err)
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	defer pool.Close()
+	n, err := store.New(pool, box).Reseal(ctx)
+	if err != nil {
+		return err
+	}
+	logger.Info("sealed again with the newest key", "values", n)
+	return nil
+}
+
 // Migrate applies pending migrations and exits.
 func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
@@ -225,13 +246,9 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	if cfg.SecretKey == "" {
 		return errors.New("HOOKRELAY_SECRET_KEY is required (base64 of 32 random bytes; `openssl rand -base64 32`)")
 	}
-	key, err := secretbox.ParseKey(cfg.SecretKey)
+	box, err := secretbox.Open(cfg.SecretKey)
 	if err != nil {
 		return fmt.Errorf("HOOKRELAY_SECRET_KEY: %w", err)
-	}
-	box, err := secretbox.New(key)
-	if err != nil {
-		return err
 	}
 	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
 	if err != nil {

@@ -158,8 +158,7 @@ func (p *Postgres) Store(ctx context.Context, prefix string) (*store.Store, erro
 	if err != nil {
 		return nil, err
 	}
-	raw, _ := secretbox.ParseKey(key)
-	box, err := secretbox.New(raw)
+	box, err := secretbox.Open(key)
 	if err != nil {
 		return nil, err
 	}

@@ -103,38 +103,38 @@ type Latency struct {
 
 // Report is bench-report.json.
 type Report struct {
-	Date                   string    `json:"date"`
-	Machine                string    `json:"machine"`
-	Events                 int       `json:"events"`
-	Receivers              int       `json:"receivers"`
-	Rate                   float64   `json:"rate"`
-	Schedule               []string  `json:"schedule"`
-	LocalActivity          bool      `json:"local_activity"`
-	EagerStart             bool      `json:"eager_start"`
-	Shards                 int       `json:"temporal_shards"`
-	TemporalStore          string    `json:"temporal_store"`
-	DeliveriesPerSecond    float64   `json:"deliveries_per_second"`
-	LatencyMS              Latency   `json:"latency_ms"`
-	IngestPerSecond        float64   `json:"ingest_per_second"`
-	IngestLatencyMS        Latency   `json:"ingest_latency_ms"`
-	Shed                   int       `json:"shed_503"`
-	CPUMSPerDelivery       float64   `json:"cpu_ms_per_delivery"`
-	CPUSeconds             float64   `json:"cpu_seconds"`
-	PeakRSSMB              float64   `json:"peak_rss_mb"`
-	Delivered              int       `json:"delivered"`
-	Lost                   int       `json:"lost"`
-	Duplicates             int       `json:"duplicates"`
-	BaselinePerSecond      float64   `json:"baseline_deliveries_per_second"`
-	RatioToBaseline        float64   `json:"ratio_to_baseline"`
-	TemporalCeilingPerSec  float64   `json:"temporal_ceiling_per_second"`
+	Date                  string   `json:"date"`
+	Machine               string   `json:"machine"`
+	Events                int      `json:"events"`
+	Receivers             int      `json:"receivers"`
+	Rate                  float64  `json:"rate"`
+	Schedule              []string `json:"schedule"`
+	LocalActivity         bool     `json:"local_activity"`
+	EagerStart            bool     `json:"eager_start"`
+	Shards                int      `json:"temporal_shards"`
+	TemporalStore         string   `json:"temporal_store"`
+	DeliveriesPerSecond   float64  `json:"deliveries_per_second"`
+	LatencyMS             Latency  `json:"latency_ms"`
+	IngestPerSecond       float64  `json:"ingest_per_second"`
+	IngestLatencyMS       Latency  `json:"ingest_latency_ms"`
+	Shed                  int      `json:"shed_503"`
+	CPUMSPerDelivery      float64  `json:"cpu_ms_per_delivery"`
+	CPUSeconds            float64  `json:"cpu_seconds"`
+	PeakRSSMB             float64  `json:"peak_rss_mb"`
+	Delivered             int      `json:"delivered"`
+	Lost                  int      `json:"lost"`
+	Duplicates            int      `json:"duplicates"`
+	BaselinePerSecond     float64  `json:"baseline_deliveries_per_second"`
+	RatioToBaseline       float64  `json:"ratio_to_baseline"`
+	TemporalCeilingPerSec float64  `json:"temporal_ceiling_per_second"`
 	// TemporalCeilingAfterPerSec is the ceiling measured again after the
 	// main run; CeilingUnstable is set when the two differ by more than
 	// CeilingTolerance.
-	TemporalCeilingAfterPerSec float64 `json:"temporal_ceiling_after_per_second"`
-	CeilingUnstable            bool    `json:"ceiling_unstable"`
-	RatioToTemporalCeiling float64   `json:"ratio_to_temporal_ceiling"`
-	ThroughputPerSecond    []int     `json:"throughput_per_second"`
-	LatencySamplesMS       []float64 `json:"-"`
+	TemporalCeilingAfterPerSec float64   `json:"temporal_ceiling_after_per_second"`
+	CeilingUnstable            bool      `json:"ceiling_unstable"`
+	RatioToTemporalCeiling     float64   `json:"ratio_to_temporal_ceiling"`
+	ThroughputPerSecond        []int     `json:"throughput_per_second"`
+	LatencySamplesMS           []float64 `json:"-"`
 }
 
 // sink is the receivers' shared record of first receipts.

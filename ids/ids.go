@@ -1,5 +1,5 @@
 // Package ids makes hookrelay's object IDs: a type prefix (app_, ep_, evt_,
-// dlv_, atm_, key_, whk_) and a 26-character sortable identifier (48-bit
+// dlv_, atm_, key_, whk_, crr_) and a 26-character sortable identifier (48-bit
 // millisecond time, 80 random bits, Crockford base32), as in ULID.
 package ids
 
@@ -19,6 +19,8 @@ const (
 	Attempt  = "atm_"
 	APIKey   = "key_"
 	Secret   = "whk_"
+	// Carrier names a workflow carrying many first attempts.
+	Carrier = "crr_"
 )
 
 const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

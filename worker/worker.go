@@ -67,6 +67,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.
 		WorkerStopTimeout:                       opts.StopTimeout,
 	})
 	w.RegisterWorkflowWithOptions(workflows.DeliveryWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.CarrierWorkflow, workflow.RegisterOptions{Name: workflows.CarrierWorkflowName})
 	w.RegisterActivity(acts)
 	return w, nil
 }

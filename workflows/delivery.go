@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -63,9 +64,14 @@ var (
 	SAApp       = temporal.NewSearchAttributeKeyKeyword("HookrelayApp")
 )
 
-// SearchAttributeNames lists the custom search attributes to register.
-func SearchAttributeNames() []string {
-	return []string{SAState.GetName(), SAEndpoint.GetName(), SAEventType.GetName(), SAApp.GetName()}
+// SearchAttributes lists the custom search attributes to register, with
+// their types.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		SAState.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD, SAEndpoint.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAEventType.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD, SAApp.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SADeliveries.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+	}
 }
 
 // Input starts a DeliveryWorkflow run: one cycle of a delivery. The
@@ -89,6 +95,31 @@ type Input struct {
 	// LocalActivity runs SendSigned as a local activity (fewer server round
 	// trips; still recorded in history as a marker).
 	LocalActivity bool
+	// Resume carries the first attempt a carrier made (see CarrierWorkflow):
+	// the run judges it and goes on from attempt 2. Nil for a run that makes
+	// its own first attempt.
+	Resume *Resume `json:",omitempty"`
+}
+
+// Resume is a first attempt made elsewhere: its result, or why its
+// activity did not complete.
+type Resume struct {
+	Result activities.SendResult
+	// ErrorType and Error describe an activity that did not complete
+	// (ErrorType is an activities.Err* type, or empty for any other failure).
+	ErrorType string `json:",omitempty"`
+	Error     string `json:",omitempty"`
+}
+
+// err is the activity failure Resume describes, nil for a result.
+func (r *Resume) err() error {
+	switch {
+	case r.ErrorType != "":
+		return temporal.NewNonRetryableApplicationError(r.Error, r.ErrorType, nil)
+	case r.Error != "":
+		return errors.New(r.Error)
+	}
+	return nil
 }
 
 // ReplaySignal asks for a new cycle.
@@ -257,11 +288,20 @@ func (r *run) startCycle(ctx workflow.Context) (gone bool, err error) {
 }
 
 // runCycle makes up to len(Schedule) attempts within the deadline, counted
-// from the cycle's acceptance.
+// from the cycle's acceptance; a carrier's first attempt (Input.Resume)
+// counts as attempt 1.
 func (r *run) runCycle(ctx workflow.Context) outcome {
 	deadline := r.acceptedAt.Add(r.set.Deadline)
 	var throttle *time.Duration // a 429's Retry-After replaces the next wait
-	for attempt := 1; ; attempt++ {
+	attempt := 1
+	if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) {
+		out, done, hint := r.apply(ctx, res.Result, res.err())
+		if done {
+			return out
+		}
+		throttle, attempt = hint, 2
+	}
+	for ; ; attempt++ {
 		next := delivery.Plan(r.set, r.in.DeliveryID, attempt, throttle, workflow.Now(ctx), deadline)
 		throttle = nil
 		if next.DeadLetter != "" {
@@ -285,56 +325,104 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 			r.setStatus(ctx, delivery.StatusDelivering)
 		}
 		res, err := r.send(ctx, attempt, deadline)
-		if err != nil {
-			var appErr *temporal.ApplicationError
-			if errors.As(err, &appErr) {
-				switch appErr.Type() {
-				case activities.ErrDeliveryGone:
-					return outGone
-				case activities.ErrNoSigningKey:
-					return r.deadLetter(appErr.Message())
-				}
-			}
-			// The worker died or Postgres was unreachable: the schedule goes
-			// on, but nothing recorded was sent, so it is no attempt.
-			r.lastFailure = "attempt did not complete: " + err.Error()
-			if r.drainCancel() {
-				return outCanceled
-			}
-			continue
+		out, done, hint := r.apply(ctx, res, err)
+		if done {
+			return out
 		}
-		if res.Class == activities.ClassEndpointDisabled {
-			// Nothing was sent: not an attempt.
-			r.canceled = true
-			return outCanceled
+		throttle = hint
+	}
+}
+
+// verdict is what one attempt means for its cycle.
+type verdict struct {
+	// final is set when the cycle ends with out.
+	final bool
+	out   outcome
+	// reason is a dead letter's.
+	reason string
+	// throttle is a 429's Retry-After for the next wait.
+	throttle *time.Duration
+	// failure is why an attempt that does not end the cycle failed.
+	failure string
+}
+
+// judge classifies one attempt: its result, or err when its activity did
+// not complete. DeliveryWorkflow and CarrierWorkflow both judge with it.
+func judge(res activities.SendResult, err error) verdict {
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			switch appErr.Type() {
+			case activities.ErrDeliveryGone:
+				return verdict{final: true, out: outGone}
+			case activities.ErrNoSigningKey:
+				return verdict{final: true, out: outDeadLettered, reason: appErr.Message()}
+			}
 		}
-		r.state.Attempts = append(r.state.Attempts, res)
-		r.state.AttemptCount = len(r.state.Attempts)
-		r.state.LastAttempt = &r.state.Attempts[len(r.state.Attempts)-1]
-		r.lastFailure = res.Error
-		if r.drainCancel() {
-			// A 2xx received during a cancel wins.
-			if res.Class == activities.ClassSuccess &&
-				workflow.GetVersion(ctx, versionSuccessWins, workflow.DefaultVersion, 1) == 1 {
-				return outSucceeded
-			}
-			return outCanceled
+		// The worker died or Postgres was unreachable: the schedule goes
+		// on, but nothing recorded was sent, so it is no attempt.
+		return verdict{failure: "attempt did not complete: " + err.Error()}
+	}
+	switch res.Class {
+	case activities.ClassEndpointDisabled:
+		return verdict{final: true, out: outCanceled}
+	case activities.ClassSuccess:
+		return verdict{final: true, out: outSucceeded}
+	case activities.ClassPermanent, delivery.ClassGone:
+		if res.StatusCode == 410 {
+			return verdict{final: true, out: outDeadLettered, reason: "receiver answered 410 Gone; the endpoint was disabled"}
 		}
-		switch res.Class {
-		case activities.ClassSuccess:
-			return outSucceeded
-		case activities.ClassPermanent, delivery.ClassGone:
-			if res.StatusCode == 410 {
-				return r.deadLetter("receiver answered 410 Gone; the endpoint was disabled")
-			}
-			return r.deadLetter(fmt.Sprintf("permanent failure on attempt %d (%s); check the endpoint's configuration", attempt, res.Error))
-		case activities.ClassThrottled:
-			if res.HasRetryAfter {
-				h := res.RetryAfter
-				throttle = &h
-			}
+		return verdict{final: true, out: outDeadLettered,
+			reason: fmt.Sprintf("permanent failure on attempt %d (%s); check the endpoint's configuration", res.Number, res.Error)}
+	case activities.ClassThrottled:
+		if res.HasRetryAfter {
+			h := res.RetryAfter
+			return verdict{throttle: &h, failure: res.Error}
 		}
 	}
+	return verdict{failure: res.Error}
+}
+
+// apply folds one attempt into the run: done reports that the cycle ended
+// with out; otherwise throttle is the next wait's Retry-After hint.
+func (r *run) apply(ctx workflow.Context, res activities.SendResult, err error) (out outcome, done bool, throttle *time.Duration) {
+	v := judge(res, err)
+	if err != nil {
+		if v.final {
+			return r.end(v), true, nil
+		}
+		r.lastFailure = v.failure
+		return outCanceled, r.drainCancel(), nil
+	}
+	if res.Class == activities.ClassEndpointDisabled {
+		// Nothing was sent: not an attempt.
+		r.canceled = true
+		return outCanceled, true, nil
+	}
+	r.state.Attempts = append(r.state.Attempts, res)
+	r.state.AttemptCount = len(r.state.Attempts)
+	r.state.LastAttempt = &r.state.Attempts[len(r.state.Attempts)-1]
+	r.lastFailure = res.Error
+	if r.drainCancel() {
+		// A 2xx received during a cancel wins.
+		if v.out == outSucceeded && v.final &&
+			workflow.GetVersion(ctx, versionSuccessWins, workflow.DefaultVersion, 1) == 1 {
+			return outSucceeded, true, nil
+		}
+		return outCanceled, true, nil
+	}
+	if v.final {
+		return r.end(v), true, nil
+	}
+	return 0, false, v.throttle
+}
+
+// end is the outcome of a final verdict.
+func (r *run) end(v verdict) outcome {
+	if v.out == outDeadLettered {
+		return r.deadLetter(v.reason)
+	}
+	return v.out
 }
 
 func (r *run) deadLetter(reason string) outcome {
@@ -347,10 +435,7 @@ func (r *run) deadLetter(reason string) outcome {
 // start after the latest moment it could still finish before the deadline.
 func (r *run) send(ctx workflow.Context, attempt int, deadline time.Time) (activities.SendResult, error) {
 	var a *activities.Activities
-	req := activities.SendRequest{
-		DeliveryID: r.in.DeliveryID, Cycle: r.state.Cycle, Number: attempt, Timeout: r.set.RequestTimeout,
-		Settings: r.set, Deadline: deadline,
-	}
+	req := sendRequest(r.in, r.set, r.state.Cycle, attempt, deadline)
 	noRetry := &temporal.RetryPolicy{MaximumAttempts: 1}
 	timeout := r.set.RequestTimeout + RecordSlack
 	var fut workflow.Future
@@ -369,6 +454,13 @@ func (r *run) send(ctx workflow.Context, attempt int, deadline time.Time) (activ
 	var res activities.SendResult
 	err := fut.Get(ctx, &res)
 	return res, err
+}
+
+// sendRequest is attempt n of a cycle that must end by deadline.
+func sendRequest(in Input, set delivery.Settings, cycle, n int, deadline time.Time) activities.SendRequest {
+	return activities.SendRequest{
+		DeliveryID: in.DeliveryID, Cycle: cycle, Number: n, Timeout: set.RequestTimeout, Settings: set, Deadline: deadline,
+	}
 }
 
 // sleep waits d or until a cancel signal; it reports true when canceled.

@@ -175,13 +175,7 @@ func uiURL(addr string) string {
 }
 
 // SearchAttributes are the custom search attributes DeliveryWorkflow sets.
-func SearchAttributes() map[string]enumspb.IndexedValueType {
-	sa := map[string]enumspb.IndexedValueType{}
-	for _, name := range workflows.SearchAttributeNames() {
-		sa[name] = enumspb.INDEXED_VALUE_TYPE_KEYWORD
-	}
-	return sa
-}
+func SearchAttributes() map[string]enumspb.IndexedValueType { return workflows.SearchAttributes() }
 
 // API runs the REST API against external Postgres and Temporal.
 func API(ctx context.Context, cfg config.Config, logger *slog.Logger) error {

@@ -1,0 +1,141 @@
+package workflows_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"hookrelay/activities"
+	"hookrelay/delivery"
+	"hookrelay/workflows"
+)
+
+// carrierRun runs a carrier whose first attempts answer by delivery ID,
+// with DeliveryWorkflow mocked, and returns its result, the hand-offs' inputs
+// and when (carrier time) each attempt started.
+func carrierRun(t *testing.T, answers map[string]func() (activities.SendResult, error), deliveries []workflows.Input) (workflows.CarrierResult, map[string]workflows.Input, map[string]time.Duration) {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestWorkflowEnvironment()
+	start := env.Now()
+	var a *activities.Activities
+	env.RegisterActivity(&activities.Activities{})
+	var mu sync.Mutex
+	started := map[string]time.Duration{}
+	env.OnActivity(a.SendSigned, mock.Anything, mock.Anything).Return(func(_ context.Context, req activities.SendRequest) (activities.SendResult, error) {
+		mu.Lock()
+		started[req.DeliveryID] = env.Now().Sub(start)
+		mu.Unlock()
+		res, err := answers[req.DeliveryID]()
+		res.Number, res.StartedAt = req.Number, env.Now()
+		return res, err
+	})
+	handed := map[string]workflows.Input{}
+	env.RegisterWorkflow(workflows.DeliveryWorkflow)
+	env.OnWorkflow(workflows.DeliveryWorkflow, mock.Anything, mock.Anything).Return(func(_ workflow.Context, in workflows.Input) (workflows.State, error) {
+		mu.Lock()
+		handed[in.DeliveryID] = in
+		mu.Unlock()
+		return workflows.State{}, nil
+	})
+	env.RegisterWorkflow(workflows.CarrierWorkflow)
+	env.ExecuteWorkflow(workflows.CarrierWorkflow, workflows.CarrierInput{Deliveries: deliveries})
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res workflows.CarrierResult
+	require.NoError(t, env.GetWorkflowResult(&res))
+	return res, handed, started
+}
+
+// TestCarrierJudgesEachFirstAttempt: each kind of first result reaches the
+// right next state: a 2xx is done, a deleted delivery is dropped, and every
+// other result goes on in its own DeliveryWorkflow, which judges it as if
+// it had made the attempt itself.
+func TestCarrierJudgesEachFirstAttempt(t *testing.T) {
+	throttled := fail(429)
+	throttled.RetryAfter, throttled.HasRetryAfter = 3*time.Second, true
+	answers := map[string]func() (activities.SendResult, error){
+		"dlv_ok":       func() (activities.SendResult, error) { return ok(), nil },
+		"dlv_502":      func() (activities.SendResult, error) { return fail(502), nil },
+		"dlv_429":      func() (activities.SendResult, error) { return throttled, nil },
+		"dlv_404":      func() (activities.SendResult, error) { return fail(404), nil },
+		"dlv_410":      func() (activities.SendResult, error) { return fail(410), nil },
+		"dlv_timeout":  func() (activities.SendResult, error) { return activities.SendResult{}, errors.New("activity timeout") },
+		"dlv_nokey":    func() (activities.SendResult, error) { return activities.SendResult{}, temporal.NewNonRetryableApplicationError("no valid signing key", activities.ErrNoSigningKey, nil) },
+		"dlv_gone":     func() (activities.SendResult, error) { return activities.SendResult{}, temporal.NewNonRetryableApplicationError("gone", activities.ErrDeliveryGone, nil) },
+		"dlv_disabled": func() (activities.SendResult, error) { return activities.SendResult{Class: activities.ClassEndpointDisabled}, nil },
+	}
+	var in []workflows.Input
+	for id := range answers {
+		in = append(in, workflows.Input{DeliveryID: id, EndpointID: "ep_1", AppID: "app_1", EventType: "a.b", Cycle: 1,
+			Settings: delivery.Settings{Schedule: []time.Duration{0, time.Second, time.Second}}})
+	}
+	res, handed, _ := carrierRun(t, answers, in)
+	require.Equal(t, workflows.CarrierResult{Delivered: 1, HandedOff: 7, Gone: 1}, res)
+	require.NotContains(t, handed, "dlv_ok")
+	require.NotContains(t, handed, "dlv_gone")
+
+	// Each hand-off, run for real: what its DeliveryWorkflow does next.
+	want := map[string]struct {
+		status   delivery.Status
+		attempts int // requests its own workflow makes
+		reason   string
+	}{
+		"dlv_502":      {delivery.StatusSucceeded, 1, ""},
+		"dlv_429":      {delivery.StatusSucceeded, 1, ""},
+		"dlv_timeout":  {delivery.StatusSucceeded, 1, ""},
+		"dlv_404":      {delivery.StatusDeadLettered, 0, "check the endpoint's configuration"},
+		"dlv_410":      {delivery.StatusDeadLettered, 0, "410 Gone"},
+		"dlv_nokey":    {delivery.StatusDeadLettered, 0, "no valid signing key"},
+		"dlv_disabled": {delivery.StatusCanceled, 0, ""},
+	}
+	for id, w := range want {
+		child, found := handed[id]
+		require.True(t, found, id)
+		require.NotNil(t, child.Resume, id)
+		env, s, _ := setup(t, true, ok())
+		dead := queryAt(t, env, 30*time.Second)
+		env.ExecuteWorkflow(workflows.DeliveryWorkflow, child)
+		st := result(t, env)
+		require.Len(t, s.calls, w.attempts, id)
+		if w.status == delivery.StatusDeadLettered {
+			require.Equal(t, w.status, dead.Status, id)
+			require.Contains(t, dead.DeadLetterReason, w.reason, id)
+			continue
+		}
+		require.Equal(t, w.status, st.Status, id)
+		if w.attempts > 0 {
+			require.Equal(t, 2, s.reqs[0].Number, "%s goes on from attempt 2", id)
+		}
+		if id == "dlv_429" {
+			require.Equal(t, 3*time.Second, s.calls[0], "the Retry-After of the carried attempt applies")
+		}
+	}
+}
+
+// TestCarrierWaitsEachFirstWait: each first attempt starts at its own first
+// wait, never early and at most CarrierLateness late.
+func TestCarrierWaitsEachFirstWait(t *testing.T) {
+	answers := map[string]func() (activities.SendResult, error){}
+	var in []workflows.Input
+	for i, w := range []time.Duration{0, time.Second, 1010 * time.Millisecond, 5 * time.Second} {
+		id := "dlv_" + string(rune('a'+i))
+		answers[id] = func() (activities.SendResult, error) { return ok(), nil }
+		in = append(in, workflows.Input{DeliveryID: id, Settings: delivery.Settings{Schedule: []time.Duration{w, time.Second}}})
+	}
+	res, _, started := carrierRun(t, answers, in)
+	require.Equal(t, 4, res.Delivered)
+	for _, d := range in {
+		wait := delivery.Jitter(d.Settings.Schedule[0], d.DeliveryID, 1)
+		require.GreaterOrEqual(t, started[d.DeliveryID], wait, d.DeliveryID)
+		require.LessOrEqual(t, started[d.DeliveryID], wait+workflows.CarrierLateness, d.DeliveryID)
+	}
+}

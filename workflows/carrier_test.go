@@ -63,15 +63,21 @@ func TestCarrierJudgesEachFirstAttempt(t *testing.T) {
 	throttled := fail(429)
 	throttled.RetryAfter, throttled.HasRetryAfter = 3*time.Second, true
 	answers := map[string]func() (activities.SendResult, error){
-		"dlv_ok":       func() (activities.SendResult, error) { return ok(), nil },
-		"dlv_502":      func() (activities.SendResult, error) { return fail(502), nil },
-		"dlv_429":      func() (activities.SendResult, error) { return throttled, nil },
-		"dlv_404":      func() (activities.SendResult, error) { return fail(404), nil },
-		"dlv_410":      func() (activities.SendResult, error) { return fail(410), nil },
-		"dlv_timeout":  func() (activities.SendResult, error) { return activities.SendResult{}, errors.New("activity timeout") },
-		"dlv_nokey":    func() (activities.SendResult, error) { return activities.SendResult{}, temporal.NewNonRetryableApplicationError("no valid signing key", activities.ErrNoSigningKey, nil) },
-		"dlv_gone":     func() (activities.SendResult, error) { return activities.SendResult{}, temporal.NewNonRetryableApplicationError("gone", activities.ErrDeliveryGone, nil) },
-		"dlv_disabled": func() (activities.SendResult, error) { return activities.SendResult{Class: activities.ClassEndpointDisabled}, nil },
+		"dlv_ok":      func() (activities.SendResult, error) { return ok(), nil },
+		"dlv_502":     func() (activities.SendResult, error) { return fail(502), nil },
+		"dlv_429":     func() (activities.SendResult, error) { return throttled, nil },
+		"dlv_404":     func() (activities.SendResult, error) { return fail(404), nil },
+		"dlv_410":     func() (activities.SendResult, error) { return fail(410), nil },
+		"dlv_timeout": func() (activities.SendResult, error) { return activities.SendResult{}, errors.New("activity timeout") },
+		"dlv_nokey": func() (activities.SendResult, error) {
+			return activities.SendResult{}, temporal.NewNonRetryableApplicationError("no valid signing key", activities.ErrNoSigningKey, nil)
+		},
+		"dlv_gone": func() (activities.SendResult, error) {
+			return activities.SendResult{}, temporal.NewNonRetryableApplicationError("gone", activities.ErrDeliveryGone, nil)
+		},
+		"dlv_disabled": func() (activities.SendResult, error) {
+			return activities.SendResult{Class: activities.ClassEndpointDisabled}, nil
+		},
 	}
 	var in []workflows.Input
 	for id := range answers {

@@ -84,6 +84,14 @@ type Config struct {
 	// Defaults to dispatch.BatchDefault.
 	// Env HOOKRELAY_DISPATCH_BATCH.
 	DispatchBatch int
+	// CarrierSize is the most new deliveries one carrier workflow makes
+	// first attempts for; 1 turns carriers off. Defaults to
+	// dispatch.CarrierSizeDefault. Env HOOKRELAY_CARRIER_SIZE.
+	CarrierSize int
+	// CarrierMin is the fewest new deliveries a dispatcher round must find
+	// to carry them. Defaults to dispatch.CarrierMinDefault.
+	// Env HOOKRELAY_CARRIER_MIN.
+	CarrierMin int
 	// MaxBacklog is the outbox backlog past which ingest answers 503 with
 	// Retry-After (0 disables). Env HOOKRELAY_MAX_BACKLOG.
 	MaxBacklog int
@@ -197,6 +205,8 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.num(&c.TemporalShards, "temporal-shards", "HOOKRELAY_TEMPORAL_SHARDS", TemporalShardsDefault, "embedded Temporal history shards (dev; fixed at first start)")
 	b.str(&c.TemporalSQLite, "temporal-sqlite", "HOOKRELAY_TEMPORAL_SQLITE", "", "embedded Temporal on this SQLite file instead of Postgres (dev)")
 	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", dispatch.BatchDefault, "outbox rows claimed per dispatcher round")
+	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", dispatch.CarrierSizeDefault, "most first attempts one carrier workflow makes (1 = one workflow per delivery)")
+	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", dispatch.CarrierMinDefault, "fewest new deliveries a dispatcher round carries together")
 	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest answers 503 + Retry-After (0 = never)")
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
 	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")

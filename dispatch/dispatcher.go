@@ -9,7 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -19,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/delivery"
+	"hookrelay/ids"
 	"hookrelay/outbox"
 	"hookrelay/workflows"
 )
@@ -29,6 +33,17 @@ const (
 	// PollIntervalDefault bounds how long a row can wait when its NOTIFY
 	// was skipped or lost.
 	PollIntervalDefault = 250 * time.Millisecond
+	// CarrierSizeDefault is the most first attempts one carrier workflow
+	// takes (at most workflows.CarrierSizeMax).
+	CarrierSizeDefault = workflows.CarrierSizeMax
+	// CarrierMinDefault is the fewest new deliveries a round must find to
+	// carry them; a round with fewer starts one DeliveryWorkflow each.
+	CarrierMinDefault = 2
+	// lingerFirst is the first short wait after a busy round: ingest wakes
+	// only an idle dispatcher, so a row committed just after a round ended
+	// is picked up by lingering, doubling up to the poll interval, instead
+	// of waiting for the poll.
+	lingerFirst = 2 * time.Millisecond
 	// startConcurrency bounds concurrent workflow starts per batch.
 	startConcurrency = 32
 )
@@ -52,14 +67,32 @@ type Dispatcher struct {
 	// NoEagerStart turns off eager workflow start (the starter's own worker
 	// running the first workflow task without a poll round trip).
 	NoEagerStart bool
+	// CarrierSize is the most new deliveries one CarrierWorkflow carries;
+	// 1 turns carriers off (one DeliveryWorkflow per delivery). Defaults to
+	// CarrierSizeDefault; SetCarrierSize changes it while running.
+	CarrierSize int
+	// CarrierMin is the fewest new deliveries a round must find to carry
+	// them. Defaults to CarrierMinDefault.
+	CarrierMin int
+	// carrierSize is CarrierSize, changeable while running.
+	carrierSize atomic.Int64
 	// Logger receives dispatch failures. Defaults to slog.Default().
 	Logger *slog.Logger
+}
+
+// SetCarrierSize changes CarrierSize while the dispatcher runs (the bench
+// measures both shapes on one server).
+func (d *Dispatcher) SetCarrierSize(n int) {
+	d.carrierSize.Store(int64(min(max(n, 1), workflows.CarrierSizeMax)))
 }
 
 // Run dispatches until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
+	}
+	if d.carrierSize.Load() == 0 {
+		d.SetCarrierSize(cmp.Or(d.CarrierSize, CarrierSizeDefault))
 	}
 	batch := d.Batch
 	if batch <= 0 {
@@ -72,6 +105,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	wake := make(chan struct{}, 1)
 	go d.listen(ctx, wake)
 	backoff := time.Duration(0)
+	linger := time.Duration(0)
 	for {
 		n, err := d.dispatch(ctx, batch)
 		switch {
@@ -83,14 +117,17 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case n > 0:
 			// Keep draining until a round finds nothing: ingest only wakes
 			// an idle dispatcher (see Publish).
-			backoff = 0
+			backoff, linger = 0, lingerFirst
 			continue
 		default:
 			backoff = 0
 		}
 		wait := poll
-		if backoff > 0 {
+		switch {
+		case backoff > 0:
 			wait = backoff
+		case linger > 0 && linger < poll:
+			wait, linger = linger, 2*linger
 		}
 		select {
 		case <-ctx.Done():
@@ -143,7 +180,9 @@ func (d *Dispatcher) listen(ctx context.Context, wake chan<- struct{}) {
 	}
 }
 
-// dispatch handles one batch and returns how many rows it claimed.
+// dispatch handles one batch and returns how many rows it claimed. New
+// deliveries found together (at least CarrierMin) go to carrier workflows
+// of at most CarrierSize; every other row is sent on its own.
 func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	tx, err := d.Pool.Begin(ctx)
 	if err != nil {
@@ -159,18 +198,69 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	if len(items) == 0 {
 		return 0, nil
 	}
-	done := make([]int64, 0, len(items))
+	var singles, fresh []outbox.Row
+	var done []int64
+	stamped := map[string]bool{}
+	for _, it := range items {
+		switch {
+		case it.CarrierID != "":
+			stamped[it.CarrierID] = true
+		case it.Stale():
+			done = append(done, it.ID)
+		case it.Kind == outbox.KindStart:
+			fresh = append(fresh, it)
+		default:
+			singles = append(singles, it)
+		}
+	}
+	size := int(d.carrierSize.Load())
+	if size <= 1 || len(fresh) < cmp.Or(d.CarrierMin, CarrierMinDefault) {
+		singles, fresh = append(singles, fresh...), nil
+	}
+	// Name each new batch before its carrier starts (committed below).
+	for batch := range slices.Chunk(fresh, size) {
+		id := ids.New(ids.Carrier)
+		rowIDs := make([]int64, len(batch))
+		for i, it := range batch {
+			rowIDs[i] = it.ID
+		}
+		if err := outbox.Stamp(ctx, tx, id, rowIDs); err != nil {
+			return 0, err
+		}
+		stamped[id] = true
+	}
+	carried, err := outbox.CarrierRows(ctx, tx, slices.Collect(maps.Keys(stamped)))
+	if err != nil {
+		return 0, err
+	}
+	sent, sendErr := d.sendEach(ctx, singles)
+	if err := outbox.Done(ctx, tx, append(done, sent...)); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("commit dispatched rows: %w", err)
+	}
+	started, carryErr := d.carry(ctx, carried)
+	if len(started) > 0 {
+		if err := outbox.DoneCarriers(ctx, d.Pool, started); err != nil {
+			return 0, err
+		}
+	}
+	if err := errors.Join(sendErr, carryErr); err != nil {
+		return len(items), err
+	}
+	return len(items), nil
+}
+
+// sendEach sends rows on their own, concurrently, and returns the IDs of
+// those Temporal accepted.
+func (d *Dispatcher) sendEach(ctx context.Context, rows []outbox.Row) ([]int64, error) {
 	var mu sync.Mutex
-	var firstErr error
+	var sent []int64
+	var errs []error
 	sem := make(chan struct{}, startConcurrency)
 	var wg sync.WaitGroup
-	for _, it := range items {
-		if it.Stale() {
-			mu.Lock()
-			done = append(done, it.ID)
-			mu.Unlock()
-			continue
-		}
+	for _, it := range rows {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -179,35 +269,76 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				if firstErr == nil {
-					firstErr = err
-				}
+				errs = append(errs, err)
 				return
 			}
-			done = append(done, it.ID)
+			sent = append(sent, it.ID)
 		}()
 	}
 	wg.Wait()
-	if len(done) > 0 {
-		if err := outbox.Done(ctx, tx, done); err != nil {
-			return 0, err
+	if len(errs) > 0 {
+		return sent, fmt.Errorf("%d of %d rows not dispatched: %w", len(errs), len(rows), errs[0])
+	}
+	return sent, nil
+}
+
+// carry starts a CarrierWorkflow for each stamped batch (workflow ID = the
+// batch's name, so a batch started before is rejected as a duplicate) and
+// returns the names of those that run or ran.
+func (d *Dispatcher) carry(ctx context.Context, rows []outbox.Row) ([]string, error) {
+	batches := map[string][]workflows.Input{}
+	var order []string
+	for _, it := range rows {
+		if _, ok := batches[it.CarrierID]; !ok {
+			order = append(order, it.CarrierID)
+			batches[it.CarrierID] = nil
 		}
-		if err := tx.Commit(ctx); err != nil {
-			return 0, fmt.Errorf("commit dispatched rows: %w", err)
+		if !it.Stale() {
+			batches[it.CarrierID] = append(batches[it.CarrierID], d.input(it))
 		}
 	}
-	if firstErr != nil {
-		return len(done), fmt.Errorf("%d of %d rows not dispatched: %w", len(items)-len(done), len(items), firstErr)
+	var started []string
+	var errs []error
+	for _, id := range order {
+		in := batches[id]
+		if len(in) == 0 {
+			// Every delivery of the batch was canceled or deleted.
+			started = append(started, id)
+			continue
+		}
+		deliveryIDs := make([]string, len(in))
+		for i, x := range in {
+			deliveryIDs[i] = x.DeliveryID
+		}
+		_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                    id,
+			TaskQueue:             cmp.Or(d.TaskQueue, workflows.TaskQueue),
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			EnableEagerStart:      !d.NoEagerStart,
+			TypedSearchAttributes: temporal.NewSearchAttributes(workflows.SADeliveries.ValueSet(deliveryIDs)),
+		}, workflows.CarrierWorkflowName, workflows.CarrierInput{Deliveries: in})
+		var already *serviceerror.WorkflowExecutionAlreadyStarted
+		if err != nil && !errors.As(err, &already) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			errs = append(errs, fmt.Errorf("start carrier %s: %w", id, err))
+			continue
+		}
+		started = append(started, id)
 	}
-	return len(items), nil
+	return started, errors.Join(errs...)
+}
+
+// input is the workflow input of a row's delivery.
+func (d *Dispatcher) input(it outbox.Row) workflows.Input {
+	return workflows.Input{
+		DeliveryID: it.DeliveryID, AppID: it.AppID, EventID: it.EventID, EventType: it.EventType, EndpointID: it.EndpointID,
+		Settings: it.Settings, Cycle: max(it.Cycle, 1), AcceptedAt: it.CreatedAt, LocalActivity: d.LocalActivity,
+	}
 }
 
 // send starts, replays or cancels one delivery's workflow.
 func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
-	in := workflows.Input{
-		DeliveryID: it.DeliveryID, AppID: it.AppID, EventID: it.EventID, EventType: it.EventType, EndpointID: it.EndpointID,
-		Settings: it.Settings, Cycle: it.Cycle, AcceptedAt: it.CreatedAt, LocalActivity: d.LocalActivity,
-	}
+	in := d.input(it)
+	in.Cycle = it.Cycle
 	if it.Kind == outbox.KindCancel {
 		err := d.Client.SignalWorkflow(ctx, in.DeliveryID, "", workflows.SignalCancel, nil)
 		var notFound *serviceerror.NotFound

@@ -48,6 +48,9 @@ type Row struct {
 	Cycle      int
 	// Settings are the endpoint's now.
 	Settings delivery.Settings
+	// CarrierID names the carrier workflow a start row was given to, once
+	// stamped (see Stamp); empty otherwise.
+	CarrierID string
 }
 
 // Stale reports whether a claimed row has nothing left to do: its delivery
@@ -63,32 +66,26 @@ func (r Row) Stale() bool {
 	return false
 }
 
-// Claim locks up to limit rows in tx (FOR UPDATE SKIP LOCKED, so several
-// dispatchers can run). Rows of one delivery are handled in order: only
-// its oldest row is claimed, so a cancel is dispatched before a later
-// replay of the same delivery.
-func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
-	rows, err := tx.Query(ctx, `
-		SELECT o.id, o.kind, COALESCE(o.requested_by, ''), o.created_at, o.delivery_id, d.id IS NOT NULL,
-		       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
-		       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
-		       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0)
-		FROM outbox o
-		LEFT JOIN deliveries d ON d.id = o.delivery_id
-		LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
-		WHERE NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
-		ORDER BY o.id LIMIT $1
-		FOR UPDATE OF o SKIP LOCKED`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", err)
-	}
+// rowSelect reads outbox rows with what their dispatch needs.
+const rowSelect = `
+	SELECT o.id, o.kind, COALESCE(o.requested_by, ''), o.created_at, o.delivery_id, d.id IS NOT NULL,
+	       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
+	       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
+	       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0),
+	       COALESCE(o.carrier_id, '')
+	FROM outbox o
+	LEFT JOIN deliveries d ON d.id = o.delivery_id
+	LEFT JOIN endpoints e ON e.id = d.endpoint_id
+	LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id`
+
+func collectRows(rows pgx.Rows) ([]Row, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Row, error) {
 		var it Row
 		var sched []int64
 		var deadline, timeout int64
 		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
-			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout)
+			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
+			&it.CarrierID)
 		it.Settings = delivery.Settings{
 			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
 			RequestTimeout: time.Duration(timeout) * time.Millisecond,
@@ -96,9 +93,52 @@ func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
 		return it, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", err)
+		return nil, fmt.Errorf("read outbox rows: %w", err)
 	}
 	return out, nil
+}
+
+// Claim locks up to limit rows in tx (FOR UPDATE SKIP LOCKED, so several
+// dispatchers can run). Rows of one delivery are handled in order: only
+// its oldest row is claimed, so a cancel is dispatched before a later
+// replay of the same delivery.
+func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
+	rows, err := tx.Query(ctx, rowSelect+`
+		WHERE NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
+		ORDER BY o.id LIMIT $1
+		FOR UPDATE OF o SKIP LOCKED`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	return collectRows(rows)
+}
+
+// Stamp gives start rows to the carrier carrierID, in tx: once tx commits,
+// the batch is named, and a dispatcher that restarts it (CarrierRows) starts
+// the same carrier with the same rows.
+func Stamp(ctx context.Context, tx pgx.Tx, carrierID string, ids []int64) error {
+	if _, err := tx.Exec(ctx, `UPDATE outbox SET carrier_id = $1 WHERE id = ANY ($2)`, carrierID, ids); err != nil {
+		return fmt.Errorf("stamp carrier %s: %w", carrierID, err)
+	}
+	return nil
+}
+
+// CarrierRows reads every row of the given carriers, locking them (waiting
+// for another dispatcher's lock, so a batch is never read in part).
+func CarrierRows(ctx context.Context, tx pgx.Tx, carrierIDs []string) ([]Row, error) {
+	rows, err := tx.Query(ctx, rowSelect+` WHERE o.carrier_id = ANY ($1) ORDER BY o.id FOR UPDATE OF o`, carrierIDs)
+	if err != nil {
+		return nil, fmt.Errorf("carrier rows: %w", err)
+	}
+	return collectRows(rows)
+}
+
+// DoneCarriers deletes the rows of carriers that started.
+func DoneCarriers(ctx context.Context, q Querier, carrierIDs []string) error {
+	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE carrier_id = ANY ($1)`, carrierIDs); err != nil {
+		return fmt.Errorf("delete carried rows: %w", err)
+	}
+	return nil
 }
 
 // Done deletes dispatched rows in tx.

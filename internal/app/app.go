@@ -67,6 +67,8 @@ type Stack struct {
 	Pool     *pgxpool.Pool
 	Store    *store.Store
 	Client   client.Client
+	// Dispatcher is the outbox dispatcher (nil without the worker role).
+	Dispatcher *dispatch.Dispatcher
 	// APIAddr is where the REST API listens ("" without the API role).
 	APIAddr string
 	closers []func() // run in reverse order by Close
@@ -312,7 +314,9 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 			return nil
 		})
 		d := &dispatch.Dispatcher{Pool: pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
-			NoEagerStart: !cfg.EagerStart, Logger: logger.With("component", "dispatcher")}
+			NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher")}
+		d.SetCarrierSize(cmp.Or(cfg.CarrierSize, dispatch.CarrierSizeDefault))
+		st.Dispatcher = d
 		st.services.run("dispatcher", d.Run)
 	}
 	if roles&RoleAPI != 0 {

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ func (h *harness) keepHistory(name, id, runID string) {
 	hist := h.history(id, runID)
 	replayer := sdkworker.NewWorkflowReplayer()
 	replayer.RegisterWorkflow(workflows.DeliveryWorkflow)
+	replayer.RegisterWorkflow(workflows.CarrierWorkflow)
 	require.NoError(h.t, replayer.ReplayWorkflowHistory(nil, hist), "%s: %d events", name, len(hist.Events))
 	dir := os.Getenv("HOOKRELAY_RECORD_HISTORIES")
 	if dir == "" {
@@ -155,6 +157,35 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	require.NoError(t, run.Get(context.Background(), &st))
 	require.Equal(t, delivery.StatusDeadLettered, st.Status)
 	h.keepHistory("v2-retention-expiry", run.GetID(), "")
+
+	// A carrier: two new deliveries found in one round (queued while the
+	// worker process is down); the first request fails and is handed off.
+	endpoint("p.carried", "flaky=carrier", "0s", "1s")
+	h.stopWorker()
+	burst := []string{send("p.carried"), send("p.carried")}
+	h.startWorker()
+	for _, id := range burst {
+		h.waitDelivery(appID, id, 20*time.Second, delivery.StatusSucceeded)
+	}
+	var carrierID string
+	require.Eventually(t, func() bool {
+		found := h.list(fmt.Sprintf("HookrelayDeliveries = '%s'", burst[0]))
+		if len(found) == 1 {
+			carrierID = found[0].Execution.WorkflowId
+		}
+		return carrierID != ""
+	}, 10*time.Second, 100*time.Millisecond, "the burst went through a carrier")
+	require.Eventually(t, func() bool { return !h.workflowOpen(carrierID) }, 10*time.Second, 50*time.Millisecond)
+	h.keepHistory("v2-carrier-with-hand-off", carrierID, "")
+	handedOff := 0
+	for _, id := range burst {
+		if _, err := h.client.DescribeWorkflowExecution(context.Background(), id, ""); err == nil {
+			require.Eventually(t, func() bool { return !h.workflowOpen(id) }, 10*time.Second, 50*time.Millisecond)
+			h.keepHistory("v2-handed-off-then-success", id, "")
+			handedOff++
+		}
+	}
+	require.Equal(t, 1, handedOff, "the flaky receiver failed exactly one first attempt")
 
 	// The app is deleted while a retry waits: the run ends, nothing sent.
 	endpoint("p.deleted", "code=503&n=2", "0s", "2s", "2s")

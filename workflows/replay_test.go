@@ -19,11 +19,12 @@ import (
 func TestReplayRecordedHistories(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(files), 13)
+	require.GreaterOrEqual(t, len(files), 15)
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflows.DeliveryWorkflow)
+			r.RegisterWorkflow(workflows.CarrierWorkflow)
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -76,6 +76,9 @@ type Dispatcher struct {
 	CarrierMin int
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
+	// started and carried count new deliveries started in their own
+	// workflow and in carriers.
+	started, carried atomic.Int64
 	// Logger receives dispatch failures. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -85,6 +88,10 @@ type Dispatcher struct {
 func (d *Dispatcher) SetCarrierSize(n int) {
 	d.carrierSize.Store(int64(min(max(n, 1), workflows.CarrierSizeMax)))
 }
+
+// Counts returns how many new deliveries were started in their own
+// DeliveryWorkflow and how many in carriers, since the dispatcher began.
+func (d *Dispatcher) Counts() (own, carried int64) { return d.started.Load(), d.carried.Load() }
 
 // Run dispatches until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
@@ -322,6 +329,7 @@ func (d *Dispatcher) carry(ctx context.Context, rows []outbox.Row) ([]string, er
 			errs = append(errs, fmt.Errorf("start carrier %s: %w", id, err))
 			continue
 		}
+		d.carried.Add(int64(len(in)))
 		started = append(started, id)
 	}
 	return started, errors.Join(errs...)
@@ -390,5 +398,6 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 	if err != nil && !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 		return fmt.Errorf("start %s: %w", in.DeliveryID, err)
 	}
+	d.started.Add(1)
 	return nil
 }

@@ -25,6 +25,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	schedule := fs.String("schedule", "0s,5s,30s,2m,10m,1h", "every endpoint's retry schedule (first wait first)")
 	fs.BoolVar(&o.LocalActivity, "local-activity", true, "run SendSigned as a local activity")
 	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")
+	fs.BoolVar(&o.Carriers, "carriers", true, "also measure carrier workflows (the default shape) after one workflow per delivery, on the same server; false measures only the latter")
 	fs.IntVar(&o.Shards, "temporal-shards", 4, "embedded Temporal history shards")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 32, "pgx pool size")
 	fs.BoolVar(&o.TemporalSQLite, "temporal-sqlite", false, "embedded Temporal on SQLite (WAL) instead of Postgres")

@@ -53,6 +53,10 @@ type Options struct {
 	LocalActivity bool
 	// NoEagerStart turns eager workflow start off.
 	NoEagerStart bool
+	// Carriers measures the carrier shape (the default) after the
+	// per-delivery shape, on the same server in the same run; false
+	// measures the per-delivery shape only.
+	Carriers bool
 	// Shards is the embedded server's history shard count (default 4).
 	Shards int
 	// DBMaxConns is the pgx pool size (default config.DBMaxConnsDefault).
@@ -103,38 +107,47 @@ type Latency struct {
 
 // Report is bench-report.json.
 type Report struct {
-	Date                  string   `json:"date"`
-	Machine               string   `json:"machine"`
-	Events                int      `json:"events"`
-	Receivers             int      `json:"receivers"`
-	Rate                  float64  `json:"rate"`
-	Schedule              []string `json:"schedule"`
-	LocalActivity         bool     `json:"local_activity"`
-	EagerStart            bool     `json:"eager_start"`
-	Shards                int      `json:"temporal_shards"`
-	TemporalStore         string   `json:"temporal_store"`
-	DeliveriesPerSecond   float64  `json:"deliveries_per_second"`
-	LatencyMS             Latency  `json:"latency_ms"`
-	IngestPerSecond       float64  `json:"ingest_per_second"`
-	IngestLatencyMS       Latency  `json:"ingest_latency_ms"`
-	Shed                  int      `json:"shed_503"`
-	CPUMSPerDelivery      float64  `json:"cpu_ms_per_delivery"`
-	CPUSeconds            float64  `json:"cpu_seconds"`
-	PeakRSSMB             float64  `json:"peak_rss_mb"`
-	Delivered             int      `json:"delivered"`
-	Lost                  int      `json:"lost"`
-	Duplicates            int      `json:"duplicates"`
-	BaselinePerSecond     float64  `json:"baseline_deliveries_per_second"`
-	RatioToBaseline       float64  `json:"ratio_to_baseline"`
-	TemporalCeilingPerSec float64  `json:"temporal_ceiling_per_second"`
+	Date          string   `json:"date"`
+	Machine       string   `json:"machine"`
+	Events        int      `json:"events"`
+	Receivers     int      `json:"receivers"`
+	Rate          float64  `json:"rate"`
+	Schedule      []string `json:"schedule"`
+	LocalActivity bool     `json:"local_activity"`
+	EagerStart    bool     `json:"eager_start"`
+	Shards        int      `json:"temporal_shards"`
+	TemporalStore string   `json:"temporal_store"`
+	// Shape is "carriers" or "per_delivery"; CarriedShare is the share of
+	// first attempts made in a carrier.
+	Shape                 string  `json:"shape"`
+	CarriedShare          float64 `json:"carried_share"`
+	DeliveriesPerSecond   float64 `json:"deliveries_per_second"`
+	LatencyMS             Latency `json:"latency_ms"`
+	IngestPerSecond       float64 `json:"ingest_per_second"`
+	IngestLatencyMS       Latency `json:"ingest_latency_ms"`
+	Shed                  int     `json:"shed_503"`
+	CPUMSPerDelivery      float64 `json:"cpu_ms_per_delivery"`
+	CPUSeconds            float64 `json:"cpu_seconds"`
+	PeakRSSMB             float64 `json:"peak_rss_mb"`
+	Delivered             int     `json:"delivered"`
+	Lost                  int     `json:"lost"`
+	Duplicates            int     `json:"duplicates"`
+	BaselinePerSecond     float64 `json:"baseline_deliveries_per_second"`
+	RatioToBaseline       float64 `json:"ratio_to_baseline"`
+	TemporalCeilingPerSec float64 `json:"temporal_ceiling_per_second"`
 	// TemporalCeilingAfterPerSec is the ceiling measured again after the
 	// main run; CeilingUnstable is set when the two differ by more than
 	// CeilingTolerance.
-	TemporalCeilingAfterPerSec float64   `json:"temporal_ceiling_after_per_second"`
-	CeilingUnstable            bool      `json:"ceiling_unstable"`
-	RatioToTemporalCeiling     float64   `json:"ratio_to_temporal_ceiling"`
-	ThroughputPerSecond        []int     `json:"throughput_per_second"`
-	LatencySamplesMS           []float64 `json:"-"`
+	TemporalCeilingAfterPerSec float64 `json:"temporal_ceiling_after_per_second"`
+	CeilingUnstable            bool    `json:"ceiling_unstable"`
+	RatioToTemporalCeiling     float64 `json:"ratio_to_temporal_ceiling"`
+	ThroughputPerSecond        []int   `json:"throughput_per_second"`
+	// PerDelivery is the per-delivery shape measured in the same run, and
+	// the ratios of this shape to it.
+	PerDelivery           *Report   `json:"per_delivery,omitempty"`
+	SpeedupVsPerDelivery  float64   `json:"speedup_vs_per_delivery,omitempty"`
+	CPURatioVsPerDelivery float64   `json:"cpu_ratio_vs_per_delivery,omitempty"`
+	LatencySamplesMS      []float64 `json:"-"`
 }
 
 // sink is the receivers' shared record of first receipts.
@@ -272,10 +285,39 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.TemporalCeilingPerSec, err = ceiling(ctx, stack.Client, o.CeilingWorkflows, o.Concurrency); err != nil {
 		return nil, err
 	}
-	s.reset()
-	if err := b.hookrelay(ctx, rep); err != nil {
-		return nil, err
+	// Both shapes on the same server: one workflow per delivery first,
+	// then carriers.
+	shapes := []int{1}
+	if o.Carriers {
+		shapes = append(shapes, cmp.Or(stack.Config.CarrierSize, dispatch.CarrierSizeDefault))
 	}
+	var prev *Report
+	for _, size := range shapes {
+		run := *rep
+		run.Shape = map[bool]string{true: "per_delivery", false: "carriers"}[size == 1]
+		b.progress("hookrelay: %s", run.Shape)
+		stack.Dispatcher.SetCarrierSize(size)
+		own0, carried0 := stack.Dispatcher.Counts()
+		s.reset()
+		if err := b.hookrelay(ctx, &run); err != nil {
+			return nil, err
+		}
+		own1, carried1 := stack.Dispatcher.Counts()
+		if n := float64(own1 - own0 + carried1 - carried0); n > 0 {
+			run.CarriedShare = float64(carried1-carried0) / n
+		}
+		if prev != nil {
+			run.PerDelivery = prev
+			if prev.DeliveriesPerSecond > 0 {
+				run.SpeedupVsPerDelivery = run.DeliveriesPerSecond / prev.DeliveriesPerSecond
+			}
+			if prev.CPUMSPerDelivery > 0 {
+				run.CPURatioVsPerDelivery = run.CPUMSPerDelivery / prev.CPUMSPerDelivery
+			}
+		}
+		prev = &run
+	}
+	*rep = *prev
 	b.progress("temporal ceiling: again, after the run")
 	if rep.TemporalCeilingAfterPerSec, err = ceiling(ctx, stack.Client, o.CeilingWorkflows, o.Concurrency); err != nil {
 		return nil, err

@@ -30,10 +30,18 @@ func TestSmoke(t *testing.T) {
 	if _, err := pgcluster.FindBinDir(); err != nil {
 		t.Skip(err)
 	}
-	rep, err := Run(context.Background(), Options{Events: 300, CeilingWorkflows: 100, Concurrency: 8, LocalActivity: true})
+	rep, err := Run(context.Background(), Options{Events: 300, CeilingWorkflows: 100, Concurrency: 8, LocalActivity: true, Carriers: true})
 	require.NoError(t, err)
 	require.Equal(t, 300, rep.Delivered)
 	require.Zero(t, rep.Lost)
+	require.Equal(t, "carriers", rep.Shape)
+	require.Positive(t, rep.CarriedShare, "a burst of 300 goes through carriers")
+	require.NotNil(t, rep.PerDelivery, "both shapes in one run")
+	require.Equal(t, "per_delivery", rep.PerDelivery.Shape)
+	require.Zero(t, rep.PerDelivery.CarriedShare)
+	require.Equal(t, 300, rep.PerDelivery.Delivered)
+	require.Zero(t, rep.PerDelivery.Lost)
+	require.Positive(t, rep.SpeedupVsPerDelivery)
 	require.Positive(t, rep.DeliveriesPerSecond)
 	require.Positive(t, rep.TemporalCeilingPerSec)
 	require.Positive(t, rep.TemporalCeilingAfterPerSec, "the ceiling is read again after the run")
@@ -45,7 +53,7 @@ func TestSmoke(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(dir, "bench-report.json"))
 	require.NoError(t, err)
 	for _, key := range []string{`"deliveries_per_second"`, `"latency_ms"`, `"p99"`, `"ingest_per_second"`, `"cpu_ms_per_delivery"`, `"lost"`, `"duplicates"`,
-		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`} {
+		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"per_delivery"`, `"speedup_vs_per_delivery"`, `"carried_share"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`} {
 		require.Contains(t, string(raw), key)
 	}
 }

@@ -22,6 +22,19 @@ func (r *Report) WriteTable(w io.Writer) {
 	row("ingest rate", rate)
 	row("schedule", strings.Join(r.Schedule, ","))
 	row("SendSigned", map[bool]string{true: "local activity", false: "activity"}[r.LocalActivity])
+	if p := r.PerDelivery; p != nil {
+		row("shape", "one workflow per delivery → carriers (same server, same run)")
+		row("deliveries/s (steady)", fmt.Sprintf("%.1f → %.1f (× %.2f)", p.DeliveriesPerSecond, r.DeliveriesPerSecond, r.SpeedupVsPerDelivery))
+		row("CPU per delivery (whole stack)", fmt.Sprintf("%.2f → %.2f ms (× %.2f)", p.CPUMSPerDelivery, r.CPUMSPerDelivery, r.CPURatioVsPerDelivery))
+		row("first-attempt latency p50/p99", fmt.Sprintf("%.0f / %.0f → %.0f / %.0f ms", p.LatencyMS.P50, p.LatencyMS.P99, r.LatencyMS.P50, r.LatencyMS.P99))
+		row("ingest p99", fmt.Sprintf("%.1f → %.1f ms", p.IngestLatencyMS.P99, r.IngestLatencyMS.P99))
+		row("first attempts in a carrier", fmt.Sprintf("%.1f %% → %.1f %%", p.CarriedShare*100, r.CarriedShare*100))
+		row("lost / duplicates", fmt.Sprintf("%d / %d → %d / %d", p.Lost, p.Duplicates, r.Lost, r.Duplicates))
+		fmt.Fprintf(w, "  %s\n", "carrier shape in detail:")
+	} else {
+		row("shape", r.Shape)
+	}
+	row("first attempts in a carrier", fmt.Sprintf("%.1f %%", r.CarriedShare*100))
 	row("deliveries/s (steady)", fmt.Sprintf("%.1f", r.DeliveriesPerSecond))
 	row("first-attempt latency p50/p95/p99/max", fmt.Sprintf("%.0f / %.0f / %.0f / %.0f ms", r.LatencyMS.P50, r.LatencyMS.P95, r.LatencyMS.P99, r.LatencyMS.Max))
 	row("ingest/s, ingest p99", fmt.Sprintf("%.0f, %.1f ms (shed with 503: %d)", r.IngestPerSecond, r.IngestLatencyMS.P99, r.Shed))

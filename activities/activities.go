@@ -171,7 +171,12 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	if err := a.record(ctx, rec); err != nil {
 		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 	}
-	a.logger().Info("attempt",
+	// One line per attempt: a success at debug, anything else at info.
+	level := slog.LevelInfo
+	if res.Class == ClassSuccess {
+		level = slog.LevelDebug
+	}
+	a.logger().Log(ctx, level, "attempt",
 		"delivery_id", req.DeliveryID, "event_id", t.EventID, "endpoint_id", t.EndpointID,
 		"cycle", req.Cycle, "attempt", req.Number, "status_code", res.StatusCode,
 		"class", res.Class, "duration_ms", res.DurationMS, "key_ids", keyIDs, "error", res.Error)

@@ -225,20 +225,28 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 		singles, fresh = append(singles, fresh...), nil
 	}
 	// Name each new batch before its carrier starts (committed below).
+	var carried []outbox.Row
+	var stampIDs []int64
+	var stampNames []string
 	for batch := range slices.Chunk(fresh, size) {
 		id := ids.New(ids.Carrier)
-		rowIDs := make([]int64, len(batch))
-		for i, it := range batch {
-			rowIDs[i] = it.ID
+		for _, it := range batch {
+			it.CarrierID = id
+			carried = append(carried, it)
+			stampIDs, stampNames = append(stampIDs, it.ID), append(stampNames, id)
 		}
-		if err := outbox.Stamp(ctx, tx, id, rowIDs); err != nil {
+	}
+	if err := outbox.Stamp(ctx, tx, stampIDs, stampNames); err != nil {
+		return 0, err
+	}
+	// A batch stamped before (a dispatcher that died before deleting it) is
+	// read whole, so it restarts with exactly its rows.
+	if len(stamped) > 0 {
+		again, err := outbox.CarrierRows(ctx, tx, slices.Collect(maps.Keys(stamped)))
+		if err != nil {
 			return 0, err
 		}
-		stamped[id] = true
-	}
-	carried, err := outbox.CarrierRows(ctx, tx, slices.Collect(maps.Keys(stamped)))
-	if err != nil {
-		return 0, err
+		carried = append(carried, again...)
 	}
 	sent, sendErr := d.sendEach(ctx, singles)
 	if err := outbox.Done(ctx, tx, append(done, sent...)); err != nil {

@@ -222,7 +222,10 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		  ON CONFLICT (app_id, id) DO NOTHING
 		  RETURNING app_id, id, type
 		), et AS (
-		  INSERT INTO event_types (name) SELECT type FROM ev ON CONFLICT DO NOTHING
+		  -- Checked first: a known type (the usual case) costs no insert attempt.
+		  INSERT INTO event_types (name) SELECT type FROM ev
+		  WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.name = ev.type)
+		  ON CONFLICT DO NOTHING
 		), dl AS (
 		  INSERT INTO deliveries (id, app_id, event_id, endpoint_id)
 		  SELECT hookrelay_id($8), ev.app_id, ev.id, e.id

@@ -113,12 +113,18 @@ func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
 	return collectRows(rows)
 }
 
-// Stamp gives start rows to the carrier carrierID, in tx: once tx commits,
-// the batch is named, and a dispatcher that restarts it (CarrierRows) starts
-// the same carrier with the same rows.
-func Stamp(ctx context.Context, tx pgx.Tx, carrierID string, ids []int64) error {
-	if _, err := tx.Exec(ctx, `UPDATE outbox SET carrier_id = $1 WHERE id = ANY ($2)`, carrierID, ids); err != nil {
-		return fmt.Errorf("stamp carrier %s: %w", carrierID, err)
+// Stamp gives start rows (ids) to carriers (carrierIDs, one per row), in
+// one statement in tx: once tx commits, each batch is named, and a
+// dispatcher that restarts it (CarrierRows) starts the same carrier with the
+// same rows.
+func Stamp(ctx context.Context, tx pgx.Tx, ids []int64, carrierIDs []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE outbox o SET carrier_id = v.carrier FROM unnest($1::bigint[], $2::text[]) AS v(id, carrier) WHERE o.id = v.id`,
+		ids, carrierIDs)
+	if err != nil {
+		return fmt.Errorf("stamp carriers: %w", err)
 	}
 	return nil
 }

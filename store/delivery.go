@@ -34,59 +34,40 @@ type Target struct {
 func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time) (Target, error) {
 	t := Target{DeliveryID: deliveryID}
 	var headers, sealed []byte
+	var keyIDs []string
+	var keysSealed [][]byte
+	// One statement (one round trip on the hot path): the target and the
+	// signing keys valid at now, the current one first, then previous ones
+	// whose grace period has not ended, newest first.
 	err := s.pool.QueryRow(ctx, `
 		SELECT d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
-		       (e.disabled OR e.deleted_at IS NOT NULL), ev.payload
+		       (e.disabled OR e.deleted_at IS NOT NULL), ev.payload,
+		       COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}')
 		FROM deliveries d
 		JOIN endpoints e ON e.id = d.endpoint_id
 		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
-		WHERE d.id = $1`, deliveryID).
-		Scan(&t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Payload)
+		LEFT JOIN LATERAL (
+		  SELECT array_agg(id ORDER BY (status = 'current') DESC, created_at DESC) AS ids,
+		         array_agg(sealed ORDER BY (status = 'current') DESC, created_at DESC) AS sealed
+		  FROM endpoint_secrets
+		  WHERE endpoint_id = e.id AND (status = 'current' OR (status = 'previous' AND valid_until > $2))
+		) k ON true
+		WHERE d.id = $1`, deliveryID, now).
+		Scan(&t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Payload, &keyIDs, &keysSealed)
 	if err != nil {
 		return Target{}, notFound(err, "load delivery "+deliveryID)
 	}
 	if t.Headers, err = s.openHeaders(t.EndpointID, sealed, headers); err != nil {
 		return Target{}, err
 	}
-	if t.Keys, err = s.signingKeys(ctx, s.pool, t.EndpointID, now); err != nil {
-		return Target{}, err
+	for i, id := range keyIDs {
+		secret, err := s.openSecret(id, keysSealed[i])
+		if err != nil {
+			return Target{}, err
+		}
+		t.Keys = append(t.Keys, signing.Key{ID: id, Secret: secret})
 	}
 	return t, nil
-}
-
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}
-
-// signingKeys returns the endpoint's keys valid at now: the current one,
-// then previous ones whose grace period has not ended, newest first.
-func (s *Store) signingKeys(ctx context.Context, q querier, endpointID string, now time.Time) ([]signing.Key, error) {
-	rows, err := q.Query(ctx, `
-		SELECT id, sealed FROM endpoint_secrets
-		WHERE endpoint_id = $1
-		  AND (status = 'current' OR (status = 'previous' AND valid_until > $2))
-		ORDER BY (status = 'current') DESC, created_at DESC`, endpointID, now)
-	if err != nil {
-		return nil, fmt.Errorf("load secrets of %s: %w", endpointID, err)
-	}
-	defer rows.Close()
-	var keys []signing.Key
-	for rows.Next() {
-		var id string
-		var sealed []byte
-		if err := rows.Scan(&id, &sealed); err != nil {
-			return nil, fmt.Errorf("scan secret: %w", err)
-		}
-		secret, err := s.openSecret(id, sealed)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, signing.Key{ID: id, Secret: secret})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load secrets of %s: %w", endpointID, err)
-	}
-	return keys, nil
 }
 
 func (s *Store) openSecret(id string, sealed []byte) ([]byte, error) {
@@ -129,50 +110,56 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 	if a.KeyIDs == nil {
 		a.KeyIDs = []string{}
 	}
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		var endpointID string
-		err := tx.QueryRow(ctx, `SELECT endpoint_id FROM deliveries WHERE id = $1 FOR UPDATE`, a.DeliveryID).Scan(&endpointID)
-		if err != nil {
-			return notFound(err, "record attempt of "+a.DeliveryID)
-		}
-		_, err = tx.Exec(ctx, `
-			INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
-			ON CONFLICT (delivery_id, cycle, number) DO UPDATE SET
-			  started_at = EXCLUDED.started_at, duration_ms = EXCLUDED.duration_ms, status_code = EXCLUDED.status_code,
-			  class = EXCLUDED.class, error = EXCLUDED.error, response_excerpt = EXCLUDED.response_excerpt, key_ids = EXCLUDED.key_ids`,
-			a.ID, a.DeliveryID, a.Cycle, a.Number, a.StartedAt, a.DurationMS, a.StatusCode, a.Class, a.Error, a.ResponseExcerpt, a.KeyIDs)
-		if err != nil {
-			return fmt.Errorf("record attempt %s #%d: %w", a.DeliveryID, a.Number, err)
-		}
-		status := delivery.StatusDelivering
-		var succeeded *int
-		next := a.NextAttemptAt
-		if a.Class == string(delivery.ClassSuccess) {
-			status = delivery.StatusSucceeded
-			succeeded = &a.Number
-			next = nil
-		}
-		// $3 is the status this attempt asks for; a success wins over
-		// anything, nothing else overrides a finished delivery ($6).
-		_, err = tx.Exec(ctx, `
-			UPDATE deliveries SET
-			  attempt_count = (SELECT count(*) FROM attempts WHERE delivery_id = $1),
-			  last_status_code = $2,
-			  status = CASE WHEN $3 = $7 OR NOT status = ANY ($6) THEN $3 ELSE status END,
-			  dead_letter_reason = CASE WHEN $3 = $7 THEN NULL ELSE dead_letter_reason END,
-			  succeeded_attempt = COALESCE($4, succeeded_attempt),
-			  next_attempt_at = CASE WHEN $3 = $7 OR NOT status = ANY ($6) THEN $5::timestamptz ELSE NULL END,
-			  updated_at = now()
-			WHERE id = $1`, a.DeliveryID, a.StatusCode, status, succeeded, next, delivery.Finished(), delivery.StatusSucceeded)
-		if err != nil {
-			return fmt.Errorf("update delivery %s: %w", a.DeliveryID, err)
-		}
-		if a.StatusCode != nil && *a.StatusCode == http.StatusGone {
-			return s.disableEndpoint(ctx, tx, endpointID, "receiver answered 410 Gone", a.DeliveryID)
-		}
-		return nil
-	})
+	status := delivery.StatusDelivering
+	var succeeded *int
+	next := a.NextAttemptAt
+	if a.Class == string(delivery.ClassSuccess) {
+		status = delivery.StatusSucceeded
+		succeeded = &a.Number
+		next = nil
+	}
+	// One statement (one round trip on the hot path): lock the delivery,
+	// upsert the attempt, fold it in. The snapshot's count of attempts does
+	// not see the row this statement inserts, so it adds one when the
+	// attempt is new. $14 is the status this attempt asks for; a success
+	// wins over anything, nothing else overrides a finished delivery ($12).
+	var endpointID *string
+	err := s.pool.QueryRow(ctx, `
+		WITH d AS (
+		  SELECT id, endpoint_id FROM deliveries WHERE id = $2 FOR UPDATE
+		), ins AS (
+		  INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids)
+		  SELECT $1, d.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM d
+		  ON CONFLICT (delivery_id, cycle, number) DO UPDATE SET
+		    started_at = EXCLUDED.started_at, duration_ms = EXCLUDED.duration_ms, status_code = EXCLUDED.status_code,
+		    class = EXCLUDED.class, error = EXCLUDED.error, response_excerpt = EXCLUDED.response_excerpt, key_ids = EXCLUDED.key_ids
+		  RETURNING (xmax = 0) AS inserted
+		), upd AS (
+		  UPDATE deliveries SET
+		    attempt_count = (SELECT count(*) FROM attempts WHERE delivery_id = $2) + (SELECT count(*) FROM ins WHERE inserted),
+		    last_status_code = $7,
+		    status = CASE WHEN $14 = $13 OR NOT status = ANY ($12) THEN $14 ELSE status END,
+		    dead_letter_reason = CASE WHEN $14 = $13 THEN NULL ELSE dead_letter_reason END,
+		    succeeded_attempt = COALESCE($15, succeeded_attempt),
+		    next_attempt_at = CASE WHEN $14 = $13 OR NOT status = ANY ($12) THEN $16::timestamptz ELSE NULL END,
+		    updated_at = now()
+		  WHERE id IN (SELECT id FROM d)
+		)
+		SELECT (SELECT endpoint_id FROM d)`,
+		a.ID, a.DeliveryID, a.Cycle, a.Number, a.StartedAt, a.DurationMS, a.StatusCode, a.Class, a.Error, a.ResponseExcerpt, a.KeyIDs,
+		delivery.Finished(), delivery.StatusSucceeded, status, succeeded, next).Scan(&endpointID)
+	if err != nil {
+		return fmt.Errorf("record attempt %s #%d: %w", a.DeliveryID, a.Number, err)
+	}
+	if endpointID == nil {
+		return fmt.Errorf("record attempt of %s: %w", a.DeliveryID, ErrNotFound)
+	}
+	if a.StatusCode != nil && *a.StatusCode == http.StatusGone {
+		return s.inTx(ctx, func(tx pgx.Tx) error {
+			return s.disableEndpoint(ctx, tx, *endpointID, "receiver answered 410 Gone", a.DeliveryID)
+		})
+	}
+	return nil
 }
 
 // MarkDelivery sets a delivery's state as its workflow decided and returns

@@ -333,3 +333,24 @@ func TestSecretKeyRotation(t *testing.T) {
 		require.ErrorIs(t, err, secretbox.ErrOpen, "the old key no longer does")
 	}
 }
+
+// TestRecordAttemptIsIdempotent: a retried activity's record does not count
+// twice; the next attempt does.
+func TestRecordAttemptIsIdempotent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	dlv := f.publish(t)
+	f.attempt(t, dlv, 1, 1, 502, delivery.ClassRetryable)
+	f.attempt(t, dlv, 1, 1, 502, delivery.ClassRetryable)
+	d, err := f.st.GetDelivery(ctx, f.app.ID, dlv)
+	require.NoError(t, err)
+	require.Equal(t, 1, d.AttemptCount)
+	require.Equal(t, delivery.StatusDelivering, d.Status)
+	f.attempt(t, dlv, 1, 2, 200, delivery.ClassSuccess)
+	d, err = f.st.GetDelivery(ctx, f.app.ID, dlv)
+	require.NoError(t, err)
+	require.Equal(t, 2, d.AttemptCount)
+	require.Equal(t, delivery.StatusSucceeded, d.Status)
+	require.Equal(t, 200, *d.LastAttempt.StatusCode)
+}

@@ -30,6 +30,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 32, "pgx pool size")
 	fs.BoolVar(&o.TemporalSQLite, "temporal-sqlite", false, "embedded Temporal on SQLite (WAL) instead of Postgres")
 	fs.IntVar(&o.CeilingWorkflows, "ceiling-workflows", 1000, "trivial workflows for the Temporal ceiling")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured shape's run to this file")
 	out := fs.String("out", "bench-report.json", "report path")
 	svg := fs.String("svg", "bench-report.svg", "chart path")
 	if err := fs.Parse(args); err != nil {
@@ -38,6 +39,15 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	o.Schedule = strings.Split(*schedule, ",")
 	o.NoEagerStart = !*eager
 	o.Progress = stderr
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			fmt.Fprintln(stderr, "hookrelay bench:", err)
+			return 1
+		}
+		defer f.Close()
+		o.CPUProfile = f
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	rep, err := bench.Run(ctx, o)

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -66,6 +67,10 @@ type Options struct {
 	TemporalSQLite bool
 	// DrainTimeout bounds the wait for deliveries after ingest ends.
 	DrainTimeout time.Duration
+	// CPUProfile, when set, receives a CPU profile of this process (API,
+	// dispatcher, worker and the embedded server) during the last shape's
+	// run.
+	CPUProfile io.Writer
 	// DataDir is the stack's state; empty uses a fresh temporary directory.
 	DataDir string
 	// Progress receives a progress line per second; nil is silent.
@@ -119,22 +124,25 @@ type Report struct {
 	TemporalStore string   `json:"temporal_store"`
 	// Shape is "carriers" or "per_delivery"; CarriedShare is the share of
 	// first attempts made in a carrier.
-	Shape                 string  `json:"shape"`
-	CarriedShare          float64 `json:"carried_share"`
-	DeliveriesPerSecond   float64 `json:"deliveries_per_second"`
-	LatencyMS             Latency `json:"latency_ms"`
-	IngestPerSecond       float64 `json:"ingest_per_second"`
-	IngestLatencyMS       Latency `json:"ingest_latency_ms"`
-	Shed                  int     `json:"shed_503"`
-	CPUMSPerDelivery      float64 `json:"cpu_ms_per_delivery"`
-	CPUSeconds            float64 `json:"cpu_seconds"`
-	PeakRSSMB             float64 `json:"peak_rss_mb"`
-	Delivered             int     `json:"delivered"`
-	Lost                  int     `json:"lost"`
-	Duplicates            int     `json:"duplicates"`
-	BaselinePerSecond     float64 `json:"baseline_deliveries_per_second"`
-	RatioToBaseline       float64 `json:"ratio_to_baseline"`
-	TemporalCeilingPerSec float64 `json:"temporal_ceiling_per_second"`
+	Shape               string  `json:"shape"`
+	CarriedShare        float64 `json:"carried_share"`
+	DeliveriesPerSecond float64 `json:"deliveries_per_second"`
+	LatencyMS           Latency `json:"latency_ms"`
+	IngestPerSecond     float64 `json:"ingest_per_second"`
+	IngestLatencyMS     Latency `json:"ingest_latency_ms"`
+	Shed                int     `json:"shed_503"`
+	CPUMSPerDelivery    float64 `json:"cpu_ms_per_delivery"`
+	CPUSeconds          float64 `json:"cpu_seconds"`
+	// PostgresCPUMSPerDelivery is the Postgres processes' part of
+	// CPUMSPerDelivery (hookrelay's own data and Temporal's store).
+	PostgresCPUMSPerDelivery float64 `json:"postgres_cpu_ms_per_delivery"`
+	PeakRSSMB                float64 `json:"peak_rss_mb"`
+	Delivered                int     `json:"delivered"`
+	Lost                     int     `json:"lost"`
+	Duplicates               int     `json:"duplicates"`
+	BaselinePerSecond        float64 `json:"baseline_deliveries_per_second"`
+	RatioToBaseline          float64 `json:"ratio_to_baseline"`
+	TemporalCeilingPerSec    float64 `json:"temporal_ceiling_per_second"`
 	// TemporalCeilingAfterPerSec is the ceiling measured again after the
 	// main run; CeilingUnstable is set when the two differ by more than
 	// CeilingTolerance.
@@ -299,7 +307,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		stack.Dispatcher.SetCarrierSize(size)
 		own0, carried0 := stack.Dispatcher.Counts()
 		s.reset()
-		if err := b.hookrelay(ctx, &run); err != nil {
+		profiling := o.CPUProfile != nil && size == shapes[len(shapes)-1]
+		if profiling {
+			if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+				return nil, fmt.Errorf("cpu profile: %w", err)
+			}
+		}
+		err := b.hookrelay(ctx, &run)
+		if profiling {
+			pprof.StopCPUProfile()
+		}
+		if err != nil {
 			return nil, err
 		}
 		own1, carried1 := stack.Dispatcher.Counts()
@@ -534,7 +552,8 @@ func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
 	time.Sleep(500 * time.Millisecond) // let late duplicates land
 	close(done)
 	own1 := cpuSeconds(pid, false)
-	cpu1 := own1 + treeCPU(pgPID)
+	pg1 := treeCPU(pgPID)
+	cpu1 := own1 + pg1
 
 	b.sink.mu.Lock()
 	defer b.sink.mu.Unlock()
@@ -557,6 +576,7 @@ func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
 	rep.CPUSeconds = cpu1 - cpu0
 	if rep.Delivered > 0 {
 		rep.CPUMSPerDelivery = rep.CPUSeconds * 1000 / float64(rep.Delivered)
+		rep.PostgresCPUMSPerDelivery = (pg1 - pg0) * 1000 / float64(rep.Delivered)
 	}
 	rep.PeakRSSMB = float64(peakRSSKB(pid)) / 1024
 	rep.ThroughputPerSecond, rep.DeliveriesPerSecond = throughput(start, times)

@@ -38,7 +38,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	row("deliveries/s (steady)", fmt.Sprintf("%.1f", r.DeliveriesPerSecond))
 	row("first-attempt latency p50/p95/p99/max", fmt.Sprintf("%.0f / %.0f / %.0f / %.0f ms", r.LatencyMS.P50, r.LatencyMS.P95, r.LatencyMS.P99, r.LatencyMS.Max))
 	row("ingest/s, ingest p99", fmt.Sprintf("%.0f, %.1f ms (shed with 503: %d)", r.IngestPerSecond, r.IngestLatencyMS.P99, r.Shed))
-	row("CPU per delivery (whole stack)", fmt.Sprintf("%.1f ms (%.1f s in all)", r.CPUMSPerDelivery, r.CPUSeconds))
+	row("CPU per delivery (whole stack)", fmt.Sprintf("%.2f ms, of which Postgres %.2f ms (%.1f s in all)", r.CPUMSPerDelivery, r.PostgresCPUMSPerDelivery, r.CPUSeconds))
 	row("peak RSS (hookrelay process)", fmt.Sprintf("%.0f MiB", r.PeakRSSMB))
 	row("delivered / lost / duplicates", fmt.Sprintf("%d / %d / %d", r.Delivered, r.Lost, r.Duplicates))
 	row("baseline (sign + POST loop)", fmt.Sprintf("%.0f/s → ratio %.4f", r.BaselinePerSecond, r.RatioToBaseline))

@@ -2,19 +2,26 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 
 	"hookrelay/internal/pgcluster"
 	"hookrelay/webhook"
@@ -27,6 +34,10 @@ type counter struct {
 	verifier *webhook.Verifier
 	got      map[string]int
 	delay    time.Duration
+	// gate, when set, holds every request until it is closed; inflight
+	// counts the requests held.
+	gate     chan struct{}
+	inflight atomic.Int64
 }
 
 func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -39,6 +50,11 @@ func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	time.Sleep(c.delay)
+	if c.gate != nil {
+		c.inflight.Add(1)
+		<-c.gate
+		c.inflight.Add(-1)
+	}
 	c.mu.Lock()
 	c.got[r.Header.Get("webhook-id")]++
 	c.mu.Unlock()
@@ -93,6 +109,11 @@ func (r *crashRig) call(p *devProc, method, path string, body any, out any) int 
 // setup starts the stack, creates an app and an endpoint at the counter,
 // and publishes n events.
 func (r *crashRig) setup(n int) (*devProc, string) {
+	return r.setupWith(n, 1)
+}
+
+// setupWith is setup publishing from clients concurrent clients.
+func (r *crashRig) setupWith(n, clients int) (*devProc, string) {
 	p := startDev(r.t, r.dataDir, false)
 	raw, err := os.ReadFile(filepath.Join(r.dataDir, "admin-key"))
 	require.NoError(r.t, err)
@@ -107,9 +128,18 @@ func (r *crashRig) setup(n int) (*devProc, string) {
 	r.rc.mu.Lock()
 	r.rc.verifier = v
 	r.rc.mu.Unlock()
-	for i := 0; i < n; i++ {
-		require.Equal(r.t, 202, r.call(p, "POST", "/v1/apps/"+app.ID+"/events", map[string]any{"type": "payment.succeeded", "data": map[string]any{"i": i}}, nil))
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				require.Equal(r.t, 202, r.call(p, "POST", "/v1/apps/"+app.ID+"/events", map[string]any{"type": "payment.succeeded", "data": map[string]any{"i": i}}, nil))
+			}
+		}()
 	}
+	wg.Wait()
 	return p, app.ID
 }
 
@@ -168,4 +198,54 @@ func TestSIGTERMMidRun(t *testing.T) {
 	got, dups := r.waitAll(n, 3*time.Minute)
 	t.Logf("reliability | SIGTERM mid-run (exit took %s), then restart | %d | %d | %d | %d | %.2f%%", took.Round(time.Millisecond), n, got, n-got, dups, 100*float64(got)/n)
 	require.Equal(t, n, got)
+}
+
+// TestKillNineWhileCarriersHoldFirstAttempts kills the dev process while
+// carriers hold at least 50 first attempts in flight (the receiver holds
+// every request), then starts it again: every delivery ends delivered, and
+// each first attempt is recorded once.
+func TestKillNineWhileCarriersHoldFirstAttempts(t *testing.T) {
+	r := newCrashRig(t, 0)
+	r.rc.gate = make(chan struct{})
+	const n = 200
+	p, _ := r.setupWith(n, 32)
+	require.Eventually(t, func() bool { return r.rc.inflight.Load() >= 50 }, time.Minute, 10*time.Millisecond)
+	held := r.rc.inflight.Load()
+	pid := postmasterPID(t, filepath.Join(r.dataDir, "postgres"))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.exited
+	close(r.rc.gate) // the held requests finish; nobody reads their answers
+	require.Eventually(t, func() bool { return !alive(pid) }, 30*time.Second, 50*time.Millisecond)
+
+	p2 := startDev(t, r.dataDir, false)
+	defer p2.stop(t)
+	got, dups := r.waitAll(n, 3*time.Minute)
+	require.Equal(t, n, got, "every accepted event delivered after the crash")
+
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, p2.databaseURL())
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	var succeeded, firsts int
+	require.Eventually(t, func() bool {
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'succeeded') FROM deliveries`).Scan(&succeeded))
+		return succeeded == n
+	}, time.Minute, 100*time.Millisecond)
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM attempts WHERE cycle = 1 AND number = 1`).Scan(&firsts))
+	require.Equal(t, n, firsts, "each first attempt recorded once")
+
+	tc, err := client.Dial(client.Options{HostPort: p2.temporal, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer tc.Close()
+	resp, err := tc.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{Query: "WorkflowType = 'CarrierWorkflow'"})
+	require.NoError(t, err)
+	carried := 0
+	for _, e := range resp.Executions {
+		var ids []string
+		require.NoError(t, converter.GetDefaultDataConverter().FromPayload(e.SearchAttributes.IndexedFields["HookrelayDeliveries"], &ids))
+		carried += len(ids)
+	}
+	require.GreaterOrEqual(t, carried, 50, "at least 50 first attempts were in carriers")
+	t.Logf("reliability | kill -9 while %d first attempts were held (%d carriers carried %d deliveries), then restart | %d | %d | %d | %d receipts beyond the first",
+		held, len(resp.Executions), carried, n, got, n-got, dups)
 }

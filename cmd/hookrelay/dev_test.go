@@ -32,11 +32,18 @@ func TestMain(m *testing.M) {
 }
 
 type devProc struct {
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-	api    string
-	ui     string // host:port of the Temporal UI, "" when off
-	exited chan error
+	cmd      *exec.Cmd
+	stderr   *lockedBuffer
+	api      string
+	temporal string // host:port of the embedded Temporal frontend
+	pgPort   int
+	ui       string // host:port of the Temporal UI, "" when off
+	exited   chan error
+}
+
+// databaseURL reaches hookrelay's database on the private cluster.
+func (p *devProc) databaseURL() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/hookrelay?sslmode=disable", p.pgPort)
 }
 
 // lockedBuffer is a bytes.Buffer safe for one writer and many readers.
@@ -84,16 +91,17 @@ func tryStartDev(t *testing.T, dataDir string, withUI bool) (*devProc, error) {
 	cmd.Env = append(os.Environ(), "HOOKRELAY_TEST_MAIN=1", "HOOKRELAY_ADMIN_KEY=", "HOOKRELAY_SECRET_KEY=", "HOOKRELAY_DATABASE_URL=")
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
-	p := &devProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), ui: ui}
+	p := &devProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), ui: ui, pgPort: ports[1]}
 	require.NoError(t, cmd.Start())
 	up := make(chan string, 1)
-	re := regexp.MustCompile(`hookrelay dev is up" api=http://(\S+)`)
+	re := regexp.MustCompile(`hookrelay dev is up" api=http://(\S+) temporal=(\S+)`)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
 			p.stderr.WriteString(line + "\n")
 			if m := re.FindStringSubmatch(line); m != nil {
+				p.temporal = m[2]
 				up <- m[1]
 			}
 		}

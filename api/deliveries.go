@@ -17,13 +17,8 @@ import (
 )
 
 func (s *Server) listDeliveries(c *gin.Context) {
-	p, ok := page(c)
+	p, since, until, ok := rangeQuery(c)
 	if !ok {
-		return
-	}
-	since, ok1 := timeQuery(c, "since")
-	until, ok2 := timeQuery(c, "until")
-	if !ok1 || !ok2 {
 		return
 	}
 	f := store.DeliveryFilter{Status: delivery.Status(c.Query("status")), EndpointID: c.Query("endpoint_id"), EventID: c.Query("event_id"), Since: since, Until: until}

@@ -180,13 +180,19 @@ func (s *Server) createEndpoint(c *gin.Context) {
 		return
 	}
 	out, secret, err := s.store.CreateEndpoint(c.Request.Context(), e)
+	s.answerEndpoint(c, http.StatusCreated, out, secret, err)
+}
+
+// answerEndpoint answers a written endpoint, with its new secret (shown
+// this once) when it has one.
+func (s *Server) answerEndpoint(c *gin.Context, status int, e store.Endpoint, secret string, err error) {
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	v := viewEndpoint(out)
+	v := viewEndpoint(e)
 	v.Secret = secret
-	c.JSON(http.StatusCreated, v)
+	c.JSON(status, v)
 }
 
 func (s *Server) listEndpoints(c *gin.Context) {
@@ -247,13 +253,7 @@ func (s *Server) patchEndpoint(c *gin.Context) {
 		p.RequestTimeout = &e.RequestTimeout
 	}
 	out, secret, err := s.store.PatchEndpoint(c.Request.Context(), e.AppID, e.ID, p)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	v := viewEndpoint(out)
-	v.Secret = secret
-	c.JSON(http.StatusOK, v)
+	s.answerEndpoint(c, http.StatusOK, out, secret, err)
 }
 
 // deleteEndpoint soft-deletes an endpoint; its workflows are canceled

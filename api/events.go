@@ -81,13 +81,8 @@ func eventView(e store.EventRecord) (outbox.Published, error) {
 }
 
 func (s *Server) listEvents(c *gin.Context) {
-	p, ok := page(c)
+	p, since, until, ok := rangeQuery(c)
 	if !ok {
-		return
-	}
-	since, ok1 := timeQuery(c, "since")
-	until, ok2 := timeQuery(c, "until")
-	if !ok1 || !ok2 {
 		return
 	}
 	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {

@@ -167,6 +167,19 @@ func list[T any](c *gin.Context, p store.Page, items []T, id func(T) string) {
 	c.JSON(http.StatusOK, gin.H{"data": items, "next_cursor": next})
 }
 
+// rangeQuery reads a list's ?limit=&cursor= and ?since=&until=, answering
+// and reporting false on the first bad one.
+func rangeQuery(c *gin.Context) (p store.Page, since, until time.Time, ok bool) {
+	if p, ok = page(c); !ok {
+		return p, since, until, false
+	}
+	if since, ok = timeQuery(c, "since"); !ok {
+		return p, since, until, false
+	}
+	until, ok = timeQuery(c, "until")
+	return p, since, until, ok
+}
+
 func timeQuery(c *gin.Context, name string) (time.Time, bool) {
 	v := c.Query(name)
 	if v == "" {

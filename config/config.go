@@ -4,6 +4,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"hookrelay/api"
@@ -142,42 +143,40 @@ func (b *builder) str(p *string, name, env, def, usage string) {
 	b.add(name, env, def, usage)
 }
 
-func (b *builder) num(p *int, name, env string, def int, usage string) {
-	v := def
-	if s := b.getenv(env); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			b.errs = append(b.errs, fmt.Sprintf("%s=%q: not an integer", env, s))
-		}
-		v = n
+// fromEnv is env's value parsed, or def when env is unset; a value that
+// does not parse is recorded as an error (want says what it should be).
+func fromEnv[T any](b *builder, env string, def T, parse func(string) (T, error), want string) T {
+	s := b.getenv(env)
+	if s == "" {
+		return def
 	}
-	b.fs.IntVar(p, name, v, usage+" (env "+env+")")
+	v, err := parse(s)
+	if err != nil {
+		b.errs = append(b.errs, fmt.Sprintf("%s=%q: want %s", env, s, want))
+		return def
+	}
+	return v
+}
+
+func (b *builder) num(p *int, name, env string, def int, usage string) {
+	b.fs.IntVar(p, name, fromEnv(b, env, def, strconv.Atoi, "an integer"), usage+" (env "+env+")")
 	b.add(name, env, strconv.Itoa(def), usage)
 }
 
 func (b *builder) boolean(p *bool, name, env string, def bool, usage string) {
-	v := def
-	if s := b.getenv(env); s != "" {
-		x, err := strconv.ParseBool(s)
-		if err != nil {
-			b.errs = append(b.errs, fmt.Sprintf("%s=%q: not a boolean", env, s))
-		}
-		v = x
-	}
-	b.fs.BoolVar(p, name, v, usage+" (env "+env+")")
+	b.fs.BoolVar(p, name, fromEnv(b, env, def, strconv.ParseBool, "a boolean"), usage+" (env "+env+")")
 	b.add(name, env, strconv.FormatBool(def), usage)
 }
 
 func (b *builder) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
-	v := def
-	if s := b.getenv(env); s != "" {
+	positive := func(s string) (time.Duration, error) {
 		d, err := time.ParseDuration(s)
-		if err != nil || d <= 0 {
-			b.errs = append(b.errs, fmt.Sprintf("%s=%q: want a positive Go duration", env, s))
+		if err == nil && d <= 0 {
+			err = errors.New("not positive")
 		}
-		v = d
+		return d, err
 	}
-	b.fs.DurationVar(p, name, v, usage+" (env "+env+")")
+	b.fs.DurationVar(p, name, fromEnv(b, env, def, positive, "a positive Go duration"), usage+" (env "+env+")")
 	b.add(name, env, def.String(), usage)
 }
 

@@ -67,47 +67,57 @@ func mergeHeaders(next, stored map[string]string) map[string]string {
 // SealLegacyHeaders seals the headers of rows written before headers were
 // sealed, sealBatch rows per statement, and returns how many it sealed.
 func (s *Store) SealLegacyHeaders(ctx context.Context) (int, error) {
+	return s.rewrite(ctx, "seal legacy headers", `SELECT id, headers FROM endpoints WHERE headers_sealed IS NULL LIMIT $1 FOR UPDATE`, nil,
+		func(ctx context.Context, tx pgx.Tx, id string, plain []byte) error {
+			h, err := s.openHeaders(id, nil, plain)
+			if err != nil {
+				return err
+			}
+			masked, sealed, err := s.sealHeaders(id, h)
+			if err != nil {
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE endpoints SET headers = $2, headers_sealed = $3 WHERE id = $1`, id, masked, sealed)
+			return err
+		})
+}
+
+// rewrite rewrites rows in batches of sealBatch, one transaction each,
+// until a batch comes back short: query selects (id, value) rows FOR UPDATE
+// with args followed by the batch size as its last parameter, and fn
+// rewrites each. It returns how many rows it rewrote.
+func (s *Store) rewrite(ctx context.Context, what, query string, args []any,
+	fn func(ctx context.Context, tx pgx.Tx, id string, value []byte) error) (int, error) {
 	total := 0
 	for {
 		n := 0
 		err := s.inTx(ctx, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, `SELECT id, headers FROM endpoints WHERE headers_sealed IS NULL LIMIT $1 FOR UPDATE`, sealBatch)
+			rows, err := tx.Query(ctx, query, append(args, sealBatch)...)
 			if err != nil {
-				return fmt.Errorf("legacy headers: %w", err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			type row struct {
 				id    string
-				plain []byte
+				value []byte
 			}
 			list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
 				var x row
-				return x, r.Scan(&x.id, &x.plain)
+				return x, r.Scan(&x.id, &x.value)
 			})
 			if err != nil {
-				return fmt.Errorf("legacy headers: %w", err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			for _, r := range list {
-				h, err := s.openHeaders(r.id, nil, r.plain)
-				if err != nil {
-					return err
-				}
-				masked, sealed, err := s.sealHeaders(r.id, h)
-				if err != nil {
-					return err
-				}
-				if _, err := tx.Exec(ctx, `UPDATE endpoints SET headers = $2, headers_sealed = $3 WHERE id = $1`, r.id, masked, sealed); err != nil {
-					return fmt.Errorf("seal headers of %s: %w", r.id, err)
+				if err := fn(ctx, tx, r.id, r.value); err != nil {
+					return fmt.Errorf("%s %s: %w", what, r.id, err)
 				}
 			}
 			n = len(list)
 			return nil
 		})
-		if err != nil {
-			return total, err
-		}
 		total += n
-		if n < sealBatch {
-			return total, nil
+		if err != nil || n < sealBatch {
+			return total, err
 		}
 	}
 }

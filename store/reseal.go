@@ -28,55 +28,25 @@ func (s *Store) Reseal(ctx context.Context) (int, error) {
 	prefix := s.box.Prefix()
 	total := 0
 	for _, col := range s.sealedColumns() {
-		for {
-			n, err := s.resealBatch(ctx, col, prefix)
-			total += n
-			if err != nil {
-				return total, err
-			}
-			if n < sealBatch {
-				break
-			}
+		n, err := s.rewrite(ctx, "reseal "+col.table, fmt.Sprintf(`SELECT id, %[2]s FROM %[1]s
+			WHERE %[2]s IS NOT NULL AND substring(%[2]s FROM 1 FOR $1) <> $2 LIMIT $3 FOR UPDATE`, col.table, col.column),
+			[]any{len(prefix), prefix},
+			func(ctx context.Context, tx pgx.Tx, id string, old []byte) error {
+				plain, err := s.box.Open(old, col.aad(id))
+				if err != nil {
+					return err
+				}
+				sealed, err := s.box.Seal(plain, col.aad(id))
+				if err != nil {
+					return err
+				}
+				_, err = tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET %s = $2 WHERE id = $1`, col.table, col.column), id, sealed)
+				return err
+			})
+		total += n
+		if err != nil {
+			return total, err
 		}
 	}
 	return total, nil
-}
-
-func (s *Store) resealBatch(ctx context.Context, col sealedColumn, prefix []byte) (int, error) {
-	n := 0
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT id, %[2]s FROM %[1]s
-			WHERE %[2]s IS NOT NULL AND substring(%[2]s FROM 1 FOR $1) <> $2 LIMIT $3 FOR UPDATE`, col.table, col.column),
-			len(prefix), prefix, sealBatch)
-		if err != nil {
-			return fmt.Errorf("reseal %s: %w", col.table, err)
-		}
-		type row struct {
-			id     string
-			sealed []byte
-		}
-		list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
-			var x row
-			return x, r.Scan(&x.id, &x.sealed)
-		})
-		if err != nil {
-			return fmt.Errorf("reseal %s: %w", col.table, err)
-		}
-		for _, r := range list {
-			plain, err := s.box.Open(r.sealed, col.aad(r.id))
-			if err != nil {
-				return fmt.Errorf("reseal %s %s: %w", col.table, r.id, err)
-			}
-			sealed, err := s.box.Seal(plain, col.aad(r.id))
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, fmt.Sprintf(`UPDATE %s SET %s = $2 WHERE id = $1`, col.table, col.column), r.id, sealed); err != nil {
-				return fmt.Errorf("reseal %s %s: %w", col.table, r.id, err)
-			}
-		}
-		n = len(list)
-		return nil
-	})
-	return n, err
 }

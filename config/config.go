@@ -204,7 +204,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.num(&c.TemporalShards, "temporal-shards", "HOOKRELAY_TEMPORAL_SHARDS", TemporalShardsDefault, "embedded Temporal history shards (dev; fixed at first start)")
 	b.str(&c.TemporalSQLite, "temporal-sqlite", "HOOKRELAY_TEMPORAL_SQLITE", "", "embedded Temporal on this SQLite file instead of Postgres (dev)")
 	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", dispatch.BatchDefault, "outbox rows claimed per dispatcher round")
-	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", dispatch.CarrierSizeDefault, "most first attempts one carrier workflow makes (1 = one workflow per delivery)")
+	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", dispatch.CarrierSizeDefault, "most first attempts one carrier workflow makes, at most 50 (1 = one workflow per delivery)")
 	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", dispatch.CarrierMinDefault, "fewest new deliveries a dispatcher round carries together")
 	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest answers 503 + Retry-After (0 = never)")
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")

@@ -81,6 +81,9 @@ type Task struct {
 	Kind     string
 	Payload  []byte
 	Attempts int
+	// Lease is the claim's number: only the worker holding the current one
+	// may complete, reschedule or extend the task.
+	Lease int64
 }
 
 // IdempotencyKey is stable across every retry of the task: pass it to the

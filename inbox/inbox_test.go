@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -172,5 +173,105 @@ func TestWorkerRecoversStuckTasks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "an expired lease is recovered")
 	require.Equal(t, 1, ran)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`))
+}
+
+// TestStaleWorkerCannotUndoAnotherWorkersCompletion: worker A's lease runs
+// out while its handler is stuck; B takes the task over and completes it;
+// A's late failure changes nothing.
+func TestStaleWorkerCannotUndoAnotherWorkersCompletion(t *testing.T) {
+	pool := setup(t)
+	enqueue(t, pool, "evt_f")
+	ctx := context.Background()
+	stuck, release := make(chan struct{}), make(chan struct{})
+	a := &inbox.Worker{Pool: pool, Lease: time.Hour, Handle: func(context.Context, inbox.Task) error {
+		close(stuck)
+		<-release
+		return errors.New("timed out talking to the mail server")
+	}}
+	done := make(chan error, 1)
+	go func() { _, err := a.RunOnce(ctx); done <- err }()
+	<-stuck
+	// A's lease runs out (a long pause, a partition): expire it.
+	_, err := pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET locked_until = now() - interval '1 second'`)
+	require.NoError(t, err)
+	var bRan int
+	b := &inbox.Worker{Pool: pool, Handle: func(context.Context, inbox.Task) error { bRan++; return nil }}
+	n, err := b.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 1, bRan)
+	close(release)
+	require.NoError(t, <-done)
+	var status string
+	var lastErr *string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT status, last_error FROM webhook_inbox_tasks`).Scan(&status, &lastErr))
+	require.Equal(t, inbox.StatusCompleted, status, "the stale worker's failure did not flip it back")
+	require.Nil(t, lastErr)
+}
+
+// TestHeartbeatKeepsALongHandlerSingle: a handler that runs longer than
+// its lease keeps it by heartbeat; another worker polling meanwhile never
+// runs the task.
+func TestHeartbeatKeepsALongHandlerSingle(t *testing.T) {
+	pool := setup(t)
+	enqueue(t, pool, "evt_h")
+	ctx := context.Background()
+	var running, maxRunning, runs atomic.Int64
+	handle := func(context.Context, inbox.Task) error {
+		runs.Add(1)
+		if n := running.Add(1); n > maxRunning.Load() {
+			maxRunning.Store(n)
+		}
+		defer running.Add(-1)
+		time.Sleep(900 * time.Millisecond) // three leases
+		return nil
+	}
+	a := &inbox.Worker{Pool: pool, Lease: 300 * time.Millisecond, Handle: handle}
+	b := &inbox.Worker{Pool: pool, Lease: 300 * time.Millisecond, Handle: handle}
+	go func() { _, _ = a.RunOnce(ctx) }()
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	for count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == 0 {
+		_, err := b.RunOnce(ctx)
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.Equal(t, int64(1), runs.Load(), "run once")
+	require.Equal(t, int64(1), maxRunning.Load(), "never twice at a time")
+}
+
+// TestPoisonTaskBecomesDead: a task that fails MaxAttempts times is dead
+// with its last error, listed, and runs again once retried by hand.
+func TestPoisonTaskBecomesDead(t *testing.T) {
+	pool := setup(t)
+	enqueue(t, pool, "evt_p")
+	ctx := context.Background()
+	fail := true
+	w := &inbox.Worker{Pool: pool, MaxAttempts: 3, BaseBackoff: time.Millisecond, Handle: func(context.Context, inbox.Task) error {
+		if fail {
+			return errors.New("422 from the CRM")
+		}
+		return nil
+	}}
+	for i := 0; i < 100 && count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`) == 0; i++ {
+		_, err := w.RunOnce(ctx)
+		require.NoError(t, err)
+		time.Sleep(5 * time.Millisecond)
+	}
+	dead, err := inbox.ListDead(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, 3, dead[0].Attempts)
+	require.Equal(t, "422 from the CRM", dead[0].LastError)
+	n, err := w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "a dead task is not run")
+
+	fail = false
+	require.NoError(t, inbox.Retry(ctx, pool, dead[0].ID))
+	require.ErrorIs(t, inbox.Retry(ctx, pool, dead[0].ID), inbox.ErrNotDead)
+	n, err = w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`))
 }

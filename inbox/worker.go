@@ -2,12 +2,22 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Task statuses.
+const (
+	StatusPending    = "pending"
+	StatusProcessing = "processing"
+	StatusCompleted  = "completed"
+	// StatusDead is a task that failed MaxAttempts times; Retry puts it back.
+	StatusDead = "dead"
 )
 
 // Worker defaults.
@@ -17,22 +27,48 @@ const (
 	BatchDefault       = 16
 	MaxBackoffDefault  = 5 * time.Minute
 	BaseBackoffDefault = time.Second
+	// MaxAttemptsDefault is how many times a task may fail before it is
+	// dead.
+	MaxAttemptsDefault = 10
 )
 
-// Worker runs pending tasks with Handle. A task whose worker crashed is
-// claimed again once its lease ends.
+// Worker runs pending tasks with Handle. Each claim takes a new lease
+// number, kept alive by a heartbeat while Handle runs; a task whose worker
+// crashed is claimed again once its lease ends, and the old worker can no
+// longer change it.
 type Worker struct {
 	Pool *pgxpool.Pool
 	// Handle performs the side effect; it must pass task.IdempotencyKey()
-	// to the external system. An error schedules a retry with backoff.
+	// to the external system. An error schedules a retry with backoff. Its
+	// context ends when the lease is lost.
 	Handle func(ctx context.Context, task Task) error
-	// Lease is how long a claimed task is reserved. Defaults to LeaseDefault.
+	// Lease is how long a claimed task is reserved; the heartbeat extends it
+	// every Lease/3. Defaults to LeaseDefault.
 	Lease time.Duration
 	// Poll is the idle wait between claims. Defaults to PollDefault.
 	Poll time.Duration
 	// BaseBackoff and MaxBackoff bound retry waits (doubling per attempt).
+	// Default to BaseBackoffDefault and MaxBackoffDefault.
 	BaseBackoff, MaxBackoff time.Duration
-	Logger                  *slog.Logger
+	// MaxAttempts is how many failures make a task dead. Defaults to
+	// MaxAttemptsDefault.
+	MaxAttempts int
+	// Logger receives failures. Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (w *Worker) lease() time.Duration {
+	if w.Lease <= 0 {
+		return LeaseDefault
+	}
+	return w.Lease
+}
+
+func (w *Worker) logger() *slog.Logger {
+	if w.Logger == nil {
+		return slog.Default()
+	}
+	return w.Logger
 }
 
 // Run works until ctx ends.
@@ -43,8 +79,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	for {
 		n, err := w.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil && w.Logger != nil {
-			w.Logger.Warn("inbox worker", "err", err)
+		if err != nil && ctx.Err() == nil {
+			w.logger().Warn("inbox worker", "err", err)
 		}
 		if n > 0 && err == nil {
 			continue
@@ -58,22 +94,18 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // RunOnce claims a batch of due tasks (pending and due, or processing with
-// an expired lease), runs them and records each outcome. It returns how
-// many it claimed.
+// an expired lease), each under a new lease number, runs them and records
+// each outcome. It returns how many it claimed.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
-	lease := w.Lease
-	if lease <= 0 {
-		lease = LeaseDefault
-	}
 	rows, err := w.Pool.Query(ctx, `
-		UPDATE webhook_inbox_tasks t SET status = 'processing', attempts = attempts + 1,
+		UPDATE webhook_inbox_tasks t SET status = $3, attempts = attempts + 1, lease = lease + 1,
 		       locked_until = now() + $1 * interval '1 millisecond'
 		WHERE id IN (
 		  SELECT id FROM webhook_inbox_tasks
-		  WHERE (status = 'pending' AND run_after <= now()) OR (status = 'processing' AND locked_until < now())
+		  WHERE (status = $4 AND run_after <= now()) OR (status = $3 AND locked_until < now())
 		  ORDER BY run_after, id LIMIT $2
 		  FOR UPDATE SKIP LOCKED)
-		RETURNING id, source, event_id, kind, payload, attempts`, lease.Milliseconds(), BatchDefault)
+		RETURNING id, source, event_id, kind, payload, attempts, lease`, w.lease().Milliseconds(), BatchDefault, StatusProcessing, StatusPending)
 	if err != nil {
 		return 0, fmt.Errorf("claim inbox tasks: %w", err)
 	}
@@ -89,28 +121,113 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	return len(tasks), nil
 }
 
+// fenced updates task t only while t's lease is the current one; it
+// reports whether it did.
+func (w *Worker) fenced(ctx context.Context, t Task, set string, args ...any) (bool, error) {
+	tag, err := w.Pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET `+set+` WHERE id = $1 AND lease = $2 AND status = $3`,
+		append([]any{t.ID, t.Lease, StatusProcessing}, args...)...)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
 func (w *Worker) run(ctx context.Context, t Task) error {
-	herr := w.Handle(ctx, t)
+	hctx, lost := context.WithCancel(ctx)
+	defer lost()
+	beat := make(chan struct{})
+	go func() {
+		defer close(beat)
+		tick := time.NewTicker(w.lease() / 3)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-tick.C:
+				ok, err := w.fenced(hctx, t, `locked_until = now() + $4 * interval '1 millisecond'`, w.lease().Milliseconds())
+				if err == nil && !ok {
+					w.logger().Warn("inbox task lease lost; its handler is stopped", "task", t.ID)
+					lost()
+					return
+				}
+			}
+		}
+	}()
+	herr := w.Handle(hctx, t)
+	lost()
+	<-beat
 	if herr == nil {
-		_, err := w.Pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET status = 'completed', completed_at = now(), last_error = NULL, locked_until = NULL WHERE id = $1`, t.ID)
+		ok, err := w.fenced(ctx, t, `status = $4, completed_at = now(), last_error = NULL, locked_until = NULL`, StatusCompleted)
 		if err != nil {
 			return fmt.Errorf("complete inbox task %d: %w", t.ID, err)
 		}
+		if !ok {
+			w.logger().Warn("inbox task lease lost before completion; another worker owns it", "task", t.ID)
+		}
 		return nil
 	}
-	base, maxB := w.BaseBackoff, w.MaxBackoff
-	if base <= 0 {
-		base = BaseBackoffDefault
+	maxAttempts := w.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = MaxAttemptsDefault
 	}
-	if maxB <= 0 {
-		maxB = MaxBackoffDefault
+	var ok bool
+	var err error
+	if t.Attempts >= maxAttempts {
+		ok, err = w.fenced(ctx, t, `status = $4, last_error = $5, locked_until = NULL`, StatusDead, herr.Error())
+	} else {
+		base, maxB := w.BaseBackoff, w.MaxBackoff
+		if base <= 0 {
+			base = BaseBackoffDefault
+		}
+		if maxB <= 0 {
+			maxB = MaxBackoffDefault
+		}
+		wait := min(base<<min(t.Attempts-1, 20), maxB)
+		ok, err = w.fenced(ctx, t, `status = $4, last_error = $5, locked_until = NULL, run_after = now() + $6 * interval '1 millisecond'`,
+			StatusPending, herr.Error(), wait.Milliseconds())
 	}
-	wait := base << min(t.Attempts-1, 20)
-	wait = min(wait, maxB)
-	_, err := w.Pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET status = 'pending', last_error = $2, locked_until = NULL,
-		run_after = now() + $3 * interval '1 millisecond' WHERE id = $1`, t.ID, herr.Error(), wait.Milliseconds())
 	if err != nil {
 		return fmt.Errorf("reschedule inbox task %d: %w", t.ID, err)
+	}
+	if !ok {
+		w.logger().Warn("inbox task lease lost before reschedule; another worker owns it", "task", t.ID)
+	}
+	return nil
+}
+
+// ErrNotDead: Retry found no dead task with that ID.
+var ErrNotDead = errors.New("inbox: no such dead task")
+
+// DeadTask is a task that failed MaxAttempts times.
+type DeadTask struct {
+	Task
+	LastError string
+}
+
+// ListDead lists dead tasks, oldest first.
+func ListDead(ctx context.Context, pool *pgxpool.Pool) ([]DeadTask, error) {
+	rows, err := pool.Query(ctx, `SELECT id, source, event_id, kind, payload, attempts, lease, COALESCE(last_error, '')
+		FROM webhook_inbox_tasks WHERE status = $1 ORDER BY id`, StatusDead)
+	if err != nil {
+		return nil, fmt.Errorf("list dead inbox tasks: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (DeadTask, error) {
+		var d DeadTask
+		err := r.Scan(&d.ID, &d.Source, &d.EventID, &d.Kind, &d.Payload, &d.Attempts, &d.Lease, &d.LastError)
+		return d, err
+	})
+}
+
+// Retry puts a dead task back, due now, with its attempts reset.
+func Retry(ctx context.Context, pool *pgxpool.Pool, id int64) error {
+	tag, err := pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET status = $2, attempts = 0, run_after = now() WHERE id = $1 AND status = $3`,
+		id, StatusPending, StatusDead)
+	if err != nil {
+		return fmt.Errorf("retry inbox task %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("retry inbox task %d: %w", id, ErrNotDead)
 	}
 	return nil
 }

@@ -41,9 +41,12 @@ const (
 
 // Config configures a Receiver.
 type Config struct {
-	// Secrets are whsec_ secrets, newest first; PublicKeys whpk_ keys.
+	// Secrets are whsec_ secrets, newest first; PublicKeys whpk_ keys. Either
+	// may be "tenant=key": events are then deduped per tenant, since event IDs
+	// are unique per sender only.
 	Secrets, PublicKeys []string
-	// Source names the sender in dedupe keys. Defaults to "hookrelay".
+	// Source names the sender in dedupe keys of keys without a tenant.
+	// Defaults to "hookrelay".
 	Source string
 	// Pool is the receiver's own database.
 	Pool *pgxpool.Pool
@@ -105,12 +108,16 @@ func New(ctx context.Context, cfg Config) (*Receiver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	v, err := webhook.NewVerifier(cfg.Secrets...)
-	if err != nil {
-		return nil, fmt.Errorf("receiver: %w", err)
+	v := &webhook.Verifier{}
+	for _, s := range cfg.Secrets {
+		tenant, key := splitTenant(s, "whsec_")
+		if err := v.AddTenantSecret(tenant, key); err != nil {
+			return nil, fmt.Errorf("receiver: secret: %w", err)
+		}
 	}
 	for _, pk := range cfg.PublicKeys {
-		if err := v.AddPublicKey(pk); err != nil {
+		tenant, key := splitTenant(pk, "whpk_")
+		if err := v.AddTenantPublicKey(tenant, key); err != nil {
 			return nil, fmt.Errorf("receiver: %w", err)
 		}
 	}
@@ -118,11 +125,22 @@ func New(ctx context.Context, cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	if _, err := cfg.Pool.Exec(ctx, `
-		CREATE TABLE IF NOT EXISTS receiver_orders (event_id text PRIMARY KEY, type text NOT NULL, received_at timestamptz NOT NULL DEFAULT now());
+		CREATE TABLE IF NOT EXISTS receiver_orders (source text NOT NULL, event_id text NOT NULL, type text NOT NULL,
+		  received_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (source, event_id));
+		ALTER TABLE receiver_orders ADD COLUMN IF NOT EXISTS source text NOT NULL DEFAULT 'hookrelay';
 		CREATE TABLE IF NOT EXISTS receiver_side_effects (idempotency_key text PRIMARY KEY, done_at timestamptz NOT NULL DEFAULT now());`); err != nil {
 		return nil, fmt.Errorf("receiver tables: %w", err)
 	}
 	return &Receiver{cfg: cfg, verifier: v, stats: Stats{Rejected: map[string]int{}, Injected: map[string]int{}}, hits: map[string]int{}}, nil
+}
+
+// splitTenant splits "tenant=key" (key starting with prefix); a key
+// without a tenant has tenant "".
+func splitTenant(s, prefix string) (tenant, key string) {
+	if t, k, ok := strings.Cut(s, "="); ok && strings.HasPrefix(k, prefix) {
+		return t, k
+	}
+	return "", s
 }
 
 // Handler serves POST /webhook, GET /stats and POST /control
@@ -220,7 +238,11 @@ func (r *Receiver) accept(ctx context.Context, ev webhook.Event, typ string, fai
 		return false, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after commit
-	if err := inbox.Accept(ctx, tx, r.cfg.Source, ev.ID); errors.Is(err, inbox.ErrDuplicate) {
+	source := r.cfg.Source
+	if ev.Tenant != "" {
+		source = ev.Tenant
+	}
+	if err := inbox.Accept(ctx, tx, source, ev.ID); errors.Is(err, inbox.ErrDuplicate) {
 		return false, tx.Commit(ctx)
 	} else if err != nil {
 		return false, err
@@ -228,10 +250,10 @@ func (r *Receiver) accept(ctx context.Context, ev webhook.Event, typ string, fai
 	if failWrite {
 		return false, errors.New("business write failed (injected); rolled back")
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO receiver_orders (event_id, type) VALUES ($1, $2)`, ev.ID, typ); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO receiver_orders (source, event_id, type) VALUES ($1, $2, $3)`, source, ev.ID, typ); err != nil {
 		return false, fmt.Errorf("business write: %w", err)
 	}
-	if err := inbox.Enqueue(ctx, tx, inbox.Task{Source: r.cfg.Source, EventID: ev.ID, Kind: "notify", Payload: ev.Body}); err != nil {
+	if err := inbox.Enqueue(ctx, tx, inbox.Task{Source: source, EventID: ev.ID, Kind: "notify", Payload: ev.Body}); err != nil {
 		return false, err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -1,6 +1,7 @@
 package receiver_test
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"net/http"
@@ -8,12 +9,14 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/internal/testenv"
 	"hookrelay/receiver"
+	"hookrelay/signing"
 )
 
 var pg *testenv.Postgres
@@ -50,4 +53,63 @@ func TestControlIsGuarded(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, control(guarded.Handler(), "127.0.0.1", ""))
 	require.Equal(t, http.StatusForbidden, control(guarded.Handler(), "127.0.0.1", "wrong"))
 	require.Equal(t, http.StatusNoContent, control(guarded.Handler(), "192.0.2.7", "s3cret-token"))
+}
+
+// signed is a POST /webhook of an envelope with event ID id, signed with
+// secret.
+func signed(t *testing.T, id, secret string) *http.Request {
+	body := []byte(`{"id":"` + id + `","type":"order.paid","created":"2026-12-01T10:00:00Z","api_version":"2026-11-01","data":{}}`)
+	key, err := signing.ParseSecret(secret)
+	require.NoError(t, err)
+	h, err := signing.Sign(id, time.Now(), body, []signing.Key{{ID: "k", Secret: key}})
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodPost, "/webhook", bytes.NewReader(body))
+	for k, v := range h.Map() {
+		req.Header.Set(k, v)
+	}
+	return req
+}
+
+// TestTenantsDedupeApart: the same event ID from two tenants is two
+// events; a repeat from one of them is a duplicate; a forged request marks
+// neither as seen.
+func TestTenantsDedupeApart(t *testing.T) {
+	ctx := context.Background()
+	url, err := pg.NewDatabase(ctx, "tenants")
+	require.NoError(t, err)
+	pool, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	secretA, err := signing.GenerateSecret()
+	require.NoError(t, err)
+	secretB, err := signing.GenerateSecret()
+	require.NoError(t, err)
+	forger, err := signing.GenerateSecret()
+	require.NoError(t, err)
+	rc, err := receiver.New(ctx, receiver.Config{Secrets: []string{"app-a=" + secretA, "app-b=" + secretB}, Pool: pool})
+	require.NoError(t, err)
+	h := rc.Handler()
+	post := func(req *http.Request) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	require.Equal(t, http.StatusUnauthorized, post(signed(t, "order-1", forger)), "forged")
+	require.Equal(t, http.StatusNoContent, post(signed(t, "order-1", secretA)))
+	require.Equal(t, http.StatusNoContent, post(signed(t, "order-1", secretB)), "another tenant's order-1 is another event")
+	require.Equal(t, http.StatusNoContent, post(signed(t, "order-1", secretA)), "a repeat is absorbed with 2xx")
+	st, err := rc.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Accepted)
+	require.Equal(t, 1, st.Duplicates)
+	require.Equal(t, 2, st.BusinessEffects)
+	var seen []string
+	rows, err := pool.Query(ctx, `SELECT source FROM webhook_inbox_seen WHERE event_id = 'order-1' ORDER BY source`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		seen = append(seen, s)
+	}
+	require.Equal(t, []string{"app-a", "app-b"}, seen, "deduped by (tenant, event ID); the forgery marked nothing")
 }

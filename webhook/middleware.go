@@ -18,6 +18,9 @@ type Event struct {
 	ID        string
 	Timestamp int64
 	Body      []byte
+	// Tenant is the tenant whose key verified the request: dedupe by
+	// (Tenant, ID), since event IDs are unique per sender only.
+	Tenant string
 }
 
 type ctxKey struct{}
@@ -57,14 +60,15 @@ func Middleware(v *Verifier, opts Options, next http.Handler) http.Handler {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		if err := v.Verify(r.Header, body); err != nil {
+		match, err := v.VerifyTenant(r.Header, body)
+		if err != nil {
 			if opts.OnReject != nil {
 				opts.OnReject(r, err)
 			}
 			http.Error(w, "invalid signature", http.StatusUnauthorized)
 			return
 		}
-		ev := Event{ID: r.Header.Get("webhook-id"), Body: body}
+		ev := Event{ID: r.Header.Get("webhook-id"), Body: body, Tenant: match.Tenant}
 		ev.Timestamp, _ = strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
 		if ev.ID == "" {
 			// X-Webhook-Signature alone carries no ID; take the envelope's.

@@ -31,31 +31,61 @@ var (
 	ErrNoKeys        = errors.New("webhook: verifier has no secret or public key")
 )
 
-// Verifier checks signatures with any of its keys.
+// Verifier checks signatures with any of its keys. Each key belongs to a
+// tenant (a sender, or one of its apps); a receiver for many tenants holds
+// them all and learns from Match which one signed.
 type Verifier struct {
-	secrets    [][]byte
-	publicKeys []ed25519.PublicKey
+	secrets    []tenantKey
+	publicKeys []tenantPublicKey
 	// Tolerance is the freshness window. Defaults to DefaultTolerance.
 	Tolerance time.Duration
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
 }
 
-// NewVerifier returns a verifier for "whsec_…" secrets (newest first).
+type tenantKey struct {
+	tenant string
+	secret []byte
+}
+
+type tenantPublicKey struct {
+	tenant string
+	key    ed25519.PublicKey
+}
+
+// Match says which tenant's key verified a request.
+type Match struct {
+	// Tenant is the key's tenant ("" for keys added without one).
+	Tenant string
+}
+
+// NewVerifier returns a verifier for "whsec_…" secrets (newest first) of
+// one sender; AddTenantSecret adds others'.
 func NewVerifier(secrets ...string) (*Verifier, error) {
 	v := &Verifier{}
 	for i, s := range secrets {
-		key, err := parseKey(s, "whsec_")
-		if err != nil {
+		if err := v.AddTenantSecret("", s); err != nil {
 			return nil, fmt.Errorf("secret %d: %w", i+1, err)
 		}
-		v.secrets = append(v.secrets, key)
 	}
 	return v, nil
 }
 
+// AddTenantSecret adds a "whsec_…" secret of tenant.
+func (v *Verifier) AddTenantSecret(tenant, s string) error {
+	key, err := parseKey(s, "whsec_")
+	if err != nil {
+		return err
+	}
+	v.secrets = append(v.secrets, tenantKey{tenant: tenant, secret: key})
+	return nil
+}
+
 // AddPublicKey adds a "whpk_…" Ed25519 public key for v1a signatures.
-func (v *Verifier) AddPublicKey(s string) error {
+func (v *Verifier) AddPublicKey(s string) error { return v.AddTenantPublicKey("", s) }
+
+// AddTenantPublicKey adds a "whpk_…" Ed25519 public key of tenant.
+func (v *Verifier) AddTenantPublicKey(tenant, s string) error {
 	key, err := parseKey(s, "whpk_")
 	if err != nil {
 		return fmt.Errorf("public key: %w", err)
@@ -63,7 +93,7 @@ func (v *Verifier) AddPublicKey(s string) error {
 	if len(key) != ed25519.PublicKeySize {
 		return fmt.Errorf("public key: want %d bytes, got %d", ed25519.PublicKeySize, len(key))
 	}
-	v.publicKeys = append(v.publicKeys, ed25519.PublicKey(key))
+	v.publicKeys = append(v.publicKeys, tenantPublicKey{tenant: tenant, key: ed25519.PublicKey(key)})
 	return nil
 }
 
@@ -83,25 +113,40 @@ func parseKey(s, prefix string) ([]byte, error) {
 // present must verify: webhook-id/-timestamp/-signature (Standard Webhooks)
 // and X-Webhook-Signature; at least one must be present.
 func (v *Verifier) Verify(h http.Header, body []byte) error {
+	_, err := v.VerifyTenant(h, body)
+	return err
+}
+
+// VerifyTenant is Verify answering which tenant's key matched. When both
+// header formats are present, both must verify with the same tenant's keys.
+func (v *Verifier) VerifyTenant(h http.Header, body []byte) (Match, error) {
 	if len(v.secrets) == 0 && len(v.publicKeys) == 0 {
-		return ErrNoKeys
+		return Match{}, ErrNoKeys
 	}
 	std := h.Get("webhook-signature") != "" || h.Get("webhook-id") != "" || h.Get("webhook-timestamp") != ""
 	x := h.Get("X-Webhook-Signature") != ""
 	if !std && !x {
-		return ErrMissingHeader
+		return Match{}, ErrMissingHeader
 	}
+	var tenants []string
 	if std {
-		if err := v.verifyStandard(h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature"), body); err != nil {
-			return err
+		t, err := v.verifyStandard(h.Get("webhook-id"), h.Get("webhook-timestamp"), h.Get("webhook-signature"), body)
+		if err != nil {
+			return Match{}, err
 		}
+		tenants = append(tenants, t)
 	}
 	if x {
-		if err := v.verifyX(h.Get("X-Webhook-Signature"), body); err != nil {
-			return err
+		t, err := v.verifyX(h.Get("X-Webhook-Signature"), body)
+		if err != nil {
+			return Match{}, err
 		}
+		tenants = append(tenants, t)
 	}
-	return nil
+	if len(tenants) == 2 && tenants[0] != tenants[1] {
+		return Match{}, ErrNoMatch
+	}
+	return Match{Tenant: tenants[0]}, nil
 }
 
 func (v *Verifier) checkTime(ts string) (int64, error) {
@@ -127,21 +172,21 @@ func (v *Verifier) checkTime(ts string) (int64, error) {
 	return sec, nil
 }
 
-func (v *Verifier) verifyStandard(id, ts, sigs string, body []byte) error {
+func (v *Verifier) verifyStandard(id, ts, sigs string, body []byte) (string, error) {
 	if id == "" || ts == "" || sigs == "" {
-		return ErrMissingHeader
+		return "", ErrMissingHeader
 	}
 	if _, err := v.checkTime(ts); err != nil {
-		return err
+		return "", err
 	}
 	signed := make([]byte, 0, len(id)+len(ts)+2+len(body))
 	signed = append(append(append(append(signed, id...), '.'), ts...), '.')
 	signed = append(signed, body...)
-	var want [][]byte
-	for _, s := range v.secrets {
-		m := hmac.New(sha256.New, s)
+	want := make([][]byte, len(v.secrets))
+	for i, s := range v.secrets {
+		m := hmac.New(sha256.New, s.secret)
 		m.Write(signed)
-		want = append(want, m.Sum(nil))
+		want[i] = m.Sum(nil)
 	}
 	wellFormed := false
 	for _, part := range strings.Fields(sigs) {
@@ -159,9 +204,9 @@ func (v *Verifier) verifyStandard(id, ts, sigs string, body []byte) error {
 				continue
 			}
 			wellFormed = true
-			for _, w := range want {
+			for i, w := range want {
 				if hmac.Equal(raw, w) {
-					return nil
+					return v.secrets[i].tenant, nil
 				}
 			}
 		case "v1a":
@@ -170,25 +215,25 @@ func (v *Verifier) verifyStandard(id, ts, sigs string, body []byte) error {
 			}
 			wellFormed = true
 			for _, pk := range v.publicKeys {
-				if ed25519.Verify(pk, signed, raw) {
-					return nil
+				if ed25519.Verify(pk.key, signed, raw) {
+					return pk.tenant, nil
 				}
 			}
 		}
 	}
 	if !wellFormed {
-		return ErrMalformed
+		return "", ErrMalformed
 	}
-	return ErrNoMatch
+	return "", ErrNoMatch
 }
 
-func (v *Verifier) verifyX(header string, body []byte) error {
+func (v *Verifier) verifyX(header string, body []byte) (string, error) {
 	var ts string
 	var sigs [][]byte
 	for _, part := range strings.Split(header, ",") {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return ErrMalformed
+			return "", ErrMalformed
 		}
 		switch k {
 		case "t":
@@ -202,23 +247,23 @@ func (v *Verifier) verifyX(header string, body []byte) error {
 		}
 	}
 	if ts == "" || len(sigs) == 0 {
-		return ErrMalformed
+		return "", ErrMalformed
 	}
 	if _, err := v.checkTime(ts); err != nil {
-		return err
+		return "", err
 	}
 	for _, s := range v.secrets {
-		m := hmac.New(sha256.New, s)
+		m := hmac.New(sha256.New, s.secret)
 		m.Write([]byte(ts + "."))
 		m.Write(body)
 		w := m.Sum(nil)
 		for _, sig := range sigs {
 			if hmac.Equal(sig, w) {
-				return nil
+				return s.tenant, nil
 			}
 		}
 	}
-	return ErrNoMatch
+	return "", ErrNoMatch
 }
 
 func truncate(s string) string {

@@ -154,3 +154,26 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+// TestVerifyTenant: a verifier holding several tenants' keys says which
+// tenant signed.
+func TestVerifyTenant(t *testing.T) {
+	a, b := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_dGVzdC1zZWNyZXQtZm9yLXRlbmFudC1iISE="
+	v := &webhook.Verifier{}
+	require.NoError(t, v.AddTenantSecret("app-a", a))
+	require.NoError(t, v.AddTenantSecret("app-b", b))
+	for tenant, secret := range map[string]string{"app-a": a, "app-b": b} {
+		key, err := signing.ParseSecret(secret)
+		require.NoError(t, err)
+		body := []byte(`{"id":"evt_1"}`)
+		h, err := signing.Sign("evt_1", time.Now(), body, []signing.Key{{ID: "k", Secret: key}})
+		require.NoError(t, err)
+		hdr := http.Header{}
+		for k, val := range h.Map() {
+			hdr.Set(k, val)
+		}
+		m, err := v.VerifyTenant(hdr, body)
+		require.NoError(t, err)
+		require.Equal(t, tenant, m.Tenant)
+	}
+}

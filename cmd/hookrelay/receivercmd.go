@@ -41,7 +41,7 @@ func receiverCmd(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("hookrelay receiver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var secrets, publicKeys multi
-	fs.Var(&secrets, "secret", "whsec_ secret; repeat to accept several (rotation). Visible to other users in ps: prefer --secrets-file or HOOKRELAY_RECEIVER_SECRETS")
+	fs.Var(&secrets, "secret", "whsec_ secret, or tenant=whsec_… to dedupe per tenant; repeat to accept several (rotation, tenants). Visible to other users in ps: prefer --secrets-file or HOOKRELAY_RECEIVER_SECRETS")
 	secretsFile := fs.String("secrets-file", "", "file of whsec_ secrets, one per line, newest first")
 	controlToken := fs.String("control-token", os.Getenv("HOOKRELAY_RECEIVER_CONTROL_TOKEN"), "bearer token POST /control requires; without one only loopback clients may call it (env HOOKRELAY_RECEIVER_CONTROL_TOKEN)")
 	fs.Var(&publicKeys, "public-key", "whpk_ Ed25519 public key; repeatable")

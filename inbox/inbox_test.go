@@ -3,6 +3,7 @@ package inbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -274,4 +275,67 @@ func TestPoisonTaskBecomesDead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`))
+}
+
+func envelope(id, typ, created, data string) []byte {
+	return []byte(`{"id":"` + id + `","type":"` + typ + `","created":"` + created + `","api_version":"2026-11-01","data":` + data + `}`)
+}
+
+// TestApplyIfNewer: a subscription canceled at 10:05 stays canceled when
+// the payment of 10:00 arrives after it; the same time with another body is
+// a conflict; a version field in data orders changes too.
+func TestApplyIfNewer(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	_, err := pool.Exec(ctx, `CREATE TABLE subscriptions (id text PRIMARY KEY, status text NOT NULL)`)
+	require.NoError(t, err)
+	deliver := func(c inbox.Change, status string) inbox.Outcome {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		o, err := inbox.ApplyIfNewer(ctx, tx, c, func() error {
+			_, err := tx.Exec(ctx, `INSERT INTO subscriptions VALUES ('sub_42', $1) ON CONFLICT (id) DO UPDATE SET status = $1`, status)
+			return err
+		})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return o
+	}
+	status := func() string {
+		var s string
+		require.NoError(t, pool.QueryRow(ctx, `SELECT status FROM subscriptions WHERE id = 'sub_42'`).Scan(&s))
+		return s
+	}
+	change := func(id, typ, created, data string) inbox.Change {
+		return inbox.Change{Source: "billing", Resource: "subscription:sub_42", EventID: id, Body: envelope(id, typ, created, data)}
+	}
+	canceled := change("evt_2", "subscription.canceled", "2026-12-01T10:05:00Z", `{"subscription":"sub_42"}`)
+	require.Equal(t, inbox.OutcomeApplied, deliver(canceled, "canceled"))
+	require.Equal(t, inbox.OutcomeStale, deliver(change("evt_1", "payment.succeeded", "2026-12-01T10:00:00Z", `{"subscription":"sub_42"}`), "active"))
+	require.Equal(t, "canceled", status(), "the older payment did not undo the cancel")
+	require.Equal(t, inbox.OutcomeDuplicate, deliver(canceled, "canceled"))
+	require.Equal(t, inbox.OutcomeConflict, deliver(change("evt_3", "subscription.updated", "2026-12-01T10:05:00Z", `{"plan":"pro"}`), "active"))
+	require.Equal(t, "canceled", status(), "a conflict is not applied")
+	require.Equal(t, inbox.OutcomeConflict, deliver(inbox.Change{Source: "billing", Resource: "subscription:sub_42", EventID: "evt_4",
+		Body: []byte(`{"id":"evt_4","data":{}}`)}, "active"), "no version")
+
+	// Ordered by a version field in data.
+	v := func(id string, n int) inbox.Change {
+		c := change(id, "subscription.updated", "2026-12-01T11:00:00Z", fmt.Sprintf(`{"version":%d}`, n))
+		c.Resource, c.VersionField = "subscription:sub_7", "version"
+		return c
+	}
+	require.Equal(t, inbox.OutcomeApplied, deliver(v("evt_v2", 2), "v2"))
+	require.Equal(t, inbox.OutcomeStale, deliver(v("evt_v1", 1), "v1"))
+	require.Equal(t, inbox.OutcomeApplied, deliver(v("evt_v3", 3), "v3"))
+
+	rows, err := pool.Query(ctx, `SELECT event_id, outcome FROM webhook_inbox_outcomes WHERE resource = 'subscription:sub_42' ORDER BY id`)
+	require.NoError(t, err)
+	var got []string
+	for rows.Next() {
+		var id, o string
+		require.NoError(t, rows.Scan(&id, &o))
+		got = append(got, id+":"+o)
+	}
+	require.Equal(t, []string{"evt_2:applied", "evt_1:stale", "evt_2:duplicate", "evt_3:conflict", "evt_4:conflict"}, got)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/delivery"
+	"hookrelay/inbox"
 	"hookrelay/receiver"
 )
 
@@ -185,4 +186,52 @@ func TestSeedAcceptance(t *testing.T) {
 		require.NoError(t, r.pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_inbox_seen`).Scan(&seen))
 		require.Zero(t, seen)
 	})
+}
+
+// TestBacklogShedsToTheSender: a receiver whose side effects lag sheds
+// webhooks with 503 + Retry-After past 100 waiting tasks; the sender's
+// retries do the queueing, and every event is processed once, none lost.
+func TestBacklogShedsToTheSender(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	r := newRefReceiver(t)
+	ep := h.createEndpoint(appID, map[string]any{"url": r.srv.URL + "/webhook", "event_types": []string{"backlog.test"},
+		"retry_schedule": []string{"0s", "1s", "1s", "2s", "2s", "3s", "3s", "5s", "5s", "5s", "5s", "5s"}, "deadline": "10m"})
+	var rc *receiver.Receiver
+	rc, err := receiver.New(context.Background(), receiver.Config{Secrets: []string{ep.Secret}, Pool: r.pool, MaxBacklog: 100,
+		Logger: slog.New(slog.DiscardHandler), Handle: func(ctx context.Context, task inbox.Task) error {
+			time.Sleep(10 * time.Millisecond) // a slow external system
+			return rc.SideEffect(ctx, task)
+		}})
+	require.NoError(t, err)
+	wctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = rc.Worker().Run(wctx) }()
+	r.mu.Lock()
+	r.rc = rc
+	r.mu.Unlock()
+
+	const n = 500
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h.send(appID, "backlog.test", map[string]any{"i": i})
+		}()
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		st := r.stats(t)
+		return st.BusinessEffects == n && st.SideEffects == n
+	}, 3*time.Minute, 200*time.Millisecond)
+	st := r.stats(t)
+	require.Equal(t, n, st.Accepted, "each event processed once")
+	r.mu.Lock()
+	requests := len(r.hdrs)
+	r.mu.Unlock()
+	require.Greater(t, requests, n, "some were shed and retried")
+	t.Logf("500 events, receiver backlog bound 100: %d requests (%d shed with 503 and retried), %d processed once, 0 lost", requests, requests-n-st.Duplicates, st.Accepted)
 }

@@ -56,6 +56,12 @@ type Config struct {
 	FailTimes int
 	// Sleep is how long FailSleep waits. Defaults to 15s.
 	Sleep time.Duration
+	// MaxBacklog, when set, answers 503 with Retry-After while more side
+	// effects than this wait in the inbox (inbox.BacklogGuard).
+	MaxBacklog int
+	// Handle overrides the side effect's work (tests slow it down).
+	// Defaults to SideEffect.
+	Handle func(ctx context.Context, t inbox.Task) error
 	// ControlToken, when set, is the bearer token POST /control requires;
 	// without it /control answers loopback clients only.
 	ControlToken string
@@ -79,6 +85,7 @@ type Stats struct {
 // Receiver handles webhooks.
 type Receiver struct {
 	cfg      Config
+	guard    *inbox.BacklogGuard
 	verifier *webhook.Verifier
 	mu       sync.Mutex
 	stats    Stats
@@ -131,7 +138,7 @@ func New(ctx context.Context, cfg Config) (*Receiver, error) {
 		CREATE TABLE IF NOT EXISTS receiver_side_effects (idempotency_key text PRIMARY KEY, done_at timestamptz NOT NULL DEFAULT now());`); err != nil {
 		return nil, fmt.Errorf("receiver tables: %w", err)
 	}
-	return &Receiver{cfg: cfg, verifier: v, stats: Stats{Rejected: map[string]int{}, Injected: map[string]int{}}, hits: map[string]int{}}, nil
+	return &Receiver{cfg: cfg, verifier: v, guard: &inbox.BacklogGuard{Pool: cfg.Pool, MaxWaiting: cfg.MaxBacklog}, stats: Stats{Rejected: map[string]int{}, Injected: map[string]int{}}, hits: map[string]int{}}, nil
 }
 
 // splitTenant splits "tenant=key" (key starting with prefix); a key
@@ -148,7 +155,11 @@ func splitTenant(s, prefix string) (tenant, key string) {
 // Config.ControlToken for who may call it).
 func (r *Receiver) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhook", r.count(webhook.Middleware(r.verifier, webhook.Options{OnReject: r.reject}, http.HandlerFunc(r.handle))))
+	opts := webhook.Options{OnReject: r.reject}
+	if r.cfg.MaxBacklog > 0 {
+		opts.Busy = r.guard.Busy
+	}
+	mux.Handle("POST /webhook", r.count(webhook.Middleware(r.verifier, opts, http.HandlerFunc(r.handle))))
 	mux.HandleFunc("GET /stats", r.serveStats)
 	mux.HandleFunc("POST /control", r.control)
 	return mux
@@ -271,7 +282,11 @@ func (r *Receiver) SideEffect(ctx context.Context, t inbox.Task) error {
 
 // Worker returns the inbox worker running SideEffect.
 func (r *Receiver) Worker() *inbox.Worker {
-	return &inbox.Worker{Pool: r.cfg.Pool, Handle: r.SideEffect, Logger: r.cfg.Logger}
+	handle := r.cfg.Handle
+	if handle == nil {
+		handle = r.SideEffect
+	}
+	return &inbox.Worker{Pool: r.cfg.Pool, Handle: handle, Logger: r.cfg.Logger}
 }
 
 // Stats returns the counters, with effects counted in the database.

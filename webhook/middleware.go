@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // DefaultMaxBody is the largest body Middleware reads.
@@ -38,6 +39,10 @@ type Options struct {
 	// OnReject is told why a request was rejected (for logs and metrics;
 	// the sender only ever sees a generic 401).
 	OnReject func(r *http.Request, err error)
+	// Busy, when set, is asked before anything is read: while it reports
+	// true the request is answered 503 with its Retry-After, so the sender's
+	// retries do the queueing (inbox.BacklogGuard is one).
+	Busy func(r *http.Request) (retryAfter time.Duration, busy bool)
 }
 
 // Middleware verifies each request before next sees it: it caps the body,
@@ -50,6 +55,13 @@ func Middleware(v *Verifier, opts Options, next http.Handler) http.Handler {
 		maxBody = DefaultMaxBody
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if opts.Busy != nil {
+			if after, busy := opts.Busy(r); busy {
+				w.Header().Set("Retry-After", strconv.Itoa(max(1, int(after.Round(time.Second)/time.Second))))
+				http.Error(w, "busy; retry later", http.StatusServiceUnavailable)
+				return
+			}
+		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 		if err != nil {
 			var tooBig *http.MaxBytesError

@@ -51,6 +51,7 @@ func receiverCmd(args []string, stderr io.Writer) int {
 	fail := fs.String("fail", receiver.FailNone, "injected failure: none, 502, sleep (commit, then answer after --sleep), rollback (business write fails)")
 	failTimes := fs.Int("fail-times", 1, "deliveries of each event the failure hits (0 = all)")
 	sleep := fs.Duration("sleep", 15*time.Second, "how long --fail sleep waits before answering")
+	maxBacklog := fs.Int("max-backlog", 0, "answer 503 + Retry-After while more side effects than this wait in the inbox (0 = never)")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return parseStatus(err)
@@ -74,7 +75,7 @@ func receiverCmd(args []string, stderr io.Writer) int {
 	}
 	defer pool.Close()
 	rc, err := receiver.New(ctx, receiver.Config{Secrets: secrets, PublicKeys: publicKeys, Source: *source, Pool: pool,
-		Fail: *fail, FailTimes: *failTimes, Sleep: *sleep, ControlToken: *controlToken, Logger: logger})
+		Fail: *fail, FailTimes: *failTimes, Sleep: *sleep, ControlToken: *controlToken, MaxBacklog: *maxBacklog, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(stderr, "hookrelay receiver:", err)
 		return 2

@@ -12,6 +12,7 @@ import (
 	"hookrelay/delivery"
 	"hookrelay/internal/netguard"
 	"hookrelay/outbox"
+	"hookrelay/signing"
 	"hookrelay/store"
 )
 
@@ -25,6 +26,9 @@ type endpointRequest struct {
 	Deadline       *string            `json:"deadline"`
 	RequestTimeout *string            `json:"request_timeout"`
 	Headers        *map[string]string `json:"headers"`
+	// SignatureScheme is "hmac-sha256" (the default) or "ed25519", fixed at
+	// creation.
+	SignatureScheme *string `json:"signature_scheme"`
 }
 
 // EndpointView is the API form of an endpoint.
@@ -40,15 +44,21 @@ type EndpointView struct {
 	Deadline       string            `json:"deadline"`
 	RequestTimeout string            `json:"request_timeout"`
 	Headers        map[string]string `json:"headers"`
-	CreatedAt      time.Time         `json:"created_at"`
-	UpdatedAt      time.Time         `json:"updated_at"`
-	Secret         string            `json:"secret,omitempty"`
+	// SignatureScheme is "hmac-sha256" or "ed25519"; PublicKey the current
+	// Ed25519 key's "whpk_…", which receivers verify v1a signatures with.
+	SignatureScheme string    `json:"signature_scheme"`
+	PublicKey       string    `json:"public_key,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
+	// Secret is an HMAC endpoint's "whsec_…", in the response that made it
+	// only.
+	Secret string `json:"secret,omitempty"`
 }
 
 func viewEndpoint(e store.Endpoint) EndpointView {
 	v := EndpointView{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
 		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
-		Headers: e.Headers, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+		Headers: e.Headers, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
 	}
@@ -179,6 +189,13 @@ func (s *Server) createEndpoint(c *gin.Context) {
 	if !s.applyEndpoint(c, req, &e) {
 		return
 	}
+	if req.SignatureScheme != nil {
+		if *req.SignatureScheme != signing.SchemeHMAC && *req.SignatureScheme != signing.SchemeEd25519 {
+			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("signature_scheme must be %q or %q", signing.SchemeHMAC, signing.SchemeEd25519), "signature_scheme")
+			return
+		}
+		e.SignatureScheme = *req.SignatureScheme
+	}
 	out, secret, err := s.store.CreateEndpoint(c.Request.Context(), e)
 	s.answerEndpoint(c, http.StatusCreated, out, secret, err)
 }
@@ -233,6 +250,10 @@ func (s *Server) patchEndpoint(c *gin.Context) {
 	if !bind(c, &req) {
 		return
 	}
+	if req.SignatureScheme != nil {
+		problem(c, http.StatusUnprocessableEntity, "signature_scheme is fixed at creation; create a new endpoint to change it", "signature_scheme")
+		return
+	}
 	e, err := s.store.GetEndpoint(c.Request.Context(), c.Param("app"), c.Param("ep"))
 	if err != nil {
 		s.fail(c, err)
@@ -284,12 +305,16 @@ func (s *Server) rotateSecret(c *gin.Context) {
 		}
 		grace = d
 	}
-	secret, until, err := s.store.RotateSecret(c.Request.Context(), c.Param("app"), c.Param("ep"), grace)
+	r, err := s.store.RotateSecret(c.Request.Context(), c.Param("app"), c.Param("ep"), grace)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"secret": secret, "previous_valid_until": until})
+	if r.PublicKey != "" {
+		c.JSON(http.StatusOK, gin.H{"public_key": r.PublicKey, "previous_valid_until": r.PreviousValidUntil})
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"secret": r.Secret, "previous_valid_until": r.PreviousValidUntil})
 }
 
 func (s *Server) revokePrevious(c *gin.Context) {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"hookrelay/delivery"
+	"hookrelay/signing"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,7 +53,7 @@ func operations() []operation {
 		{"PATCH", "/v1/apps/{app}/endpoints/{ep}", "Update an endpoint", ref("EndpointRequest"), 200, ref("Endpoint"), nil},
 		{"DELETE", "/v1/apps/{app}/endpoints/{ep}", "Delete an endpoint; its open deliveries are canceled", nil, 204, nil, nil},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/rotate", "Rotate the signing secret", obj{"type": "object", "properties": obj{"grace_period": str("Go duration, 0s–168h, default 24h")}}, 200,
-			obj{"type": "object", "properties": obj{"secret": str("whsec_…, shown once"), "previous_valid_until": obj{"type": "string", "format": "date-time"}}}, nil},
+			obj{"type": "object", "properties": obj{"secret": str("whsec_…, shown once (hmac-sha256)"), "public_key": str("whpk_… (ed25519)"), "previous_valid_until": obj{"type": "string", "format": "date-time"}}}, nil},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/revoke-previous", "Stop the previous secret now", nil, 200, obj{"type": "object", "properties": obj{"revoked": obj{"type": "integer"}}}, nil},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/replay", "Replay the endpoint's dead letters created in a time range", ref("ReplayRange"), 202, ref("Replayed"), nil},
 		{"POST", "/v1/apps/{app}/events", "Publish an event (202; 200 on an idempotent repeat)", ref("EventRequest"), 202, ref("Event"), nil},
@@ -73,9 +74,12 @@ func schemas() obj {
 		"url": str("http(s) URL, ≤ 2 KiB; https only outside dev mode"), "description": str(""),
 		"event_types": arr(str("resource.action; empty = all")), "environment": obj{"type": "string", "enum": []string{"live", "test"}},
 		"disabled": obj{"type": "boolean"}, "retry_schedule": durations, "deadline": str("Go duration, default 75m"),
-		"request_timeout": str("Go duration, default 10s"), "headers": obj{"type": "object", "additionalProperties": obj{"type": "string"}},
+		"request_timeout":  str("Go duration, default 10s"),
+		"headers":          obj{"type": "object", "additionalProperties": obj{"type": "string"}, "description": "sealed at rest; reads show each value as ••••••, and sending •••••• back keeps it"},
+		"signature_scheme": obj{"type": "string", "enum": []string{signing.SchemeHMAC, signing.SchemeEd25519}, "description": "fixed at creation; default hmac-sha256"},
 	}
-	endpoint := obj{"type": "object", "properties": merge(endpointProps, obj{"id": str("ep_…"), "disabled_reason": nullable("string"), "created_at": ts, "updated_at": ts})}
+	endpoint := obj{"type": "object", "properties": merge(endpointProps, obj{"id": str("ep_…"), "disabled_reason": nullable("string"),
+		"public_key": str("whpk_…: an ed25519 endpoint's current public key, to verify v1a signatures"), "created_at": ts, "updated_at": ts})}
 	attempt := obj{"type": "object", "properties": obj{
 		"id": str("atm_…"), "cycle": obj{"type": "integer"}, "number": obj{"type": "integer"}, "started_at": ts,
 		"duration_ms": obj{"type": "integer"}, "status_code": nullable("integer"),

@@ -3,8 +3,11 @@ package integration
 import (
 	"context"
 	"encoding/base64"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 
 	"hookrelay/delivery"
 	"hookrelay/store"
+	"hookrelay/webhook"
 )
 
 func TestAPIEndToEnd(t *testing.T) {
@@ -264,4 +268,71 @@ func TestReplay(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlv0+"/replay", nil, nil))
 	d = h.waitDelivery(appID, dlv0, 20*time.Second, delivery.StatusSucceeded)
 	require.Eventually(t, func() bool { return rc.byID()[dead[0].ID] == 3 }, 20*time.Second, 50*time.Millisecond)
+}
+
+// TestEd25519Endpoint: an endpoint signed with Ed25519 shows only its public
+// key; every attempt carries v1a (and no HMAC header), which a receiver
+// holding only the public key verifies; rotation signs with both keys
+// during the grace period.
+func TestEd25519Endpoint(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	var mu sync.Mutex
+	var got []*http.Request
+	var bodies [][]byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got, bodies = append(got, r.Clone(context.Background())), append(bodies, b)
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	var ep struct {
+		ID        string `json:"id"`
+		Secret    string `json:"secret"`
+		PublicKey string `json:"public_key"`
+	}
+	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/apps/"+appID+"/endpoints",
+		map[string]any{"url": srv.URL, "signature_scheme": "ed25519"}, &ep))
+	require.Empty(t, ep.Secret, "the signing key is never shown")
+	require.True(t, strings.HasPrefix(ep.PublicKey, "whpk_"), ep.PublicKey)
+	var read struct {
+		PublicKey       string `json:"public_key"`
+		SignatureScheme string `json:"signature_scheme"`
+	}
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, &read))
+	require.Equal(t, ep.PublicKey, read.PublicKey)
+	require.Equal(t, "ed25519", read.SignatureScheme)
+	require.Equal(t, http.StatusUnprocessableEntity, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"signature_scheme": "hmac-sha256"}, nil))
+
+	verifier := func(keys ...string) *webhook.Verifier {
+		v := &webhook.Verifier{}
+		for _, k := range keys {
+			require.NoError(t, v.AddPublicKey(k))
+		}
+		return v
+	}
+	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
+	mu.Lock()
+	first, firstBody := got[0], bodies[0]
+	mu.Unlock()
+	require.Empty(t, first.Header.Get("X-Webhook-Signature"), "no HMAC header for an Ed25519 endpoint")
+	require.True(t, strings.HasPrefix(first.Header.Get("webhook-signature"), "v1a,"))
+	require.NoError(t, verifier(ep.PublicKey).Verify(first.Header, firstBody), "verified with the public key alone")
+
+	var rot struct {
+		PublicKey string `json:"public_key"`
+	}
+	require.Equal(t, http.StatusOK, h.do("POST", "/v1/apps/"+appID+"/endpoints/"+ep.ID+"/secret/rotate", map[string]any{"grace_period": "1h"}, &rot))
+	require.True(t, strings.HasPrefix(rot.PublicKey, "whpk_"))
+	require.NotEqual(t, ep.PublicKey, rot.PublicKey)
+	dlv = h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+	h.waitDelivery(appID, dlv, 20*time.Second, delivery.StatusSucceeded)
+	mu.Lock()
+	second, secondBody := got[len(got)-1], bodies[len(bodies)-1]
+	mu.Unlock()
+	require.Len(t, strings.Fields(second.Header.Get("webhook-signature")), 2, "both keys sign during the grace period")
+	require.NoError(t, verifier(rot.PublicKey).Verify(second.Header, secondBody))
+	require.NoError(t, verifier(ep.PublicKey).Verify(second.Header, secondBody))
 }

@@ -61,21 +61,21 @@ func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time
 		return Target{}, err
 	}
 	for i, id := range keyIDs {
-		secret, err := s.openSecret(id, keysSealed[i])
+		key, err := s.openSecret(id, keysSealed[i])
 		if err != nil {
 			return Target{}, err
 		}
-		t.Keys = append(t.Keys, signing.Key{ID: id, Secret: secret})
+		t.Keys = append(t.Keys, key)
 	}
 	return t, nil
 }
 
-func (s *Store) openSecret(id string, sealed []byte) ([]byte, error) {
+func (s *Store) openSecret(id string, sealed []byte) (signing.Key, error) {
 	plain, err := s.box.Open(sealed, []byte(id))
 	if err != nil {
-		return nil, fmt.Errorf("secret %s: %w", id, err)
+		return signing.Key{}, fmt.Errorf("secret %s: %w", id, err)
 	}
-	return signing.ParseSecret(string(plain))
+	return signing.ParseKey(id, string(plain))
 }
 
 // Attempt is the record of one HTTP attempt.

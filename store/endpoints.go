@@ -30,12 +30,20 @@ type Endpoint struct {
 	Deadline       time.Duration
 	RequestTimeout time.Duration
 	Headers        map[string]string
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// SignatureScheme is signing.SchemeHMAC or signing.SchemeEd25519, fixed
+	// at creation. Defaults to signing.SchemeHMAC.
+	SignatureScheme string
+	// PublicKey is the current Ed25519 key's public key ("whpk_…"); empty
+	// for HMAC endpoints.
+	PublicKey string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason,
-	retry_schedule_ms, deadline_ms, request_timeout_ms, headers, created_at, updated_at`
+	retry_schedule_ms, deadline_ms, request_timeout_ms, headers, signature_scheme,
+	COALESCE((SELECT s.public_key FROM endpoint_secrets s WHERE s.endpoint_id = endpoints.id AND s.status = 'current' ORDER BY s.created_at DESC LIMIT 1), ''),
+	created_at, updated_at`
 
 func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	var e Endpoint
@@ -43,7 +51,7 @@ func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	var deadline, timeout int64
 	var headers []byte
 	if err := r.Scan(&e.ID, &e.AppID, &e.URL, &e.Description, &e.EventTypes, &e.Environment, &e.Disabled, &e.DisabledReason,
-		&sched, &deadline, &timeout, &headers, &e.CreatedAt, &e.UpdatedAt); err != nil {
+		&sched, &deadline, &timeout, &headers, &e.SignatureScheme, &e.PublicKey, &e.CreatedAt, &e.UpdatedAt); err != nil {
 		return Endpoint{}, err
 	}
 	e.RetrySchedule = delivery.Durations(sched)
@@ -63,6 +71,9 @@ func (e *Endpoint) normalize() {
 	if e.Headers == nil {
 		e.Headers = map[string]string{}
 	}
+	if e.SignatureScheme == "" {
+		e.SignatureScheme = signing.SchemeHMAC
+	}
 }
 
 func toMS(ds []time.Duration) []int64 {
@@ -73,12 +84,13 @@ func toMS(ds []time.Duration) []int64 {
 	return out
 }
 
-// CreateEndpoint stores e (ID assigned here) with a new signing secret and
-// returns the secret; it is never readable again.
+// CreateEndpoint stores e (ID assigned here) with a new signing key and
+// returns an HMAC endpoint's secret, never readable again; an Ed25519
+// endpoint's public key is in the returned Endpoint.
 func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, string, error) {
 	e.ID = ids.New(ids.Endpoint)
 	e.normalize()
-	secret, err := signing.GenerateSecret()
+	secret, public, err := signing.GenerateKey(e.SignatureScheme)
 	if err != nil {
 		return Endpoint{}, "", err
 	}
@@ -89,19 +101,25 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, strin
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			INSERT INTO endpoints (id, app_id, url, description, event_types, environment, disabled,
-			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 			RETURNING `+endpointCols,
 			e.ID, e.AppID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
-			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed)
+			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme)
 		var err error
 		if e, err = scanEndpoint(row); err != nil {
 			return foreignApp(err, e.AppID)
 		}
-		return s.insertSecret(ctx, tx, e.ID, secret)
+		e.PublicKey = public
+		return s.insertSecret(ctx, tx, e.ID, secret, public)
 	})
 	if err != nil {
 		return Endpoint{}, "", err
+	}
+	if public != "" {
+		// hookrelay's own signing key is never shown: receivers get the
+		// public key.
+		return e, "", nil
 	}
 	return e, secret, nil
 }
@@ -114,14 +132,16 @@ func foreignApp(err error, appID string) error {
 	return fmt.Errorf("write: %w", err)
 }
 
-func (s *Store) insertSecret(ctx context.Context, tx pgx.Tx, endpointID, secret string) error {
+// insertSecret stores a new current key (sealed) with its public key, if
+// it has one.
+func (s *Store) insertSecret(ctx context.Context, tx pgx.Tx, endpointID, secret, public string) error {
 	id := ids.New(ids.Secret)
 	sealed, err := s.box.Seal([]byte(secret), []byte(id))
 	if err != nil {
 		return err
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO endpoint_secrets (id, endpoint_id, sealed, status) VALUES ($1, $2, $3, 'current')`,
-		id, endpointID, sealed); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO endpoint_secrets (id, endpoint_id, sealed, status, public_key) VALUES ($1, $2, $3, 'current', NULLIF($4, ''))`,
+		id, endpointID, sealed, public); err != nil {
 		return fmt.Errorf("store secret: %w", err)
 	}
 	return nil
@@ -231,10 +251,16 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 				WHERE endpoint_id = $1 AND status <> 'revoked'`, id); err != nil {
 				return fmt.Errorf("revoke secrets of %s: %w", id, err)
 			}
-			if secret, err = signing.GenerateSecret(); err != nil {
+			var key, public string
+			if key, public, err = signing.GenerateKey(out.SignatureScheme); err != nil {
 				return err
 			}
-			return s.insertSecret(ctx, tx, id, secret)
+			if public != "" {
+				out.PublicKey = public // receivers need only this
+			} else {
+				secret = key
+			}
+			return s.insertSecret(ctx, tx, id, key, public)
 		}
 		return nil
 	})
@@ -264,22 +290,25 @@ func (s *Store) DeleteEndpoint(ctx context.Context, appID, id string) error {
 
 // RotateSecret makes a new current secret; the old current one keeps
 // signing until now+grace (a zero grace revokes it at once).
-func (s *Store) RotateSecret(ctx context.Context, appID, endpointID string, grace time.Duration) (string, time.Time, error) {
-	secret, err := signing.GenerateSecret()
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	var until time.Time
-	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		var exists bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM endpoints WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE)`,
-			appID, endpointID).Scan(&exists); err != nil {
-			return fmt.Errorf("rotate: %w", err)
+func (s *Store) RotateSecret(ctx context.Context, appID, endpointID string, grace time.Duration) (Rotated, error) {
+	var r Rotated
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var scheme string
+		err := tx.QueryRow(ctx, `SELECT signature_scheme FROM endpoints WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE`,
+			appID, endpointID).Scan(&scheme)
+		if err != nil {
+			return notFound(err, "endpoint "+endpointID)
 		}
-		if !exists {
-			return fmt.Errorf("endpoint %s: %w", endpointID, ErrNotFound)
+		key, public, err := signing.GenerateKey(scheme)
+		if err != nil {
+			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT now() + $1 * interval '1 millisecond'`, grace.Milliseconds()).Scan(&until); err != nil {
+		if public == "" {
+			r.Secret = key
+		}
+		r.PublicKey = public
+		until := &r.PreviousValidUntil
+		if err := tx.QueryRow(ctx, `SELECT now() + $1 * interval '1 millisecond'`, grace.Milliseconds()).Scan(until); err != nil {
 			return fmt.Errorf("rotate: %w", err)
 		}
 		// Only one previous key signs at a time: older ones are revoked.
@@ -291,15 +320,24 @@ func (s *Store) RotateSecret(ctx context.Context, appID, endpointID string, grac
 			status = "revoked"
 		}
 		if _, err := tx.Exec(ctx, `UPDATE endpoint_secrets SET status = $2, valid_until = $3 WHERE endpoint_id = $1 AND status = 'current'`,
-			endpointID, status, until); err != nil {
+			endpointID, status, *until); err != nil {
 			return fmt.Errorf("rotate: %w", err)
 		}
-		return s.insertSecret(ctx, tx, endpointID, secret)
+		return s.insertSecret(ctx, tx, endpointID, key, public)
 	})
 	if err != nil {
-		return "", time.Time{}, err
+		return Rotated{}, err
 	}
-	return secret, until.UTC(), nil
+	r.PreviousValidUntil = r.PreviousValidUntil.UTC()
+	return r, nil
+}
+
+// Rotated is a rotation's result: the new HMAC secret, or the new Ed25519
+// key's public key (the signing key itself is never shown), and until when
+// the previous key keeps signing.
+type Rotated struct {
+	Secret, PublicKey  string
+	PreviousValidUntil time.Time
 }
 
 // RevokePrevious stops previous secrets from signing now.

@@ -22,7 +22,7 @@ func sign(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("hookrelay sign", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var secrets multi
-	fs.Var(&secrets, "secret", "whsec_ secret; repeat for a rotation (newest first)")
+	fs.Var(&secrets, "secret", "whsec_ secret or whsk_ Ed25519 signing key; repeat for a rotation (newest first)")
 	id := fs.String("id", "", "event ID (webhook-id)")
 	ts := fs.Int64("timestamp", 0, "unix seconds (default now)")
 	if err := fs.Parse(args); err != nil {
@@ -34,12 +34,12 @@ func sign(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	keys := make([]signing.Key, len(secrets))
 	for i, s := range secrets {
-		k, err := signing.ParseSecret(s)
+		k, err := signing.ParseKey("", s)
 		if err != nil {
 			fmt.Fprintf(stderr, "hookrelay sign: secret %d: %v\n", i+1, err)
 			return 2
 		}
-		keys[i] = signing.Key{Secret: k}
+		keys[i] = k
 	}
 	body, err := io.ReadAll(stdin)
 	if err != nil {
@@ -55,8 +55,10 @@ func sign(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "hookrelay sign:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "webhook-id: %s\nwebhook-timestamp: %d\nwebhook-signature: %s\nX-Webhook-Signature: %s\n",
-		h.ID, h.Timestamp, h.Signature, h.XSignature)
+	fmt.Fprintf(stdout, "webhook-id: %s\nwebhook-timestamp: %d\nwebhook-signature: %s\n", h.ID, h.Timestamp, h.Signature)
+	if h.XSignature != "" {
+		fmt.Fprintf(stdout, "X-Webhook-Signature: %s\n", h.XSignature)
+	}
 	return 0
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/internal/testvectors"
+	"hookrelay/signing"
 )
 
 func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -125,4 +126,28 @@ func TestReceiverSecretsOffTheCommandLine(t *testing.T) {
 	require.Equal(t, []string{"whsec_a", "whsec_b", "whsec_e", "whsec_c", "whsec_d"}, got)
 	_, err = receiverSecrets(nil, "", filepath.Join(t.TempDir(), "missing"))
 	require.Error(t, err)
+}
+
+// TestEd25519SignAndVerify: a body signed with an Ed25519 key, as the
+// sender signs an ed25519 endpoint, verifies with `hookrelay verify
+// --public-key` alone, and not with another key.
+func TestEd25519SignAndVerify(t *testing.T) {
+	secret, public, err := signing.GenerateSigningKey()
+	require.NoError(t, err)
+	_, other, err := signing.GenerateSigningKey()
+	require.NoError(t, err)
+	body := `{"id":"evt_1","type":"a.b","data":{}}`
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"sign", "--secret", secret, "--id", "evt_1"}, strings.NewReader(body), &out, &errOut), errOut.String())
+	require.NotContains(t, out.String(), "X-Webhook-Signature", "no HMAC header without an HMAC key")
+	var args []string
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		args = append(args, "-H", line)
+	}
+	out.Reset()
+	require.Equal(t, 0, run(append([]string{"verify", "--public-key", public}, args...), strings.NewReader(body), &out, &errOut), out.String())
+	require.Equal(t, "valid\n", out.String())
+	out.Reset()
+	require.Equal(t, 1, run(append([]string{"verify", "--public-key", other}, args...), strings.NewReader(body), &out, &errOut))
+	require.Contains(t, out.String(), "invalid")
 }

@@ -20,6 +20,7 @@ import (
 
 	"hookrelay/delivery"
 	"hookrelay/internal/netguard"
+	"hookrelay/metrics"
 	"hookrelay/signing"
 	"hookrelay/store"
 )
@@ -118,6 +119,9 @@ type Activities struct {
 	Logger *slog.Logger
 	// Now returns the current time. Defaults to time.Now.
 	Now func() time.Time
+	// Metrics receives the attempt and delivery series; nil records
+	// nothing.
+	Metrics *metrics.Sender
 }
 
 func (a *Activities) now() time.Time {
@@ -170,6 +174,14 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	rec.NextAttemptAt = nextAttempt(req, res, a.now())
 	if err := a.record(ctx, rec); err != nil {
 		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
+	}
+	var accepted time.Time
+	if !req.Deadline.IsZero() {
+		accepted = req.Deadline.Add(-req.Settings.WithDefaults().Deadline)
+	}
+	a.Metrics.Attempt(string(res.Class), res.StatusCode, time.Duration(res.DurationMS)*time.Millisecond, req.Cycle == 1 && req.Number == 1, accepted)
+	if res.Class == ClassSuccess {
+		a.Metrics.Finished(string(delivery.StatusSucceeded))
 	}
 	// One line per attempt: a success at debug, anything else at info.
 	level := slog.LevelInfo
@@ -319,6 +331,9 @@ func (a *Activities) MarkDelivery(ctx context.Context, req MarkRequest) (MarkRes
 	})
 	if err != nil {
 		return MarkResult{}, gone(err)
+	}
+	if status == req.Status && (status == delivery.StatusDeadLettered || status == delivery.StatusCanceled) {
+		a.Metrics.Finished(string(status))
 	}
 	a.logger().Info("delivery state", "delivery_id", req.DeliveryID, "status", status, "asked", req.Status, "cycle", req.Cycle, "reason", req.Reason)
 	return MarkResult{Status: status}, nil

@@ -2,12 +2,15 @@ package api
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"hookrelay/delivery"
+	"hookrelay/metrics"
 	"hookrelay/outbox"
 	"hookrelay/store"
 )
@@ -48,26 +51,34 @@ func decodeEvent(body []byte, idempotencyKey string) (outbox.Event, *Problem) {
 
 func (s *Server) createEvent(c *gin.Context) {
 	if s.shed(c) {
+		s.metrics.Ingested(metrics.IngestShed)
 		return
 	}
 	body, ok := readBody(c)
 	if !ok {
+		s.metrics.Ingested(metrics.IngestInvalid)
 		return
 	}
 	ev, p := decodeEvent(body, c.GetHeader("Idempotency-Key"))
 	if p != nil {
+		s.metrics.Ingested(metrics.IngestInvalid)
 		problem(c, p.Status, p.Detail, p.Fields...)
 		return
 	}
 	pub, err := outbox.PublishNow(c.Request.Context(), s.store.Pool(), c.Param("app"), ev)
 	if err != nil {
+		if errors.Is(err, delivery.ErrConflict) {
+			s.metrics.Ingested(metrics.IngestConflict)
+		}
 		s.fail(c, err)
 		return
 	}
 	status := http.StatusAccepted
+	outcome := metrics.IngestAccepted
 	if pub.Duplicate {
-		status = http.StatusOK
+		status, outcome = http.StatusOK, metrics.IngestRepeat
 	}
+	s.metrics.Ingested(outcome)
 	c.JSON(status, pub)
 }
 

@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"hookrelay/metrics"
 	"hookrelay/outbox"
 	"hookrelay/store"
 )
@@ -48,6 +51,8 @@ type Server struct {
 	backlog      atomic.Int64 // sampled outbox size
 	keys         keyCache
 	authFailures authLimiter
+	metrics      *metrics.Sender
+	gatherer     prometheus.Gatherer
 }
 
 // keyCacheSize bounds the cache; past it the cache starts over.
@@ -100,6 +105,11 @@ type Options struct {
 	// MaxBacklog is the outbox size past which ingest sheds (0 = never);
 	// it takes effect while WatchBacklog runs.
 	MaxBacklog int
+	// Metrics receives the ingest series; nil records nothing.
+	Metrics *metrics.Sender
+	// Gatherer is served on GET /metrics (Prometheus text format); nil
+	// serves no /metrics.
+	Gatherer prometheus.Gatherer
 	// AuthFailuresPerMinute is how many failed authentications a client
 	// address may make per minute; past it every request from it is a bare
 	// 429 with Retry-After until the minute ends. Defaults to
@@ -114,7 +124,8 @@ func New(opts Options) *Server {
 		limit = AuthFailuresPerMinuteDefault
 	}
 	return &Server{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()),
-		allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog, authFailures: authLimiter{limit: limit}}
+		allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog, authFailures: authLimiter{limit: limit},
+		metrics: opts.Metrics, gatherer: opts.Gatherer}
 }
 
 // Handler returns the HTTP handler with every route.
@@ -134,6 +145,11 @@ func (s *Server) Handler() http.Handler {
 	r.NoRoute(func(c *gin.Context) { problem(c, http.StatusNotFound, "no such route") })
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok", "version": Version}) })
 	r.GET("/readyz", s.ready)
+	if s.gatherer != nil {
+		// Aggregate figures only, no IDs and no secrets; scrape it from the
+		// operator's network.
+		r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{})))
+	}
 
 	r.GET("/openapi.json", s.openapi)
 	handlers := s.handlers()

@@ -102,6 +102,9 @@ type Config struct {
 	WorkerConcurrency int
 	// ShutdownTimeout bounds a graceful stop. Env HOOKRELAY_SHUTDOWN_TIMEOUT.
 	ShutdownTimeout time.Duration
+	// MetricsAddr is where a worker process serves /metrics; the API serves
+	// it on HTTPAddr. Empty turns a worker's off. Env HOOKRELAY_METRICS_ADDR.
+	MetricsAddr string
 	// HTTPHeaderTimeout bounds reading a request's headers (slow clients).
 	// Defaults to api.HeaderTimeoutDefault. Env HOOKRELAY_HTTP_HEADER_TIMEOUT.
 	HTTPHeaderTimeout time.Duration
@@ -187,6 +190,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 		"admin-key":       "dev: generated into `<data dir>/admin-key`",
 		"secret-key":      "dev: generated into `<data dir>/secret-key`; else required",
 		"temporal-sqlite": "Postgres",
+		"metrics-addr":    "off",
 	}}
 	b.str(&c.DataDir, "data-dir", "HOOKRELAY_DATA_DIR", DataDirDefault, "dev stack state directory")
 	b.str(&c.HTTPAddr, "http-addr", "HOOKRELAY_HTTP_ADDR", HTTPAddrDefault, "REST API listen address")
@@ -208,6 +212,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", dispatch.CarrierMinDefault, "fewest new deliveries a dispatcher round carries together")
 	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest answers 503 + Retry-After (0 = never)")
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
+	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
 	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
 	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before 429")
 	b.duration(&c.ShutdownTimeout, "shutdown-timeout", "HOOKRELAY_SHUTDOWN_TIMEOUT", ShutdownTimeoutDefault, "graceful stop bound")

@@ -23,6 +23,7 @@ import (
 
 	"hookrelay/delivery"
 	"hookrelay/ids"
+	"hookrelay/metrics"
 	"hookrelay/outbox"
 	"hookrelay/workflows"
 )
@@ -81,6 +82,8 @@ type Dispatcher struct {
 	started, carried atomic.Int64
 	// Logger receives dispatch failures. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Metrics receives the dispatcher's series; nil records nothing.
+	Metrics *metrics.Sender
 }
 
 // SetCarrierSize changes CarrierSize while the dispatcher runs (the bench
@@ -115,6 +118,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	linger := time.Duration(0)
 	for {
 		n, err := d.dispatch(ctx, batch)
+		if n > 0 || err != nil {
+			d.Metrics.Round(err)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil

@@ -138,6 +138,7 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	h.cfg.AdminKey, h.cfg.SecretKey = h.adminKey, secretKey
 	h.cfg.AllowPrivateTargets, h.cfg.MaxBacklog = !hc.production, hc.maxBacklog
 	h.cfg.ShutdownTimeout = 10 * time.Second
+	h.cfg.MetricsAddr = "127.0.0.1:0" // the worker process's /metrics
 	// The SDK logs warnings and errors (a failing workflow task) with the rest.
 	h.opts = app.Options{TaskQueue: h.queue, SDKLogger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	h.api, err = app.Start(ctx, h.cfg, h.logger.With("process", "api"), app.RoleAPI, h.opts)

@@ -20,8 +20,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hookrelay/inbox"
+	"hookrelay/metrics"
 	"hookrelay/webhook"
 )
 
@@ -86,6 +89,8 @@ type Stats struct {
 type Receiver struct {
 	cfg      Config
 	guard    *inbox.BacklogGuard
+	registry *prometheus.Registry
+	metrics  *metrics.Receiver
 	verifier *webhook.Verifier
 	mu       sync.Mutex
 	stats    Stats
@@ -138,7 +143,9 @@ func New(ctx context.Context, cfg Config) (*Receiver, error) {
 		CREATE TABLE IF NOT EXISTS receiver_side_effects (idempotency_key text PRIMARY KEY, done_at timestamptz NOT NULL DEFAULT now());`); err != nil {
 		return nil, fmt.Errorf("receiver tables: %w", err)
 	}
-	return &Receiver{cfg: cfg, verifier: v, guard: &inbox.BacklogGuard{Pool: cfg.Pool, MaxWaiting: cfg.MaxBacklog}, stats: Stats{Rejected: map[string]int{}, Injected: map[string]int{}}, hits: map[string]int{}}, nil
+	reg := metrics.NewRegistry()
+	return &Receiver{cfg: cfg, verifier: v, guard: &inbox.BacklogGuard{Pool: cfg.Pool, MaxWaiting: cfg.MaxBacklog},
+		registry: reg, metrics: metrics.NewReceiver(reg, cfg.Pool), stats: Stats{Rejected: map[string]int{}, Injected: map[string]int{}}, hits: map[string]int{}}, nil
 }
 
 // splitTenant splits "tenant=key" (key starting with prefix); a key
@@ -161,6 +168,7 @@ func (r *Receiver) Handler() http.Handler {
 	}
 	mux.Handle("POST /webhook", r.count(webhook.Middleware(r.verifier, opts, http.HandlerFunc(r.handle))))
 	mux.HandleFunc("GET /stats", r.serveStats)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(r.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("POST /control", r.control)
 	return mux
 }
@@ -175,15 +183,8 @@ func (r *Receiver) count(next http.Handler) http.Handler {
 }
 
 func (r *Receiver) reject(_ *http.Request, err error) {
-	reason := "other"
-	for name, e := range map[string]error{
-		"missing_header": webhook.ErrMissingHeader, "malformed": webhook.ErrMalformed, "stale": webhook.ErrStale,
-		"future": webhook.ErrFuture, "no_matching_signature": webhook.ErrNoMatch,
-	} {
-		if errors.Is(err, e) {
-			reason = name
-		}
-	}
+	reason := metrics.RejectReason(err)
+	r.metrics.Rejected(err)
 	r.mu.Lock()
 	r.stats.Rejected[reason]++
 	r.mu.Unlock()
@@ -205,6 +206,7 @@ func (r *Receiver) inject(eventID string) string {
 
 func (r *Receiver) handle(w http.ResponseWriter, req *http.Request) {
 	ev, _ := webhook.FromContext(req.Context())
+	r.metrics.Verified()
 	mode := r.inject(ev.ID)
 	if mode == Fail502 {
 		http.Error(w, "bad gateway (injected)", http.StatusBadGateway)
@@ -223,6 +225,7 @@ func (r *Receiver) handle(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "not accepted", http.StatusInternalServerError)
 		return
 	}
+	r.metrics.Event(!fresh)
 	r.mu.Lock()
 	if fresh {
 		r.stats.Accepted++
@@ -286,7 +289,11 @@ func (r *Receiver) Worker() *inbox.Worker {
 	if handle == nil {
 		handle = r.SideEffect
 	}
-	return &inbox.Worker{Pool: r.cfg.Pool, Handle: handle, Logger: r.cfg.Logger}
+	return &inbox.Worker{Pool: r.cfg.Pool, Logger: r.cfg.Logger, Handle: func(ctx context.Context, t inbox.Task) error {
+		err := handle(ctx, t)
+		r.metrics.TaskRun(err)
+		return err
+	}}
 }
 
 // Stats returns the counters, with effects counted in the database.

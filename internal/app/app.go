@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -29,6 +31,7 @@ import (
 	"hookrelay/dispatch"
 	"hookrelay/internal/devstack"
 	"hookrelay/internal/pgcluster"
+	"hookrelay/metrics"
 	"hookrelay/migrations"
 	"hookrelay/secretbox"
 	"hookrelay/store"
@@ -69,6 +72,11 @@ type Stack struct {
 	Client   client.Client
 	// Dispatcher is the outbox dispatcher (nil without the worker role).
 	Dispatcher *dispatch.Dispatcher
+	// Metrics is the process's registry, served on the API's /metrics and,
+	// for a worker process, on Config.MetricsAddr.
+	Metrics *prometheus.Registry
+	// MetricsAddr is where a worker process serves /metrics ("" when off).
+	MetricsAddr string
 	// APIAddr is where the REST API listens ("" without the API role).
 	APIAddr string
 	closers []func() // run in reverse order by Close
@@ -294,12 +302,16 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	// and the infrastructure go after it (closers).
 	st.services = &supervisor{errc: st.errc, logger: logger}
 	st.closers = append(st.closers, st.services.stop)
+	st.Metrics = metrics.NewRegistry()
+	series := metrics.NewSender(st.Metrics)
+	metrics.NewState(st.Metrics, pool)
 	if roles&RoleWorker != 0 {
 		acts := &activities.Activities{
 			Store:     st.Store,
 			HTTP:      activities.NewHTTPClient(!cfg.AllowPrivateTargets),
 			UserAgent: "hookrelay/" + api.Version,
 			Logger:    logger.With("component", "delivery"),
+			Metrics:   series,
 		}
 		w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency, StopTimeout: cfg.ShutdownTimeout / 2})
 		if err != nil {
@@ -314,14 +326,21 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 			return nil
 		})
 		d := &dispatch.Dispatcher{Pool: pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
-			NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher")}
+			NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
+			Metrics: series}
 		d.SetCarrierSize(cmp.Or(cfg.CarrierSize, dispatch.CarrierSizeDefault))
 		st.Dispatcher = d
 		st.services.run("dispatcher", d.Run)
+		if cfg.MetricsAddr != "" && roles&RoleAPI == 0 {
+			if err := st.serveMetrics(cfg.MetricsAddr); err != nil {
+				return err
+			}
+		}
 	}
 	if roles&RoleAPI != 0 {
 		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc}, Logger: logger.With("component", "api"),
-			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute})
+			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
+			Metrics: series, Gatherer: st.Metrics})
 		st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
 		l, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
@@ -343,6 +362,26 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 			return nil
 		})
 	}
+	return nil
+}
+
+// serveMetrics serves the registry on addr's /metrics (a worker process).
+func (st *Stack) serveMetrics(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	st.MetricsAddr = l.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(st.Metrics, promhttp.HandlerOpts{}))
+	srv := api.NewHTTPServer(mux, api.ServerOptions{})
+	st.services.run("metrics", func(ctx context.Context) error {
+		go func() { <-ctx.Done(); _ = srv.Close() }()
+		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
 	return nil
 }
 

@@ -1,0 +1,172 @@
+// Package metrics holds hookrelay's Prometheus series, each defined once:
+// the sender's (ingest, attempts, deliveries, dispatcher, and gauges read
+// from Postgres at scrape time) and the receiver kit's (verifications, the
+// inbox). Every process builds its own registry; nothing is global.
+package metrics
+
+import (
+	"context"
+	"hookrelay/delivery"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Namespace prefixes every series.
+const Namespace = "hookrelay"
+
+// Ingest outcomes.
+const (
+	IngestAccepted = "accepted"
+	IngestRepeat   = "idempotent_repeat"
+	IngestConflict = "conflict"
+	IngestShed     = "shed"
+	IngestInvalid  = "invalid"
+)
+
+// NewRegistry returns a registry with the Go and process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Sender holds the sending side's series. A nil *Sender records nothing.
+type Sender struct {
+	ingested       *prometheus.CounterVec
+	attempts       *prometheus.CounterVec
+	finished       *prometheus.CounterVec
+	attemptSeconds prometheus.Histogram
+	firstAttempt   prometheus.Histogram
+	rounds         prometheus.Counter
+	roundErrors    prometheus.Counter
+}
+
+// NewSender registers the sender's series on reg.
+func NewSender(reg prometheus.Registerer) *Sender {
+	s := &Sender{
+		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "events_ingested_total",
+			Help: "Events offered to ingest, by outcome (accepted, idempotent_repeat, conflict, shed, invalid)."}, []string{"outcome"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "attempts_total",
+			Help: "Delivery attempts sent, by class and status code family (2xx…5xx, none)."}, []string{"class", "code"}),
+		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "deliveries_finished_total",
+			Help: "Delivery cycles that ended, by final status (succeeded, dead_lettered, canceled)."}, []string{"status"}),
+		attemptSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "attempt_duration_seconds",
+			Help: "Duration of one attempt's request.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		firstAttempt: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "first_attempt_latency_seconds",
+			Help: "From an event's acceptance to the end of its delivery's first attempt.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		rounds: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "dispatcher_rounds_total",
+			Help: "Outbox dispatcher rounds that claimed rows."}),
+		roundErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "dispatcher_errors_total",
+			Help: "Outbox dispatcher rounds that failed (retried with backoff)."}),
+	}
+	reg.MustRegister(s.ingested, s.attempts, s.finished, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors)
+	return s
+}
+
+// Ingested counts one ingest outcome.
+func (s *Sender) Ingested(outcome string) {
+	if s != nil {
+		s.ingested.WithLabelValues(outcome).Inc()
+	}
+}
+
+// Attempt records one sent attempt; first is set for a delivery's first
+// attempt, accepted the event's acceptance.
+func (s *Sender) Attempt(class string, code int, took time.Duration, first bool, accepted time.Time) {
+	if s == nil {
+		return
+	}
+	s.attempts.WithLabelValues(class, CodeFamily(code)).Inc()
+	s.attemptSeconds.Observe(took.Seconds())
+	if first && !accepted.IsZero() {
+		s.firstAttempt.Observe(time.Since(accepted).Seconds())
+	}
+}
+
+// Finished counts a delivery cycle that ended with status.
+func (s *Sender) Finished(status string) {
+	if s != nil {
+		s.finished.WithLabelValues(status).Inc()
+	}
+}
+
+// Round counts a dispatcher round that claimed rows, failed or not.
+func (s *Sender) Round(err error) {
+	if s == nil {
+		return
+	}
+	s.rounds.Inc()
+	if err != nil {
+		s.roundErrors.Inc()
+	}
+}
+
+// CodeFamily is a status code's family label: "2xx" … "5xx", or "none"
+// when no response arrived.
+func CodeFamily(code int) string {
+	if code < 100 || code > 599 {
+		return "none"
+	}
+	return strconv.Itoa(code/100) + "xx"
+}
+
+// stateQueryTimeout bounds the scrape-time reads of Postgres.
+const stateQueryTimeout = 2 * time.Second
+
+// state reads gauges from Postgres at scrape time, so every process reports
+// the same figures as the database.
+type state struct {
+	pool                                                    *pgxpool.Pool
+	backlog, oldest, waiting, dead, disabled, scrapeFailure *prometheus.Desc
+}
+
+// NewState registers the gauges read from Postgres at scrape time: outbox
+// backlog and the age of its oldest row, deliveries waiting for a retry,
+// dead letters, disabled endpoints.
+func NewState(reg prometheus.Registerer, pool *pgxpool.Pool) {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, nil, nil)
+	}
+	reg.MustRegister(&state{pool: pool,
+		backlog:       d("outbox_backlog", "Outbox rows not yet carried to Temporal."),
+		oldest:        d("outbox_oldest_age_seconds", "Age of the oldest outbox row (0 when empty)."),
+		waiting:       d("deliveries_waiting_retry", "Deliveries waiting for their next attempt."),
+		dead:          d("dead_letters", "Deliveries dead-lettered now."),
+		disabled:      d("endpoints_disabled", "Endpoints disabled now (410, by hand)."),
+		scrapeFailure: d("state_scrape_failed", "1 when the last read of these gauges from Postgres failed."),
+	})
+}
+
+func (s *state) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{s.backlog, s.oldest, s.waiting, s.dead, s.disabled, s.scrapeFailure} {
+		ch <- d
+	}
+}
+
+func (s *state) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), stateQueryTimeout)
+	defer cancel()
+	var backlog, waiting, dead, disabled int64
+	var oldest float64
+	err := s.pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM outbox),
+		       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(created_at)) FROM outbox), 0),
+		       (SELECT count(*) FROM deliveries WHERE status = $1 AND next_attempt_at IS NOT NULL),
+		       (SELECT count(*) FROM deliveries WHERE status = $2),
+		       (SELECT count(*) FROM endpoints WHERE disabled AND deleted_at IS NULL)`, delivery.StatusDelivering, delivery.StatusDeadLettered).Scan(&backlog, &oldest, &waiting, &dead, &disabled)
+	failed := 0.0
+	if err != nil {
+		failed = 1
+	} else {
+		ch <- prometheus.MustNewConstMetric(s.backlog, prometheus.GaugeValue, float64(backlog))
+		ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, oldest)
+		ch <- prometheus.MustNewConstMetric(s.waiting, prometheus.GaugeValue, float64(waiting))
+		ch <- prometheus.MustNewConstMetric(s.dead, prometheus.GaugeValue, float64(dead))
+		ch <- prometheus.MustNewConstMetric(s.disabled, prometheus.GaugeValue, float64(disabled))
+	}
+	ch <- prometheus.MustNewConstMetric(s.scrapeFailure, prometheus.GaugeValue, failed)
+}

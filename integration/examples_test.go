@@ -76,8 +76,8 @@ func TestExampleReceivers(t *testing.T) {
 	require.NoError(t, err)
 	for _, tc := range []struct {
 		name, tool, dir string
-		args           []string
-		install        bool
+		args            []string
+		install         bool
 	}{
 		{"node", "node", "node", []string{"server.js"}, true},
 		{"python", "python3", "python", []string{"server.py"}, false},

@@ -21,7 +21,9 @@ func (c *capture) Register(x prometheus.Collector) error {
 	return nil
 }
 
-func (c *capture) MustRegister(xs ...prometheus.Collector) { c.collectors = append(c.collectors, xs...) }
+func (c *capture) MustRegister(xs ...prometheus.Collector) {
+	c.collectors = append(c.collectors, xs...)
+}
 
 func (c *capture) Unregister(prometheus.Collector) bool { return false }
 

@@ -146,6 +146,11 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 		res.Error = "endpoint disabled or deleted; nothing sent"
 		return res, nil
 	}
+	if t.Paused {
+		res.Class = ClassEndpointPaused
+		res.Error = "endpoint paused; nothing sent"
+		return res, nil
+	}
 	if len(t.Keys) == 0 {
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
 		return SendResult{}, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)

@@ -28,6 +28,7 @@ const (
 	ClassThrottled        = delivery.ClassThrottled
 	ClassPermanent        = delivery.ClassPermanent
 	ClassEndpointDisabled = delivery.ClassEndpointDisabled
+	ClassEndpointPaused   = delivery.ClassEndpointPaused
 )
 
 // ClassifyStatus maps an HTTP status code to its class.

@@ -22,6 +22,7 @@ type endpointRequest struct {
 	EventTypes     *[]string          `json:"event_types"`
 	Environment    *string            `json:"environment"`
 	Disabled       *bool              `json:"disabled"`
+	Paused         *bool              `json:"paused"`
 	RetrySchedule  *[]string          `json:"retry_schedule"`
 	Deadline       *string            `json:"deadline"`
 	RequestTimeout *string            `json:"request_timeout"`
@@ -40,6 +41,7 @@ type EndpointView struct {
 	Environment    string            `json:"environment"`
 	Disabled       bool              `json:"disabled"`
 	DisabledReason *string           `json:"disabled_reason"`
+	Paused         bool              `json:"paused"`
 	RetrySchedule  []string          `json:"retry_schedule"`
 	Deadline       string            `json:"deadline"`
 	RequestTimeout string            `json:"request_timeout"`
@@ -57,7 +59,7 @@ type EndpointView struct {
 
 func viewEndpoint(e store.Endpoint) EndpointView {
 	v := EndpointView{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
-		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
+		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
 		Headers: e.Headers, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
@@ -106,6 +108,9 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 	}
 	if req.Disabled != nil {
 		e.Disabled = *req.Disabled
+	}
+	if req.Paused != nil {
+		e.Paused = *req.Paused
 	}
 	if req.RetrySchedule != nil {
 		e.RetrySchedule = []time.Duration{}
@@ -263,7 +268,7 @@ func (s *Server) patchEndpoint(c *gin.Context) {
 		return
 	}
 	p := store.EndpointPatch{URL: req.URL, Description: req.Description, EventTypes: req.EventTypes, Environment: req.Environment,
-		Disabled: req.Disabled, Headers: req.Headers}
+		Disabled: req.Disabled, Paused: req.Paused, Headers: req.Headers}
 	if req.RetrySchedule != nil {
 		p.RetrySchedule = &e.RetrySchedule
 	}

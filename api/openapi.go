@@ -73,7 +73,9 @@ func schemas() obj {
 	endpointProps := obj{
 		"url": str("http(s) URL, ≤ 2 KiB; https only outside dev mode"), "description": str(""),
 		"event_types": arr(str("resource.action; empty = all")), "environment": obj{"type": "string", "enum": []string{"live", "test"}},
-		"disabled": obj{"type": "boolean"}, "retry_schedule": durations, "deadline": str("Go duration, default 75m"),
+		"disabled":       obj{"type": "boolean", "description": "drops new fan-out and cancels in-flight deliveries"},
+		"paused":         obj{"type": "boolean", "description": "keeps deliveries pending and sends nothing until resumed"},
+		"retry_schedule": durations, "deadline": str("Go duration, default 75m"),
 		"request_timeout":  str("Go duration, default 10s"),
 		"headers":          obj{"type": "object", "additionalProperties": obj{"type": "string"}, "description": "sealed at rest; reads show each value as ••••••, and sending •••••• back keeps it"},
 		"signature_scheme": obj{"type": "string", "enum": []string{signing.SchemeHMAC, signing.SchemeEd25519}, "description": "fixed at creation; default hmac-sha256"},

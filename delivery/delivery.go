@@ -99,7 +99,15 @@ const (
 	// request; nothing was sent, so it is not an attempt, and the delivery is
 	// canceled.
 	ClassEndpointDisabled Class = "endpoint_disabled"
+	// ClassEndpointPaused: the endpoint is paused; nothing was sent, so it is
+	// not an attempt, and the same attempt is tried again after
+	// PausedRecheck.
+	ClassEndpointPaused Class = "endpoint_paused"
 )
+
+// PausedRecheck is how long a delivery whose endpoint is paused waits
+// before trying the same attempt again (the deadline still counts).
+const PausedRecheck = 30 * time.Second
 
 // Classes lists the classes an attempt's record may hold.
 func Classes() []Class { return []Class{ClassSuccess, ClassRetryable, ClassThrottled, ClassPermanent} }

@@ -103,10 +103,12 @@ func collectRows(rows pgx.Rows) ([]Row, error) {
 // its oldest row is claimed, so a cancel is dispatched before a later
 // replay of the same delivery.
 func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
+	// Starts and replays of a paused endpoint wait in the outbox.
 	rows, err := tx.Query(ctx, rowSelect+`
 		WHERE NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
+		  AND NOT (o.kind <> $2 AND COALESCE(e.paused, false))
 		ORDER BY o.id LIMIT $1
-		FOR UPDATE OF o SKIP LOCKED`, limit)
+		FOR UPDATE OF o SKIP LOCKED`, limit, KindCancel)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
@@ -143,6 +145,15 @@ func CarrierRows(ctx context.Context, tx pgx.Tx, carrierIDs []string) ([]Row, er
 func DoneCarriers(ctx context.Context, q Querier, carrierIDs []string) error {
 	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE carrier_id = ANY ($1)`, carrierIDs); err != nil {
 		return fmt.Errorf("delete carried rows: %w", err)
+	}
+	return nil
+}
+
+// Wake wakes the dispatcher when tx commits (rows it was holding back, a
+// paused endpoint's, may go now).
+func Wake(ctx context.Context, q Querier) error {
+	if _, err := q.Exec(ctx, `SELECT pg_notify($1, '')`, Channel); err != nil {
+		return fmt.Errorf("wake dispatcher: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"hookrelay/delivery"
 	"hookrelay/ids"
+	"hookrelay/outbox"
 	"hookrelay/signing"
 )
 
@@ -26,6 +27,8 @@ type Endpoint struct {
 	Environment    string
 	Disabled       bool
 	DisabledReason *string
+	// Paused keeps new deliveries pending and sends nothing until resumed.
+	Paused         bool
 	RetrySchedule  []time.Duration
 	Deadline       time.Duration
 	RequestTimeout time.Duration
@@ -40,7 +43,7 @@ type Endpoint struct {
 	UpdatedAt time.Time
 }
 
-const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason,
+const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason, paused,
 	retry_schedule_ms, deadline_ms, request_timeout_ms, headers, signature_scheme,
 	COALESCE((SELECT s.public_key FROM endpoint_secrets s WHERE s.endpoint_id = endpoints.id AND s.status = 'current' ORDER BY s.created_at DESC LIMIT 1), ''),
 	created_at, updated_at`
@@ -50,7 +53,7 @@ func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	var sched []int64
 	var deadline, timeout int64
 	var headers []byte
-	if err := r.Scan(&e.ID, &e.AppID, &e.URL, &e.Description, &e.EventTypes, &e.Environment, &e.Disabled, &e.DisabledReason,
+	if err := r.Scan(&e.ID, &e.AppID, &e.URL, &e.Description, &e.EventTypes, &e.Environment, &e.Disabled, &e.DisabledReason, &e.Paused,
 		&sched, &deadline, &timeout, &headers, &e.SignatureScheme, &e.PublicKey, &e.CreatedAt, &e.UpdatedAt); err != nil {
 		return Endpoint{}, err
 	}
@@ -101,11 +104,11 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, strin
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			INSERT INTO endpoints (id, app_id, url, description, event_types, environment, disabled,
-			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme, paused)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
 			RETURNING `+endpointCols,
 			e.ID, e.AppID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
-			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme)
+			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme, e.Paused)
 		var err error
 		if e, err = scanEndpoint(row); err != nil {
 			return foreignApp(err, e.AppID)
@@ -177,6 +180,7 @@ type EndpointPatch struct {
 	EventTypes     *[]string
 	Environment    *string
 	Disabled       *bool
+	Paused         *bool
 	RetrySchedule  *[]time.Duration
 	Deadline       *time.Duration
 	RequestTimeout *time.Duration
@@ -207,11 +211,11 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 	var out Endpoint
 	var secret string
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
-		var wasDisabled bool
+		var wasDisabled, wasPaused bool
 		var env string
 		var storedSealed, storedPlain []byte
-		err := tx.QueryRow(ctx, `SELECT disabled, environment, headers_sealed, headers FROM endpoints
-			WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE`, appID, id).Scan(&wasDisabled, &env, &storedSealed, &storedPlain)
+		err := tx.QueryRow(ctx, `SELECT disabled, paused, environment, headers_sealed, headers FROM endpoints
+			WHERE app_id = $1 AND id = $2 AND deleted_at IS NULL FOR UPDATE`, appID, id).Scan(&wasDisabled, &wasPaused, &env, &storedSealed, &storedPlain)
 		if err != nil {
 			return notFound(err, "endpoint "+id)
 		}
@@ -233,16 +237,22 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 			                         WHEN disabled THEN disabled_reason ELSE $12 END,
 			  retry_schedule_ms = COALESCE($8, retry_schedule_ms), deadline_ms = COALESCE($9, deadline_ms),
 			  request_timeout_ms = COALESCE($10, request_timeout_ms), headers = COALESCE($11, headers),
-			  headers_sealed = COALESCE($13, headers_sealed), updated_at = now()
+			  headers_sealed = COALESCE($13, headers_sealed), paused = COALESCE($14, paused), updated_at = now()
 			WHERE app_id = $1 AND id = $2
 			RETURNING `+endpointCols,
 			appID, id, p.URL, p.Description, p.EventTypes, p.Environment, p.Disabled, sched, ms(p.Deadline), ms(p.RequestTimeout),
-			masked, ReasonDisabledByAPI, sealed))
+			masked, ReasonDisabledByAPI, sealed, p.Paused))
 		if err != nil {
 			return fmt.Errorf("patch endpoint %s: %w", id, err)
 		}
 		if out.Disabled && !wasDisabled {
 			if err := cancelDeliveries(ctx, tx, id, ReasonEndpointDisabled, "", inFlightOnly); err != nil {
+				return err
+			}
+		}
+		if wasPaused && !out.Paused {
+			// Resumed: its waiting outbox rows go out now.
+			if err := outbox.Wake(ctx, tx); err != nil {
 				return err
 			}
 		}

@@ -294,28 +294,32 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 	deadline := r.acceptedAt.Add(r.set.Deadline)
 	var throttle *time.Duration // a 429's Retry-After replaces the next wait
 	attempt := 1
-	if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) {
+	if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) && res.Result.Class != activities.ClassEndpointPaused {
 		out, done, hint := r.apply(ctx, res.Result, res.err())
 		if done {
 			return out
 		}
 		throttle, attempt = hint, 2
 	}
+	paused := false // the previous try found the endpoint paused
 	for ; ; attempt++ {
-		next := delivery.Plan(r.set, r.in.DeliveryID, attempt, throttle, workflow.Now(ctx), deadline)
-		throttle = nil
-		if next.DeadLetter != "" {
-			if attempt > len(r.set.Schedule) && r.lastFailure != "" {
-				return r.deadLetter(next.DeadLetter + "; last: " + r.lastFailure)
+		if !paused {
+			next := delivery.Plan(r.set, r.in.DeliveryID, attempt, throttle, workflow.Now(ctx), deadline)
+			throttle = nil
+			if next.DeadLetter != "" {
+				if attempt > len(r.set.Schedule) && r.lastFailure != "" {
+					return r.deadLetter(next.DeadLetter + "; last: " + r.lastFailure)
+				}
+				return r.deadLetter(next.DeadLetter)
 			}
-			return r.deadLetter(next.DeadLetter)
-		}
-		if next.Wait > 0 {
-			r.state.NextAttemptAt = &next.At
-			if r.sleep(ctx, next.Wait) {
-				return outCanceled
+			if next.Wait > 0 {
+				r.state.NextAttemptAt = &next.At
+				if r.sleep(ctx, next.Wait) {
+					return outCanceled
+				}
 			}
 		}
+		paused = false
 		r.state.NextAttemptAt = nil
 		// Timers fire late when workers were down: check again.
 		if r.set.TooLate(workflow.Now(ctx), deadline) {
@@ -325,6 +329,18 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 			r.setStatus(ctx, delivery.StatusDelivering)
 		}
 		res, err := r.send(ctx, attempt, deadline)
+		if err == nil && res.Class == activities.ClassEndpointPaused {
+			// Nothing was sent: the same attempt again once the endpoint may
+			// have resumed.
+			at := workflow.Now(ctx).Add(delivery.PausedRecheck)
+			r.state.NextAttemptAt = &at
+			if r.sleep(ctx, delivery.PausedRecheck) {
+				return outCanceled
+			}
+			paused = true
+			attempt--
+			continue
+		}
 		out, done, hint := r.apply(ctx, res, err)
 		if done {
 			return out

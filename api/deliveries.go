@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"hookrelay/delivery"
+	"hookrelay/ids"
 	"hookrelay/outbox"
 	"hookrelay/store"
 )
@@ -42,6 +43,10 @@ func (s *Server) getDelivery(c *gin.Context) {
 	ctx := c.Request.Context()
 	d, err := s.store.GetDelivery(ctx, c.Param("app"), c.Param("dlv"))
 	if err != nil {
+		if errors.Is(err, store.ErrNotFound) && s.pruned(c.Param("dlv")) {
+			problem(c, http.StatusGone, fmt.Sprintf("delivery %s was made more than %s ago and has been pruned (HOOKRELAY_RETENTION)", c.Param("dlv"), s.retention))
+			return
+		}
 		s.fail(c, err)
 		return
 	}
@@ -55,6 +60,13 @@ func (s *Server) getDelivery(c *gin.Context) {
 		}
 	}
 	c.JSON(http.StatusOK, d)
+}
+
+// pruned reports whether a delivery ID not found is older than the
+// retention, so it was pruned rather than never there.
+func (s *Server) pruned(id string) bool {
+	made, ok := ids.Time(id)
+	return ok && s.retention > 0 && time.Since(made) > s.retention
 }
 
 func (s *Server) listAttempts(c *gin.Context) {

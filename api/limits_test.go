@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/api"
+	"hookrelay/ids"
 )
 
 // TestFailedAuthIsRateLimited: past the limit a client address gets a bare
@@ -135,4 +136,29 @@ func TestSlowClientsCannotHoldTheAPI(t *testing.T) {
 	require.Less(t, latest, 20*time.Second)
 	t.Logf("500 slow connections closed within %s (header timeout 1s, 100 per client); 20 of 20 ingests answered, slowest %s",
 		latest.Round(time.Millisecond), slowest.Round(time.Millisecond))
+}
+
+// TestPrunedDeliveryIsGone: a delivery ID older than the retention that is
+// no longer stored answers 410 with the reason; a recent unknown one 404.
+func TestPrunedDeliveryIsGone(t *testing.T) {
+	ctx := context.Background()
+	st, err := pg.Store(ctx, "pruned")
+	require.NoError(t, err)
+	t.Cleanup(st.Pool().Close)
+	app, err := st.CreateApp(ctx, "pruned")
+	require.NoError(t, err)
+	const key = "hr_pruned_key_0123456789"
+	require.NoError(t, st.EnsureAdminKey(ctx, key))
+	h := api.New(api.Options{Store: st, Retention: 30 * 24 * time.Hour}).Handler()
+	get := func(id string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, "/v1/apps/"+app.ID+"/deliveries/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	old := get(ids.NewAt(ids.Delivery, time.Now().Add(-31*24*time.Hour)))
+	require.Equal(t, http.StatusGone, old.Code)
+	require.Contains(t, old.Body.String(), "pruned")
+	require.Equal(t, http.StatusNotFound, get(ids.New(ids.Delivery)).Code)
 }

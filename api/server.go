@@ -53,6 +53,7 @@ type Server struct {
 	authFailures authLimiter
 	metrics      *metrics.Sender
 	gatherer     prometheus.Gatherer
+	retention    time.Duration
 }
 
 // keyCacheSize bounds the cache; past it the cache starts over.
@@ -105,6 +106,9 @@ type Options struct {
 	// MaxBacklog is the outbox size past which ingest sheds (0 = never);
 	// it takes effect while WatchBacklog runs.
 	MaxBacklog int
+	// Retention is how long finished deliveries are kept: a delivery
+	// asked for past it answers 410. Zero answers 404.
+	Retention time.Duration
 	// Metrics receives the ingest series; nil records nothing.
 	Metrics *metrics.Sender
 	// Gatherer is served on GET /metrics (Prometheus text format); nil
@@ -125,7 +129,7 @@ func New(opts Options) *Server {
 	}
 	return &Server{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()),
 		allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog, authFailures: authLimiter{limit: limit},
-		metrics: opts.Metrics, gatherer: opts.Gatherer}
+		metrics: opts.Metrics, gatherer: opts.Gatherer, retention: opts.Retention}
 }
 
 // Handler returns the HTTP handler with every route.

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hookrelay/api"
 	"hookrelay/dispatch"
+	"hookrelay/store"
 	"hookrelay/worker"
 	"os"
 	"strconv"
@@ -102,6 +103,10 @@ type Config struct {
 	WorkerConcurrency int
 	// ShutdownTimeout bounds a graceful stop. Env HOOKRELAY_SHUTDOWN_TIMEOUT.
 	ShutdownTimeout time.Duration
+	// Retention is how long finished deliveries, their attempts and their
+	// events are kept; a worker process prunes older ones every hour.
+	// Defaults to store.RetentionDefault. Env HOOKRELAY_RETENTION.
+	Retention time.Duration
 	// MetricsAddr is where a worker process serves /metrics; the API serves
 	// it on HTTPAddr. Empty turns a worker's off. Env HOOKRELAY_METRICS_ADDR.
 	MetricsAddr string
@@ -212,6 +217,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", dispatch.CarrierMinDefault, "fewest new deliveries a dispatcher round carries together")
 	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest answers 503 + Retry-After (0 = never)")
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
+	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", store.RetentionDefault, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
 	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
 	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
 	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before 429")

@@ -50,3 +50,22 @@ func NewAt(prefix string, t time.Time) string {
 	sb.Write(out)
 	return sb.String()
 }
+
+// Time returns when an ID was made (millisecond precision): its first 10
+// characters after the prefix, in both the Go and the SQL layout. It reports
+// false for a string that is not such an ID.
+func Time(id string) (time.Time, bool) {
+	_, rest, ok := strings.Cut(id, "_")
+	if !ok || len(rest) != 26 {
+		return time.Time{}, false
+	}
+	var ms uint64
+	for _, c := range rest[:10] {
+		v := strings.IndexRune(alphabet, c)
+		if v < 0 {
+			return time.Time{}, false
+		}
+		ms = ms<<5 | uint64(v)
+	}
+	return time.UnixMilli(int64(ms)), true
+}

@@ -339,3 +339,24 @@ func TestApplyIfNewer(t *testing.T) {
 	}
 	require.Equal(t, []string{"evt_2:applied", "evt_1:stale", "evt_2:duplicate", "evt_3:conflict", "evt_4:conflict"}, got)
 }
+
+// TestPruneCompletedTasks: completed tasks past the retention go; a dead
+// one and the dedupe rows stay.
+func TestPruneCompletedTasks(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	enqueue(t, pool, "evt_old")
+	enqueue(t, pool, "evt_dead")
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, inbox.Accept(ctx, tx, "acme", "evt_old"))
+	require.NoError(t, tx.Commit(ctx))
+	_, err = pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET status = CASE WHEN event_id = 'evt_old' THEN 'completed' ELSE 'dead' END,
+		completed_at = now() - interval '40 days'`)
+	require.NoError(t, err)
+	n, err := inbox.Prune(ctx, pool, time.Now(), 30*24*time.Hour, 1)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`))
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_seen`), "dedupe rows stay")
+}

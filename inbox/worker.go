@@ -231,3 +231,22 @@ func Retry(ctx context.Context, pool *pgxpool.Pool, id int64) error {
 	}
 	return nil
 }
+
+// Prune deletes completed tasks finished before now − keep, at most batch
+// rows per statement, and returns how many it deleted. Pending, processing
+// and dead tasks stay, and so do the dedupe rows: a replay long after must
+// still be recognised.
+func Prune(ctx context.Context, pool *pgxpool.Pool, now time.Time, keep time.Duration, batch int) (int, error) {
+	total := 0
+	for {
+		tag, err := pool.Exec(ctx, `DELETE FROM webhook_inbox_tasks WHERE id IN (
+			SELECT id FROM webhook_inbox_tasks WHERE status = $1 AND completed_at < $2 LIMIT $3)`, StatusCompleted, now.Add(-keep), batch)
+		if err != nil {
+			return total, fmt.Errorf("prune inbox tasks: %w", err)
+		}
+		total += int(tag.RowsAffected())
+		if int(tag.RowsAffected()) < batch {
+			return total, nil
+		}
+	}
+}

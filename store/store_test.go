@@ -354,3 +354,52 @@ func TestRecordAttemptIsIdempotent(t *testing.T) {
 	require.Equal(t, delivery.StatusSucceeded, d.Status)
 	require.Equal(t, 200, *d.LastAttempt.StatusCode)
 }
+
+// TestPruneKeepsWhatIsStillNeeded: with the clock pushed past the
+// retention, exactly the expired rows go: finished deliveries, their
+// attempts, and events left without deliveries; a delivery in flight and a
+// dead letter inside its own retention survive.
+func TestPruneKeepsWhatIsStillNeeded(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	_, err := f.st.Pool().Exec(ctx, `DELETE FROM outbox`) // their starts went out
+	require.NoError(t, err)
+	done, dead, inFlight := f.publish(t), f.publish(t), f.publish(t)
+	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`)
+	require.NoError(t, err)
+	f.attempt(t, done, 1, 1, 200, delivery.ClassSuccess)
+	f.attempt(t, dead, 1, 1, 404, delivery.ClassPermanent)
+	_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dead, Status: delivery.StatusDeadLettered, Reason: "404", Cycle: 1})
+	require.NoError(t, err)
+	f.attempt(t, inFlight, 1, 1, 502, delivery.ClassRetryable)
+	var size0 int64
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&size0))
+
+	p, err := f.st.Prune(ctx, time.Now(), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, store.Pruned{}, p, "nothing is old yet")
+
+	// Two days later, keeping one day: the success goes; the dead letter is
+	// inside its 7-day retention; the retrying delivery is in flight.
+	p, err = f.st.Prune(ctx, time.Now().Add(48*time.Hour), 24*time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, store.Pruned{Deliveries: 1, Events: 1}, p)
+	_, err = f.st.GetDelivery(ctx, f.app.ID, done)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	for _, id := range []string{dead, inFlight} {
+		_, err := f.st.GetDelivery(ctx, f.app.ID, id)
+		require.NoError(t, err, id)
+	}
+	var attempts int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM attempts WHERE delivery_id = $1`, done).Scan(&attempts))
+	require.Zero(t, attempts, "its attempts went with it")
+
+	// Past the dead letter's own retention it goes too.
+	p, err = f.st.Prune(ctx, time.Now().Add(8*24*time.Hour), 24*time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, store.Pruned{Deliveries: 1, Events: 1}, p)
+	var size1 int64
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&size1))
+	t.Logf("database size %d → %d bytes (Postgres returns space to the file system only on VACUUM FULL)", size0, size1)
+}

@@ -331,6 +331,9 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 		d.SetCarrierSize(cmp.Or(cfg.CarrierSize, dispatch.CarrierSizeDefault))
 		st.Dispatcher = d
 		st.services.run("dispatcher", d.Run)
+		st.services.run("pruner", func(ctx context.Context) error {
+			return prune(ctx, st.Store, cmp.Or(cfg.Retention, store.RetentionDefault), logger.With("component", "pruner"))
+		})
 		if cfg.MetricsAddr != "" && roles&RoleAPI == 0 {
 			if err := st.serveMetrics(cfg.MetricsAddr); err != nil {
 				return err
@@ -340,7 +343,7 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	if roles&RoleAPI != 0 {
 		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc}, Logger: logger.With("component", "api"),
 			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
-			Metrics: series, Gatherer: st.Metrics})
+			Metrics: series, Gatherer: st.Metrics, Retention: cmp.Or(cfg.Retention, store.RetentionDefault)})
 		st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
 		l, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
@@ -363,6 +366,31 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 		})
 	}
 	return nil
+}
+
+// PruneInterval is how often a worker process prunes what is past the
+// retention.
+const PruneInterval = time.Hour
+
+// prune deletes what is past the retention now and every PruneInterval
+// until ctx ends; a failure is logged and tried again at the next turn.
+func prune(ctx context.Context, st *store.Store, keep time.Duration, logger *slog.Logger) error {
+	for {
+		p, err := st.Prune(ctx, time.Now(), keep)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			logger.Warn("pruning failed; will try again", "err", err, "retry_in", PruneInterval)
+		case p.Deliveries+p.Events > 0:
+			logger.Info("pruned", "deliveries", p.Deliveries, "events", p.Events, "older_than", keep)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(PruneInterval):
+		}
+	}
 }
 
 // serveMetrics serves the registry on addr's /metrics (a worker process).

@@ -73,6 +73,10 @@ func (s *Server) patchApp(c *gin.Context) {
 // deleteApp deletes an app; its workflows are canceled through the outbox
 // in the same transaction.
 func (s *Server) deleteApp(c *gin.Context) {
+	if c.Param("app") == store.OperationsApp {
+		problem(c, http.StatusConflict, store.OperationsApp+" receives operational webhooks and cannot be deleted; delete its endpoints instead", "app")
+		return
+	}
 	if err := s.store.DeleteApp(c.Request.Context(), c.Param("app")); err != nil {
 		s.fail(c, err)
 		return

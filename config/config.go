@@ -107,6 +107,10 @@ type Config struct {
 	// events are kept; a worker process prunes older ones every hour.
 	// Defaults to store.RetentionDefault. Env HOOKRELAY_RETENTION.
 	Retention time.Duration
+	// FailingAfter is how many consecutive dead letters make an endpoint
+	// failing (the endpoint.failing operational webhook). Defaults to
+	// store.FailingAfterDefault. Env HOOKRELAY_FAILING_AFTER.
+	FailingAfter int
 	// MetricsAddr is where a worker process serves /metrics; the API serves
 	// it on HTTPAddr. Empty turns a worker's off. Env HOOKRELAY_METRICS_ADDR.
 	MetricsAddr string
@@ -218,6 +222,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest answers 503 + Retry-After (0 = never)")
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
 	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", store.RetentionDefault, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
+	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", store.FailingAfterDefault, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
 	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
 	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
 	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before 429")

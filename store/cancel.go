@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -56,16 +57,21 @@ func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except
 	return outbox.Cancel(ctx, tx, ids, reason)
 }
 
-// disableEndpoint disables an endpoint for reason and cancels its in-flight
-// deliveries other than except (the delivery whose attempt disabled it).
+// disableEndpoint disables an endpoint after its receiver answered 410,
+// cancels its in-flight deliveries other than except (the delivery whose
+// attempt disabled it), and tells the operator (endpoint.disabled).
 func (s *Store) disableEndpoint(ctx context.Context, tx pgx.Tx, endpointID, reason, except string) error {
-	tag, err := tx.Exec(ctx, `UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now()
-		WHERE id = $1 AND NOT disabled`, endpointID, reason)
+	var appID string
+	err := tx.QueryRow(ctx, `UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now()
+		WHERE id = $1 AND NOT disabled RETURNING app_id`, endpointID, reason).Scan(&appID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil // already disabled
+	}
 	if err != nil {
 		return fmt.Errorf("disable endpoint %s: %w", endpointID, err)
 	}
-	if tag.RowsAffected() == 0 {
-		return nil
+	if err := cancelDeliveries(ctx, tx, endpointID, ReasonEndpointDisabled, except, inFlightOnly); err != nil {
+		return err
 	}
-	return cancelDeliveries(ctx, tx, endpointID, ReasonEndpointDisabled, except, inFlightOnly)
+	return emit(ctx, tx, appID, OpEndpointDisabled, map[string]any{"app_id": appID, "endpoint_id": endpointID, "reason": DisabledGone, "detail": reason})
 }

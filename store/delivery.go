@@ -25,8 +25,8 @@ type Target struct {
 	// Inactive is set when the endpoint is disabled or deleted.
 	Inactive bool
 	// Paused is set when the endpoint is paused: nothing may be sent.
-	Paused bool
-	Payload  []byte
+	Paused  bool
+	Payload []byte
 	// Keys are the secrets valid now, current first.
 	Keys []signing.Key
 }
@@ -126,6 +126,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 	// attempt is new. $14 is the status this attempt asks for; a success
 	// wins over anything, nothing else overrides a finished delivery ($12).
 	var endpointID *string
+	var failures int
 	err := s.pool.QueryRow(ctx, `
 		WITH d AS (
 		  SELECT id, endpoint_id FROM deliveries WHERE id = $2 FOR UPDATE
@@ -147,14 +148,20 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 		    updated_at = now()
 		  WHERE id IN (SELECT id FROM d)
 		)
-		SELECT (SELECT endpoint_id FROM d)`,
+		SELECT (SELECT endpoint_id FROM d),
+		       COALESCE((SELECT e.consecutive_failures FROM endpoints e WHERE e.id = (SELECT endpoint_id FROM d)), 0)`,
 		a.ID, a.DeliveryID, a.Cycle, a.Number, a.StartedAt, a.DurationMS, a.StatusCode, a.Class, a.Error, a.ResponseExcerpt, a.KeyIDs,
-		delivery.Finished(), delivery.StatusSucceeded, status, succeeded, next).Scan(&endpointID)
+		delivery.Finished(), delivery.StatusSucceeded, status, succeeded, next).Scan(&endpointID, &failures)
 	if err != nil {
 		return fmt.Errorf("record attempt %s #%d: %w", a.DeliveryID, a.Number, err)
 	}
 	if endpointID == nil {
 		return fmt.Errorf("record attempt of %s: %w", a.DeliveryID, ErrNotFound)
+	}
+	if status == delivery.StatusSucceeded && failures > 0 {
+		if err := s.recovered(ctx, *endpointID); err != nil {
+			return err
+		}
 	}
 	if a.StatusCode != nil && *a.StatusCode == http.StatusGone {
 		return s.inTx(ctx, func(tx pgx.Tx) error {
@@ -174,26 +181,81 @@ func (s *Store) MarkDelivery(ctx context.Context, m Mark) (delivery.Status, erro
 	if m.Reason != "" {
 		r = &m.Reason
 	}
-	var exists bool
-	var after *string
-	err := s.pool.QueryRow(ctx, `
-		WITH upd AS (
-		  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = $9 THEN COALESCE(dead_letter_reason, $3) ELSE $3 END,
-		    cycle = GREATEST(cycle, $4), replay_id = GREATEST(replay_id, $5), next_attempt_at = $6, updated_at = now()
-		  WHERE id = $1 AND ($2 = $7 OR status = ANY ($8) OR status = $2)
-		  RETURNING status
-		)
-		SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = $1),
-		       COALESCE((SELECT status FROM upd), (SELECT status FROM deliveries WHERE id = $1))`,
-		m.DeliveryID, m.Status, r, m.Cycle, m.ReplayID, m.NextAttemptAt, delivery.StatusDelivering, delivery.InFlight(),
-		delivery.StatusCanceled).Scan(&exists, &after)
+	var after delivery.Status
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var before, now *string
+		var appID, endpointID, eventID string
+		err := tx.QueryRow(ctx, `
+			WITH prev AS (
+			  SELECT status, app_id, endpoint_id, event_id FROM deliveries WHERE id = $1 FOR UPDATE
+			), upd AS (
+			  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = $9 THEN COALESCE(dead_letter_reason, $3) ELSE $3 END,
+			    cycle = GREATEST(cycle, $4), replay_id = GREATEST(replay_id, $5), next_attempt_at = $6, updated_at = now()
+			  WHERE id = $1 AND ($2 = $7 OR status = ANY ($8) OR status = $2)
+			  RETURNING status
+			)
+			SELECT (SELECT status FROM prev), COALESCE((SELECT status FROM upd), (SELECT status FROM prev)),
+			       COALESCE((SELECT app_id FROM prev), ''), COALESCE((SELECT endpoint_id FROM prev), ''), COALESCE((SELECT event_id FROM prev), '')`,
+			m.DeliveryID, m.Status, r, m.Cycle, m.ReplayID, m.NextAttemptAt, delivery.StatusDelivering, delivery.InFlight(),
+			delivery.StatusCanceled).Scan(&before, &now, &appID, &endpointID, &eventID)
+		if err != nil {
+			return fmt.Errorf("mark delivery %s %s: %w", m.DeliveryID, m.Status, err)
+		}
+		if before == nil || now == nil {
+			return fmt.Errorf("mark delivery %s: %w", m.DeliveryID, ErrNotFound)
+		}
+		after = delivery.Status(*now)
+		if after == delivery.StatusDeadLettered && *before != string(delivery.StatusDeadLettered) {
+			return s.deadLettered(ctx, tx, appID, endpointID, eventID, m.DeliveryID, m.Reason)
+		}
+		return nil
+	})
+	return after, err
+}
+
+// deadLettered tells the operator about a new dead letter and counts it
+// against its endpoint: FailingAfter in a row make it failing.
+func (s *Store) deadLettered(ctx context.Context, tx pgx.Tx, appID, endpointID, eventID, deliveryID, reason string) error {
+	if err := emit(ctx, tx, appID, OpDeadLettered, map[string]any{
+		"app_id": appID, "endpoint_id": endpointID, "delivery_id": deliveryID, "event_id": eventID, "reason": reason,
+	}); err != nil {
+		return err
+	}
+	var failures int
+	var becameFailing bool
+	err := tx.QueryRow(ctx, `
+		UPDATE endpoints SET consecutive_failures = consecutive_failures + 1,
+		  failing = failing OR consecutive_failures + 1 >= $2
+		WHERE id = $1
+		RETURNING consecutive_failures, consecutive_failures = $2`, endpointID, s.failingAfter()).Scan(&failures, &becameFailing)
 	if err != nil {
-		return "", fmt.Errorf("mark delivery %s %s: %w", m.DeliveryID, m.Status, err)
+		return fmt.Errorf("count failures of %s: %w", endpointID, err)
 	}
-	if !exists || after == nil {
-		return "", fmt.Errorf("mark delivery %s: %w", m.DeliveryID, ErrNotFound)
+	if becameFailing {
+		return emit(ctx, tx, appID, OpEndpointFailing, map[string]any{"app_id": appID, "endpoint_id": endpointID, "consecutive_failures": failures})
 	}
-	return delivery.Status(*after), nil
+	return nil
+}
+
+// recovered resets an endpoint's failure count after a success and, when
+// it was failing, tells the operator (endpoint.recovered). It costs one
+// statement only when there was something to reset.
+func (s *Store) recovered(ctx context.Context, endpointID string) error {
+	return s.inTx(ctx, func(tx pgx.Tx) error {
+		var appID string
+		var was bool
+		err := tx.QueryRow(ctx, `
+			UPDATE endpoints e SET consecutive_failures = 0, failing = false
+			FROM (SELECT failing FROM endpoints WHERE id = $1 FOR UPDATE) old
+			WHERE e.id = $1 RETURNING e.app_id, old.failing`, endpointID).Scan(&appID, &was)
+		if err != nil {
+			return fmt.Errorf("reset failures of %s: %w", endpointID, err)
+		}
+		if !was {
+			return nil
+		}
+		return emit(ctx, tx, appID, OpEndpointRecovered, map[string]any{"app_id": appID, "endpoint_id": endpointID})
+	})
 }
 
 // Mark is a state a delivery's workflow decided.

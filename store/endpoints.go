@@ -249,6 +249,9 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 			if err := cancelDeliveries(ctx, tx, id, ReasonEndpointDisabled, "", inFlightOnly); err != nil {
 				return err
 			}
+			if err := emit(ctx, tx, appID, OpEndpointDisabled, map[string]any{"app_id": appID, "endpoint_id": id, "reason": DisabledByHand}); err != nil {
+				return err
+			}
 		}
 		if wasPaused && !out.Paused {
 			// Resumed: its waiting outbox rows go out now.

@@ -31,6 +31,16 @@ var (
 type Store struct {
 	pool *pgxpool.Pool
 	box  *secretbox.Box
+	// FailingAfter is how many consecutive dead letters make an endpoint
+	// failing. Defaults to FailingAfterDefault.
+	FailingAfter int
+}
+
+func (s *Store) failingAfter() int {
+	if s.FailingAfter <= 0 {
+		return FailingAfterDefault
+	}
+	return s.FailingAfter
 }
 
 // New returns a Store over pool; box seals endpoint secrets.

@@ -111,6 +111,11 @@ type Config struct {
 	// failing (the endpoint.failing operational webhook). Defaults to
 	// store.FailingAfterDefault. Env HOOKRELAY_FAILING_AFTER.
 	FailingAfter int
+	// AutoDisableAfter is how long an endpoint's deliveries may all fail
+	// (with at least store.AutoDisableMinDefault dead letters) before it is
+	// disabled; 0 never. Defaults to store.AutoDisableAfterDefault.
+	// Env HOOKRELAY_AUTO_DISABLE_AFTER.
+	AutoDisableAfter time.Duration
 	// MetricsAddr is where a worker process serves /metrics; the API serves
 	// it on HTTPAddr. Empty turns a worker's off. Env HOOKRELAY_METRICS_ADDR.
 	MetricsAddr string
@@ -223,6 +228,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
 	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", store.RetentionDefault, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
 	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", store.FailingAfterDefault, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
+	b.duration(&c.AutoDisableAfter, "auto-disable-after", "HOOKRELAY_AUTO_DISABLE_AFTER", store.AutoDisableAfterDefault, "disable an endpoint whose deliveries all failed this long (at least 10 dead letters)")
 	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
 	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
 	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before 429")

@@ -57,10 +57,11 @@ func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except
 	return outbox.Cancel(ctx, tx, ids, reason)
 }
 
-// disableEndpoint disables an endpoint after its receiver answered 410,
-// cancels its in-flight deliveries other than except (the delivery whose
-// attempt disabled it), and tells the operator (endpoint.disabled).
-func (s *Store) disableEndpoint(ctx context.Context, tx pgx.Tx, endpointID, reason, except string) error {
+// disable disables an endpoint for cause (DisabledGone after a 410,
+// DisabledSustained), cancels its in-flight deliveries other than except
+// (the delivery whose attempt disabled it), and tells the operator
+// (endpoint.disabled).
+func (s *Store) disable(ctx context.Context, tx pgx.Tx, endpointID, cause, reason, except string) error {
 	var appID string
 	err := tx.QueryRow(ctx, `UPDATE endpoints SET disabled = true, disabled_reason = $2, updated_at = now()
 		WHERE id = $1 AND NOT disabled RETURNING app_id`, endpointID, reason).Scan(&appID)
@@ -73,5 +74,5 @@ func (s *Store) disableEndpoint(ctx context.Context, tx pgx.Tx, endpointID, reas
 	if err := cancelDeliveries(ctx, tx, endpointID, ReasonEndpointDisabled, except, inFlightOnly); err != nil {
 		return err
 	}
-	return emit(ctx, tx, appID, OpEndpointDisabled, map[string]any{"app_id": appID, "endpoint_id": endpointID, "reason": DisabledGone, "detail": reason})
+	return emit(ctx, tx, appID, OpEndpointDisabled, map[string]any{"app_id": appID, "endpoint_id": endpointID, "reason": cause, "detail": reason})
 }

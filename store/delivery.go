@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -165,7 +166,7 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 	}
 	if a.StatusCode != nil && *a.StatusCode == http.StatusGone {
 		return s.inTx(ctx, func(tx pgx.Tx) error {
-			return s.disableEndpoint(ctx, tx, *endpointID, "receiver answered 410 Gone", a.DeliveryID)
+			return s.disable(ctx, tx, *endpointID, DisabledGone, "receiver answered 410 Gone", a.DeliveryID)
 		})
 	}
 	return nil
@@ -222,17 +223,30 @@ func (s *Store) deadLettered(ctx context.Context, tx pgx.Tx, appID, endpointID, 
 		return err
 	}
 	var failures int
-	var becameFailing bool
+	var becameFailing, sustained bool
+	after := s.AutoDisableAfter
+	if after == 0 {
+		after = AutoDisableAfterDefault
+	}
 	err := tx.QueryRow(ctx, `
 		UPDATE endpoints SET consecutive_failures = consecutive_failures + 1,
-		  failing = failing OR consecutive_failures + 1 >= $2
+		  failing = failing OR consecutive_failures + 1 >= $2,
+		  failing_since = COALESCE(failing_since, now())
 		WHERE id = $1
-		RETURNING consecutive_failures, consecutive_failures = $2`, endpointID, s.failingAfter()).Scan(&failures, &becameFailing)
+		RETURNING consecutive_failures, consecutive_failures = $2,
+		  $3 > 0 AND consecutive_failures >= $4 AND failing_since <= now() - $3 * interval '1 millisecond' AND NOT disabled`,
+		endpointID, s.failingAfter(), after.Milliseconds(), cmp.Or(s.AutoDisableMin, AutoDisableMinDefault)).Scan(&failures, &becameFailing, &sustained)
 	if err != nil {
 		return fmt.Errorf("count failures of %s: %w", endpointID, err)
 	}
 	if becameFailing {
-		return emit(ctx, tx, appID, OpEndpointFailing, map[string]any{"app_id": appID, "endpoint_id": endpointID, "consecutive_failures": failures})
+		if err := emit(ctx, tx, appID, OpEndpointFailing, map[string]any{"app_id": appID, "endpoint_id": endpointID, "consecutive_failures": failures}); err != nil {
+			return err
+		}
+	}
+	if sustained {
+		return s.disable(ctx, tx, endpointID, DisabledSustained,
+			fmt.Sprintf("every delivery failed for %s (%d dead letters in a row)", after, failures), deliveryID)
 	}
 	return nil
 }
@@ -245,7 +259,7 @@ func (s *Store) recovered(ctx context.Context, endpointID string) error {
 		var appID string
 		var was bool
 		err := tx.QueryRow(ctx, `
-			UPDATE endpoints e SET consecutive_failures = 0, failing = false
+			UPDATE endpoints e SET consecutive_failures = 0, failing = false, failing_since = NULL
 			FROM (SELECT failing FROM endpoints WHERE id = $1 FOR UPDATE) old
 			WHERE e.id = $1 RETURNING e.app_id, old.failing`, endpointID).Scan(&appID, &was)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,9 +15,18 @@ import (
 // webhooks about every other app: register the operator's endpoints on it.
 const OperationsApp = "app_operations"
 
-// FailingAfterDefault is how many consecutive dead letters make an
-// endpoint failing (endpoint.failing).
-const FailingAfterDefault = 5
+// Failure thresholds.
+const (
+	// FailingAfterDefault is how many consecutive dead letters make an
+	// endpoint failing (endpoint.failing).
+	FailingAfterDefault = 5
+	// AutoDisableAfterDefault is how long an endpoint's deliveries may all
+	// fail before it is disabled (sustained_failure).
+	AutoDisableAfterDefault = 5 * 24 * time.Hour
+	// AutoDisableMinDefault is the fewest dead letters in that run for the
+	// auto-disable.
+	AutoDisableMinDefault = 10
+)
 
 // Operational event types.
 const (
@@ -28,8 +38,9 @@ const (
 
 // Reasons of endpoint.disabled.
 const (
-	DisabledGone   = "gone_410"
-	DisabledByHand = "by_hand"
+	DisabledGone      = "gone_410"
+	DisabledByHand    = "by_hand"
+	DisabledSustained = "sustained_failure"
 )
 
 // emit publishes an operational event in tx, through hookrelay's own

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -34,6 +35,12 @@ type Store struct {
 	// FailingAfter is how many consecutive dead letters make an endpoint
 	// failing. Defaults to FailingAfterDefault.
 	FailingAfter int
+	// AutoDisableAfter is how long an unbroken run of dead letters (at
+	// least AutoDisableMin of them) lasts before the endpoint is disabled.
+	// Defaults to AutoDisableAfterDefault; negative never disables.
+	AutoDisableAfter time.Duration
+	// AutoDisableMin defaults to AutoDisableMinDefault.
+	AutoDisableMin int
 }
 
 func (s *Store) failingAfter() int {

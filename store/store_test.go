@@ -405,3 +405,51 @@ func TestPruneKeepsWhatIsStillNeeded(t *testing.T) {
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT pg_database_size(current_database())`).Scan(&size1))
 	t.Logf("database size %d → %d bytes (Postgres returns space to the file system only on VACUUM FULL)", size0, size1)
 }
+
+// TestSustainedFailureDisables: an endpoint whose deliveries all failed for
+// the window (with at least the minimum of dead letters) is disabled with
+// reason sustained_failure and the operator is told; a success in between
+// starts the run over.
+func TestSustainedFailureDisables(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	f.st.FailingAfter, f.st.AutoDisableAfter, f.st.AutoDisableMin = 2, time.Hour, 2
+	dead := func() {
+		id := f.publish(t)
+		_, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: id, Status: delivery.StatusDeadLettered, Reason: "404", Cycle: 1})
+		require.NoError(t, err)
+	}
+	age := func() {
+		_, err := f.st.Pool().Exec(ctx, `UPDATE endpoints SET failing_since = now() - interval '2 hours' WHERE id = $1`, f.ep.ID)
+		require.NoError(t, err)
+	}
+	ep := func() store.Endpoint {
+		e, err := f.st.GetEndpoint(ctx, f.app.ID, f.ep.ID)
+		require.NoError(t, err)
+		return e
+	}
+	dead()
+	age()
+	// A success in between: the run starts over.
+	f.attempt(t, f.publish(t), 1, 1, 200, delivery.ClassSuccess)
+	dead()
+	require.False(t, ep().Disabled)
+	dead()
+	require.False(t, ep().Disabled, "two in a row, but not for an hour yet")
+	age()
+	dead()
+	e := ep()
+	require.True(t, e.Disabled)
+	require.Contains(t, *e.DisabledReason, "every delivery failed for 1h0m0s")
+	var reasons []string
+	rows, err := f.st.Pool().Query(ctx, `SELECT convert_from(payload, 'UTF8')::jsonb #>> '{data,reason}' FROM events WHERE app_id = $1 AND type = $2`,
+		store.OperationsApp, store.OpEndpointDisabled)
+	require.NoError(t, err)
+	for rows.Next() {
+		var r string
+		require.NoError(t, rows.Scan(&r))
+		reasons = append(reasons, r)
+	}
+	require.Equal(t, []string{store.DisabledSustained}, reasons)
+}

@@ -275,7 +275,7 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 		return fmt.Errorf("%d migrations pending: run `hookrelay migrate` first", n)
 	}
 	st.Store = store.New(pool, box)
-	st.Store.FailingAfter = cfg.FailingAfter
+	st.Store.FailingAfter, st.Store.AutoDisableAfter = cfg.FailingAfter, cfg.AutoDisableAfter
 	if n, err := st.Store.SealLegacyHeaders(ctx); err != nil {
 		return err
 	} else if n > 0 {

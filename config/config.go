@@ -113,7 +113,7 @@ type Config struct {
 	FailingAfter int
 	// AutoDisableAfter is how long an endpoint's deliveries may all fail
 	// (with at least store.AutoDisableMinDefault dead letters) before it is
-	// disabled; 0 never. Defaults to store.AutoDisableAfterDefault.
+	// disabled. Defaults to store.AutoDisableAfterDefault.
 	// Env HOOKRELAY_AUTO_DISABLE_AFTER.
 	AutoDisableAfter time.Duration
 	// MetricsAddr is where a worker process serves /metrics; the API serves

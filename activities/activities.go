@@ -44,6 +44,15 @@ const (
 	ErrNoSigningKey = "NoSigningKey"
 )
 
+// Rate-limit slot waits: an attempt waits for a slot up to
+// SlotWaitInActivity away inside the activity, to the millisecond; a later
+// one goes back to the workflow, which sleeps until SlotLead before it
+// (timers fire late under load) and then lets the activity wait the rest.
+const (
+	SlotWaitInActivity = time.Second
+	SlotLead           = 500 * time.Millisecond
+)
+
 // Recording an attempt while Postgres is unreachable is retried this many
 // times, the first after RecordRetryWait, then doubling.
 const (
@@ -63,6 +72,9 @@ type SendRequest struct {
 	// workflow will compute it.
 	Settings delivery.Settings
 	Deadline time.Time
+	// Slot is a rate-limit slot already reserved for this attempt (an
+	// earlier try answered ClassRateLimited); zero reserves one.
+	Slot time.Time
 }
 
 // SendResult is the classified outcome of one attempt.
@@ -77,6 +89,8 @@ type SendResult struct {
 	// RetryAfter is the parsed Retry-After hint of a 429, when present.
 	RetryAfter    time.Duration
 	HasRetryAfter bool
+	// SlotAt is the rate-limit slot reserved for a ClassRateLimited result.
+	SlotAt time.Time
 }
 
 // MarkRequest records a state the workflow decided.
@@ -100,6 +114,7 @@ type MarkResult struct {
 // Store is what the activities need from Postgres.
 type Store interface {
 	LoadTarget(ctx context.Context, deliveryID string, now time.Time) (store.Target, error)
+	ReserveSlot(ctx context.Context, endpointID string, rate int) (time.Time, error)
 	RecordAttempt(ctx context.Context, a store.Attempt) error
 	MarkDelivery(ctx context.Context, m store.Mark) (delivery.Status, error)
 }
@@ -150,6 +165,35 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 		res.Class = ClassEndpointPaused
 		res.Error = "endpoint paused; nothing sent"
 		return res, nil
+	}
+	if t.RateLimit > 0 {
+		slot := req.Slot
+		if step := store.SlotStep(t.RateLimit); !slot.IsZero() && a.now().After(slot.Add(step)) {
+			// The slot passed before this try could use it (workers were
+			// busy or down): sending now could bunch with the next slots'
+			// sends, so take a new one.
+			slot = time.Time{}
+		}
+		if slot.IsZero() {
+			if slot, err = a.Store.ReserveSlot(ctx, t.EndpointID, t.RateLimit); err != nil {
+				return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+			}
+		}
+		wait := slot.Sub(a.now())
+		if wait > SlotWaitInActivity {
+			res.Class, res.SlotAt = ClassRateLimited, slot
+			res.Error = fmt.Sprintf("rate limit of %d/s: next slot in %s; nothing sent yet", t.RateLimit, wait.Round(time.Millisecond))
+			return res, nil
+		}
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return SendResult{}, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		started = a.now()
+		res.StartedAt = started
 	}
 	if len(t.Keys) == 0 {
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)

@@ -29,6 +29,7 @@ const (
 	ClassPermanent        = delivery.ClassPermanent
 	ClassEndpointDisabled = delivery.ClassEndpointDisabled
 	ClassEndpointPaused   = delivery.ClassEndpointPaused
+	ClassRateLimited      = delivery.ClassRateLimited
 )
 
 // ClassifyStatus maps an HTTP status code to its class.

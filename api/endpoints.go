@@ -23,6 +23,7 @@ type endpointRequest struct {
 	Environment    *string            `json:"environment"`
 	Disabled       *bool              `json:"disabled"`
 	Paused         *bool              `json:"paused"`
+	RateLimit      *int               `json:"rate_limit"`
 	RetrySchedule  *[]string          `json:"retry_schedule"`
 	Deadline       *string            `json:"deadline"`
 	RequestTimeout *string            `json:"request_timeout"`
@@ -42,6 +43,7 @@ type EndpointView struct {
 	Disabled       bool              `json:"disabled"`
 	DisabledReason *string           `json:"disabled_reason"`
 	Paused         bool              `json:"paused"`
+	RateLimit      *int              `json:"rate_limit"`
 	RetrySchedule  []string          `json:"retry_schedule"`
 	Deadline       string            `json:"deadline"`
 	RequestTimeout string            `json:"request_timeout"`
@@ -59,7 +61,7 @@ type EndpointView struct {
 
 func viewEndpoint(e store.Endpoint) EndpointView {
 	v := EndpointView{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
-		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
+		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
 		Headers: e.Headers, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
@@ -111,6 +113,12 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 	}
 	if req.Paused != nil {
 		e.Paused = *req.Paused
+	}
+	if req.RateLimit != nil {
+		if *req.RateLimit < 0 || *req.RateLimit > MaxRateLimit {
+			return bad("rate_limit", fmt.Sprintf("must be deliveries per second from 1 to %d, or 0 for none", MaxRateLimit))
+		}
+		e.RateLimit = *req.RateLimit
 	}
 	if req.RetrySchedule != nil {
 		e.RetrySchedule = []time.Duration{}
@@ -205,6 +213,14 @@ func (s *Server) createEndpoint(c *gin.Context) {
 	s.answerEndpoint(c, http.StatusCreated, out, secret, err)
 }
 
+// nonZero is n, or nil for 0 (shown as null).
+func nonZero(n int) *int {
+	if n == 0 {
+		return nil
+	}
+	return &n
+}
+
 // answerEndpoint answers a written endpoint, with its new secret (shown
 // this once) when it has one.
 func (s *Server) answerEndpoint(c *gin.Context, status int, e store.Endpoint, secret string, err error) {
@@ -268,7 +284,7 @@ func (s *Server) patchEndpoint(c *gin.Context) {
 		return
 	}
 	p := store.EndpointPatch{URL: req.URL, Description: req.Description, EventTypes: req.EventTypes, Environment: req.Environment,
-		Disabled: req.Disabled, Paused: req.Paused, Headers: req.Headers}
+		Disabled: req.Disabled, Paused: req.Paused, RateLimit: req.RateLimit, Headers: req.Headers}
 	if req.RetrySchedule != nil {
 		p.RetrySchedule = &e.RetrySchedule
 	}

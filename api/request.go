@@ -32,6 +32,8 @@ const (
 	// PageLimitDefault and MaxPageLimit bound a list page (?limit=).
 	PageLimitDefault = 50
 	MaxPageLimit     = 250
+	// MaxRateLimit bounds an endpoint's rate_limit (deliveries per second).
+	MaxRateLimit = 10000
 	// MaxEventDeliveries bounds the deliveries listed with an event.
 	MaxEventDeliveries = 1000
 	// StatsLastDefault and MaxStatsLast bound the events stats cover (?last=).

@@ -103,6 +103,10 @@ const (
 	// not an attempt, and the same attempt is tried again after
 	// PausedRecheck.
 	ClassEndpointPaused Class = "endpoint_paused"
+	// ClassRateLimited: the endpoint's rate limit gave this attempt a later
+	// slot; nothing was sent, so it is not an attempt, and the same attempt
+	// is made at that slot.
+	ClassRateLimited Class = "rate_limited"
 )
 
 // PausedRecheck is how long a delivery whose endpoint is paused waits

@@ -200,7 +200,7 @@ func TestBacklogShedsToTheSender(t *testing.T) {
 	var rc *receiver.Receiver
 	rc, err := receiver.New(context.Background(), receiver.Config{Secrets: []string{ep.Secret}, Pool: r.pool, MaxBacklog: 100,
 		Logger: slog.New(slog.DiscardHandler), Handle: func(ctx context.Context, task inbox.Task) error {
-			time.Sleep(10 * time.Millisecond) // a slow external system
+			time.Sleep(25 * time.Millisecond) // a slow external system: 40 tasks/s
 			return rc.SideEffect(ctx, task)
 		}})
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 
 	"hookrelay/delivery"
+	"hookrelay/internal/app"
 	"hookrelay/store"
 )
 
@@ -327,4 +328,76 @@ func TestPauseHoldsEverything(t *testing.T) {
 		h.waitDelivery(appID, id, time.Minute, delivery.StatusSucceeded)
 	}
 	require.GreaterOrEqual(t, len(rc.receipts()), n+2)
+}
+
+// TestRateLimitAcrossWorkers: 2,000 replays to an endpoint limited to
+// 50/s, carried by two worker processes, arrive at no more than 50 in any
+// one-second window (one token of slack), and none is lost.
+func TestRateLimitAcrossWorkers(t *testing.T) {
+	h := newHarness(t)
+	second, err := app.Start(context.Background(), h.cfg, h.logger.With("process", "worker-2"), app.RoleWorker, h.opts)
+	require.NoError(t, err)
+	t.Cleanup(second.Close)
+	appID := h.createApp()
+	var healthy atomic.Bool
+	var mu sync.Mutex
+	var arrivals []time.Time
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		if !healthy.Load() {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		mu.Lock()
+		arrivals = append(arrivals, time.Now())
+		mu.Unlock()
+	})
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s"}})
+	const n, rate = 2000, 50
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			h.send(appID, "order.paid", map[string]any{"i": i})
+		}()
+	}
+	wg.Wait()
+	var dead int
+	require.Eventually(t, func() bool {
+		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = 'dead_lettered'`).Scan(&dead))
+		return dead == n
+	}, time.Minute, 100*time.Millisecond)
+
+	h.patchEndpoint(appID, ep.ID, map[string]any{"rate_limit": rate})
+	healthy.Store(true)
+	code, out := h.replayRange(appID, ep.ID)
+	require.Equal(t, http.StatusAccepted, code)
+	require.EqualValues(t, n, out["replayed"])
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(arrivals) >= n
+	}, 3*time.Minute, 200*time.Millisecond)
+	var succeeded int
+	require.Eventually(t, func() bool {
+		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = 'succeeded'`).Scan(&succeeded))
+		return succeeded == n
+	}, time.Minute, 100*time.Millisecond, "none lost")
+	mu.Lock()
+	times := append([]time.Time(nil), arrivals...)
+	mu.Unlock()
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i, j := 0, 0; j < len(times); j++ {
+		for times[j].Sub(times[i]) >= time.Second {
+			i++
+		}
+		most = max(most, j-i+1)
+	}
+	took := times[len(times)-1].Sub(times[0])
+	t.Logf("%d replays at a limit of %d/s over two workers: at most %d in any 1 s window; %s from first to last (%.1f/s)",
+		len(times), rate, most, took.Round(time.Millisecond), float64(len(times))/took.Seconds())
+	require.LessOrEqual(t, most, rate+1)
 }

@@ -145,3 +145,25 @@ func TestCarrierWaitsEachFirstWait(t *testing.T) {
 		require.LessOrEqual(t, started[d.DeliveryID], wait+workflows.CarrierLateness, d.DeliveryID)
 	}
 }
+
+// TestReplayOfAHandedOffDeliveryStartsFresh: a delivery a carrier handed
+// off dead-letters on its carried result; a replay's cycle makes its own
+// first attempt instead of judging that result again.
+func TestReplayOfAHandedOffDeliveryStartsFresh(t *testing.T) {
+	env, s, in := setup(t, false)
+	in.Cycle = 1
+	in.Resume = &workflows.Resume{Result: fail(404)}
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin", ReplayID: 3})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Empty(t, s.calls, "the carried 404 dead-lettered the first cycle")
+	next := continued(t, env)
+	require.Nil(t, next.Resume)
+
+	env2, s2, _ := setup(t, false, ok())
+	env2.ExecuteWorkflow(workflows.DeliveryWorkflow, next)
+	st := result(t, env2)
+	require.Equal(t, delivery.StatusSucceeded, st.Status)
+	require.Len(t, s2.calls, 1, "the replayed cycle sent its own first attempt")
+}

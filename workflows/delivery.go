@@ -252,6 +252,7 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	in := r.in
 	in.Cycle = r.state.Cycle + 1
 	in.ReplayID = sig.ReplayID
+	in.Resume = nil // a carrier's first attempt belongs to the first cycle only
 	in.AcceptedAt = sig.RequestedAt
 	if in.AcceptedAt.IsZero() {
 		in.AcceptedAt = workflow.Now(ctx)
@@ -294,16 +295,34 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 	deadline := r.acceptedAt.Add(r.set.Deadline)
 	var throttle *time.Duration // a 429's Retry-After replaces the next wait
 	attempt := 1
-	if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) && res.Result.Class != activities.ClassEndpointPaused {
-		out, done, hint := r.apply(ctx, res.Result, res.err())
-		if done {
-			return out
+	// hold is set when the previous try sent nothing (the endpoint was
+	// paused, or its rate limit gave a later slot): the same attempt is made
+	// again without waiting its scheduled wait; slot is a rate-limit slot
+	// already reserved for it.
+	hold := false
+	var slot time.Time
+	if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) {
+		switch res.Result.Class {
+		case activities.ClassEndpointPaused:
+			// The carrier found it paused: start over from attempt 1.
+		case activities.ClassRateLimited:
+			slot, hold = res.Result.SlotAt, true
+			if wait := slot.Add(-activities.SlotLead).Sub(workflow.Now(ctx)); wait > 0 {
+				r.state.NextAttemptAt = &slot
+				if r.sleep(ctx, wait) {
+					return outCanceled
+				}
+			}
+		default:
+			out, done, hint := r.apply(ctx, res.Result, res.err())
+			if done {
+				return out
+			}
+			throttle, attempt = hint, 2
 		}
-		throttle, attempt = hint, 2
 	}
-	paused := false // the previous try found the endpoint paused
 	for ; ; attempt++ {
-		if !paused {
+		if !hold {
 			next := delivery.Plan(r.set, r.in.DeliveryID, attempt, throttle, workflow.Now(ctx), deadline)
 			throttle = nil
 			if next.DeadLetter != "" {
@@ -319,7 +338,7 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 				}
 			}
 		}
-		paused = false
+		hold = false
 		r.state.NextAttemptAt = nil
 		// Timers fire late when workers were down: check again.
 		if r.set.TooLate(workflow.Now(ctx), deadline) {
@@ -328,16 +347,24 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 		if r.state.Status != delivery.StatusDelivering {
 			r.setStatus(ctx, delivery.StatusDelivering)
 		}
-		res, err := r.send(ctx, attempt, deadline)
-		if err == nil && res.Class == activities.ClassEndpointPaused {
-			// Nothing was sent: the same attempt again once the endpoint may
-			// have resumed.
-			at := workflow.Now(ctx).Add(delivery.PausedRecheck)
-			r.state.NextAttemptAt = &at
-			if r.sleep(ctx, delivery.PausedRecheck) {
-				return outCanceled
+		res, err := r.send(ctx, attempt, deadline, slot)
+		slot = time.Time{}
+		if err == nil && (res.Class == activities.ClassEndpointPaused || res.Class == activities.ClassRateLimited) {
+			// Nothing was sent: the same attempt again, at its rate-limit
+			// slot or once the endpoint may have resumed.
+			at, wake := workflow.Now(ctx).Add(delivery.PausedRecheck), delivery.PausedRecheck
+			if res.Class == activities.ClassRateLimited {
+				// Wake a little before the slot; the activity waits the rest.
+				at, slot = res.SlotAt, res.SlotAt
+				wake = res.SlotAt.Add(-activities.SlotLead).Sub(workflow.Now(ctx))
 			}
-			paused = true
+			if wait := wake; wait > 0 {
+				r.state.NextAttemptAt = &at
+				if r.sleep(ctx, wait) {
+					return outCanceled
+				}
+			}
+			hold = true
 			attempt--
 			continue
 		}
@@ -449,9 +476,10 @@ func (r *run) deadLetter(reason string) outcome {
 
 // send runs SendSigned with Temporal retries off. A regular activity may not
 // start after the latest moment it could still finish before the deadline.
-func (r *run) send(ctx workflow.Context, attempt int, deadline time.Time) (activities.SendResult, error) {
+func (r *run) send(ctx workflow.Context, attempt int, deadline, slot time.Time) (activities.SendResult, error) {
 	var a *activities.Activities
 	req := sendRequest(r.in, r.set, r.state.Cycle, attempt, deadline)
+	req.Slot = slot
 	noRetry := &temporal.RetryPolicy{MaximumAttempts: 1}
 	timeout := r.set.RequestTimeout + RecordSlack
 	var fut workflow.Future

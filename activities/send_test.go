@@ -42,7 +42,9 @@ func (f *flakyStore) RecordAttempt(_ context.Context, a store.Attempt) error {
 	return nil
 }
 
-func (f *flakyStore) ReserveSlot(context.Context, string, int) (time.Time, error) { return time.Now(), nil }
+func (f *flakyStore) ReserveSlot(context.Context, string, int) (time.Time, error) {
+	return time.Now(), nil
+}
 
 func (f *flakyStore) MarkDelivery(context.Context, store.Mark) (delivery.Status, error) {
 	return "", store.ErrNotFound

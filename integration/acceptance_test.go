@@ -212,17 +212,7 @@ func TestBacklogShedsToTheSender(t *testing.T) {
 	r.mu.Unlock()
 
 	const n = 500
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			h.send(appID, "backlog.test", map[string]any{"i": i})
-		}()
-	}
-	wg.Wait()
+	h.burst(appID, n, func(int) string { return "backlog.test" })
 	require.Eventually(t, func() bool {
 		st := r.stats(t)
 		return st.BusinessEffects == n && st.SideEffects == n

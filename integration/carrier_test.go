@@ -45,28 +45,13 @@ func TestCarriersCarryABurst(t *testing.T) {
 	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"burst.ok"}, "retry_schedule": []string{"0s", "1s"}})
 	h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=1", "event_types": []string{"burst.flaky"}, "retry_schedule": []string{"0s", "1s"}})
 	const n = 150
-	dlvs := make([]string, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			typ := "burst.ok"
-			if i%10 == 0 {
-				typ = "burst.flaky"
-			}
-			var ev eventResp
-			code := h.do("POST", "/v1/apps/"+appID+"/events", map[string]any{"type": typ, "data": map[string]any{"i": i}}, &ev)
-			if code == http.StatusAccepted {
-				dlvs[i] = ev.Deliveries[0].ID
-			}
-		}()
-	}
-	wg.Wait()
-	for i, id := range dlvs {
-		require.NotEmpty(t, id, i)
+	dlvs := h.burst(appID, n, func(i int) string {
+		if i%10 == 0 {
+			return "burst.flaky"
+		}
+		return "burst.ok"
+	})
+	for _, id := range dlvs {
 		h.waitDelivery(appID, id, 30*time.Second, delivery.StatusSucceeded)
 	}
 	ctx := context.Background()

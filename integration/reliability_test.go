@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,6 +30,26 @@ func (h *harness) sendMany(appID, typ string, n int) []string {
 		require.Len(h.t, ev.Deliveries, 1)
 		out = append(out, ev.Deliveries[0].ID)
 	}
+	return out
+}
+
+// burst publishes n events from 16 concurrent clients, event i of type
+// typ(i), and returns the delivery ID of each (in order of i).
+func (h *harness) burst(appID string, n int, typ func(i int) string) []string {
+	out := make([]string, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			ev := h.send(appID, typ(i), map[string]any{"i": i})
+			require.Len(h.t, ev.Deliveries, 1)
+			out[i] = ev.Deliveries[0].ID
+		}()
+	}
+	wg.Wait()
 	return out
 }
 

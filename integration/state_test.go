@@ -305,18 +305,7 @@ func TestPauseHoldsEverything(t *testing.T) {
 	h.patchEndpoint(appID, ep.ID, map[string]any{"paused": true})
 
 	const n = 500
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	ids := make([]string, n)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			ids[i] = h.send(appID, "order.paid", map[string]any{"i": i}).Deliveries[0].ID
-		}()
-	}
-	wg.Wait()
+	ids := h.burst(appID, n, func(int) string { return "order.paid" })
 	time.Sleep(3 * time.Second) // past the retry that was due: nothing may go out
 	require.Len(t, rc.receipts(), 1, "nothing sent while paused")
 	var pending int
@@ -353,17 +342,7 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	})
 	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s"}})
 	const n, rate = 2000, 50
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := range n {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			h.send(appID, "order.paid", map[string]any{"i": i})
-		}()
-	}
-	wg.Wait()
+	h.burst(appID, n, func(int) string { return "order.paid" })
 	var dead int
 	require.Eventually(t, func() bool {
 		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = 'dead_lettered'`).Scan(&dead))

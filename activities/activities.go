@@ -53,6 +53,10 @@ const (
 	SlotLead           = 500 * time.Millisecond
 )
 
+// FlightSlack is how much longer than the request timeout a max_in_flight
+// lease lasts before it expires (its holder died).
+const FlightSlack = 5 * time.Second
+
 // Recording an attempt while Postgres is unreachable is retried this many
 // times, the first after RecordRetryWait, then doubling.
 const (
@@ -115,6 +119,8 @@ type MarkResult struct {
 type Store interface {
 	LoadTarget(ctx context.Context, deliveryID string, now time.Time) (store.Target, error)
 	ReserveSlot(ctx context.Context, endpointID string, rate int) (time.Time, error)
+	AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error)
+	ReleaseFlight(ctx context.Context, lease string) error
 	RecordAttempt(ctx context.Context, a store.Attempt) error
 	MarkDelivery(ctx context.Context, m store.Mark) (delivery.Status, error)
 }
@@ -194,6 +200,22 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 		}
 		started = a.now()
 		res.StartedAt = started
+	}
+	if t.MaxInFlight > 0 {
+		lease, ok, err := a.Store.AcquireFlight(ctx, t.EndpointID, t.MaxInFlight, req.Timeout+FlightSlack)
+		if err != nil {
+			return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+		}
+		if !ok {
+			res.Class = ClassEndpointBusy
+			res.Error = fmt.Sprintf("max_in_flight of %d reached; nothing sent yet", t.MaxInFlight)
+			return res, nil
+		}
+		defer func() {
+			if err := a.Store.ReleaseFlight(context.WithoutCancel(ctx), lease); err != nil {
+				a.logger().Warn("request lease not released; it expires", "err", err)
+			}
+		}()
 	}
 	if len(t.Keys) == 0 {
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)

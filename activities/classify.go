@@ -30,6 +30,7 @@ const (
 	ClassEndpointDisabled = delivery.ClassEndpointDisabled
 	ClassEndpointPaused   = delivery.ClassEndpointPaused
 	ClassRateLimited      = delivery.ClassRateLimited
+	ClassEndpointBusy     = delivery.ClassEndpointBusy
 )
 
 // ClassifyStatus maps an HTTP status code to its class.

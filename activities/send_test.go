@@ -46,6 +46,12 @@ func (f *flakyStore) ReserveSlot(context.Context, string, int) (time.Time, error
 	return time.Now(), nil
 }
 
+func (f *flakyStore) AcquireFlight(context.Context, string, int, time.Duration) (string, bool, error) {
+	return "flt_1", true, nil
+}
+
+func (f *flakyStore) ReleaseFlight(context.Context, string) error { return nil }
+
 func (f *flakyStore) MarkDelivery(context.Context, store.Mark) (delivery.Status, error) {
 	return "", store.ErrNotFound
 }

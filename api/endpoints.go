@@ -24,6 +24,7 @@ type endpointRequest struct {
 	Disabled       *bool              `json:"disabled"`
 	Paused         *bool              `json:"paused"`
 	RateLimit      *int               `json:"rate_limit"`
+	MaxInFlight    *int               `json:"max_in_flight"`
 	RetrySchedule  *[]string          `json:"retry_schedule"`
 	Deadline       *string            `json:"deadline"`
 	RequestTimeout *string            `json:"request_timeout"`
@@ -44,6 +45,7 @@ type EndpointView struct {
 	DisabledReason *string           `json:"disabled_reason"`
 	Paused         bool              `json:"paused"`
 	RateLimit      *int              `json:"rate_limit"`
+	MaxInFlight    *int              `json:"max_in_flight"`
 	RetrySchedule  []string          `json:"retry_schedule"`
 	Deadline       string            `json:"deadline"`
 	RequestTimeout string            `json:"request_timeout"`
@@ -61,7 +63,7 @@ type EndpointView struct {
 
 func viewEndpoint(e store.Endpoint) EndpointView {
 	v := EndpointView{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
-		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
+		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), MaxInFlight: nonZero(e.MaxInFlight), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
 		Headers: e.Headers, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
@@ -119,6 +121,12 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 			return bad("rate_limit", fmt.Sprintf("must be deliveries per second from 1 to %d, or 0 for none", MaxRateLimit))
 		}
 		e.RateLimit = *req.RateLimit
+	}
+	if req.MaxInFlight != nil {
+		if *req.MaxInFlight < 0 || *req.MaxInFlight > MaxMaxInFlight {
+			return bad("max_in_flight", fmt.Sprintf("must be concurrent requests from 1 to %d, or 0 for none", MaxMaxInFlight))
+		}
+		e.MaxInFlight = *req.MaxInFlight
 	}
 	if req.RetrySchedule != nil {
 		e.RetrySchedule = []time.Duration{}
@@ -284,7 +292,7 @@ func (s *Server) patchEndpoint(c *gin.Context) {
 		return
 	}
 	p := store.EndpointPatch{URL: req.URL, Description: req.Description, EventTypes: req.EventTypes, Environment: req.Environment,
-		Disabled: req.Disabled, Paused: req.Paused, RateLimit: req.RateLimit, Headers: req.Headers}
+		Disabled: req.Disabled, Paused: req.Paused, RateLimit: req.RateLimit, MaxInFlight: req.MaxInFlight, Headers: req.Headers}
 	if req.RetrySchedule != nil {
 		p.RetrySchedule = &e.RetrySchedule
 	}

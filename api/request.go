@@ -34,6 +34,8 @@ const (
 	MaxPageLimit     = 250
 	// MaxRateLimit bounds an endpoint's rate_limit (deliveries per second).
 	MaxRateLimit = 10000
+	// MaxMaxInFlight bounds an endpoint's max_in_flight.
+	MaxMaxInFlight = 1000
 	// MaxEventDeliveries bounds the deliveries listed with an event.
 	MaxEventDeliveries = 1000
 	// StatsLastDefault and MaxStatsLast bound the events stats cover (?last=).

@@ -107,7 +107,15 @@ const (
 	// slot; nothing was sent, so it is not an attempt, and the same attempt
 	// is made at that slot.
 	ClassRateLimited Class = "rate_limited"
+	// ClassEndpointBusy: the endpoint's max_in_flight requests are all
+	// taken; nothing was sent, so it is not an attempt, and the same attempt
+	// is tried again after BusyRecheck.
+	ClassEndpointBusy Class = "endpoint_busy"
 )
+
+// BusyRecheck is how long a delivery whose endpoint has no free request
+// slot waits before trying the same attempt again (jittered per delivery).
+const BusyRecheck = time.Second
 
 // PausedRecheck is how long a delivery whose endpoint is paused waits
 // before trying the same attempt again (the deadline still counts).

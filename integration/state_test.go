@@ -380,3 +380,36 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 		len(times), rate, most, took.Round(time.Millisecond), float64(len(times))/took.Seconds())
 	require.LessOrEqual(t, most, rate+1)
 }
+
+// TestMaxInFlightBoundsConcurrency: an endpoint with max_in_flight 2 and a
+// receiver that takes 300 ms never sees more than two requests at once, and
+// every one of 20 events is still delivered.
+func TestMaxInFlightBoundsConcurrency(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	var now, most atomic.Int32
+	rc := newReceiver(t, func(_ int, _ http.ResponseWriter, _ *http.Request) {
+		cur := now.Add(1)
+		defer now.Add(-1)
+		for {
+			m := most.Load()
+			if cur <= m || most.CompareAndSwap(m, cur) {
+				break
+			}
+		}
+		time.Sleep(300 * time.Millisecond)
+	})
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "max_in_flight": 2})
+	const n = 20
+	ids := h.burst(appID, n, func(int) string { return "order.paid" })
+	for _, id := range ids {
+		h.waitDelivery(appID, id, time.Minute, delivery.StatusSucceeded)
+	}
+	var attempts int
+	require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM attempts`).Scan(&attempts))
+	t.Logf("%d events, max_in_flight 2: at most %d requests at once; %d receipts, %d attempts recorded",
+		n, most.Load(), len(rc.receipts()), attempts)
+	require.LessOrEqual(t, most.Load(), int32(2))
+	require.Equal(t, int32(2), most.Load(), "the bound is used, not undercut")
+	require.Equal(t, n, attempts, "a busy endpoint costs no attempt")
+}

@@ -29,7 +29,9 @@ type Target struct {
 	Paused bool
 	// RateLimit is the endpoint's sends per second (0: none).
 	RateLimit int
-	Payload   []byte
+	// MaxInFlight is the endpoint's bound on concurrent requests (0: none).
+	MaxInFlight int
+	Payload     []byte
 	// Keys are the secrets valid now, current first.
 	Keys []signing.Key
 }
@@ -46,7 +48,7 @@ func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time
 	// whose grace period has not ended, newest first.
 	err := s.pool.QueryRow(ctx, `
 		SELECT d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
-		       (e.disabled OR e.deleted_at IS NOT NULL), e.paused, COALESCE(e.rate_limit, 0), ev.payload,
+		       (e.disabled OR e.deleted_at IS NOT NULL), e.paused, COALESCE(e.rate_limit, 0), COALESCE(e.max_in_flight, 0), ev.payload,
 		       COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}')
 		FROM deliveries d
 		JOIN endpoints e ON e.id = d.endpoint_id
@@ -58,7 +60,7 @@ func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time
 		  WHERE endpoint_id = e.id AND (status = 'current' OR (status = 'previous' AND valid_until > $2))
 		) k ON true
 		WHERE d.id = $1`, deliveryID, now).
-		Scan(&t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit, &t.Payload, &keyIDs, &keysSealed)
+		Scan(&t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit, &t.MaxInFlight, &t.Payload, &keyIDs, &keysSealed)
 	if err != nil {
 		return Target{}, notFound(err, "load delivery "+deliveryID)
 	}

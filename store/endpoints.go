@@ -30,7 +30,9 @@ type Endpoint struct {
 	// Paused keeps new deliveries pending and sends nothing until resumed.
 	Paused bool
 	// RateLimit bounds sends per second across every worker; 0 is none.
-	RateLimit      int
+	RateLimit int
+	// MaxInFlight bounds concurrent requests across every worker; 0 is none.
+	MaxInFlight    int
 	RetrySchedule  []time.Duration
 	Deadline       time.Duration
 	RequestTimeout time.Duration
@@ -45,7 +47,7 @@ type Endpoint struct {
 	UpdatedAt time.Time
 }
 
-const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason, paused, COALESCE(rate_limit, 0),
+const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason, paused, COALESCE(rate_limit, 0), COALESCE(max_in_flight, 0),
 	retry_schedule_ms, deadline_ms, request_timeout_ms, headers, signature_scheme,
 	COALESCE((SELECT s.public_key FROM endpoint_secrets s WHERE s.endpoint_id = endpoints.id AND s.status = 'current' ORDER BY s.created_at DESC LIMIT 1), ''),
 	created_at, updated_at`
@@ -55,7 +57,7 @@ func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	var sched []int64
 	var deadline, timeout int64
 	var headers []byte
-	if err := r.Scan(&e.ID, &e.AppID, &e.URL, &e.Description, &e.EventTypes, &e.Environment, &e.Disabled, &e.DisabledReason, &e.Paused, &e.RateLimit,
+	if err := r.Scan(&e.ID, &e.AppID, &e.URL, &e.Description, &e.EventTypes, &e.Environment, &e.Disabled, &e.DisabledReason, &e.Paused, &e.RateLimit, &e.MaxInFlight,
 		&sched, &deadline, &timeout, &headers, &e.SignatureScheme, &e.PublicKey, &e.CreatedAt, &e.UpdatedAt); err != nil {
 		return Endpoint{}, err
 	}
@@ -106,11 +108,11 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, strin
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			INSERT INTO endpoints (id, app_id, url, description, event_types, environment, disabled,
-			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme, paused, rate_limit)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULLIF($15, 0))
+			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme, paused, rate_limit, max_in_flight)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULLIF($15, 0), NULLIF($16, 0))
 			RETURNING `+endpointCols,
 			e.ID, e.AppID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
-			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme, e.Paused, e.RateLimit)
+			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme, e.Paused, e.RateLimit, e.MaxInFlight)
 		var err error
 		if e, err = scanEndpoint(row); err != nil {
 			return foreignApp(err, e.AppID)
@@ -183,8 +185,9 @@ type EndpointPatch struct {
 	Environment *string
 	Disabled    *bool
 	Paused      *bool
-	// RateLimit 0 removes the limit.
+	// RateLimit and MaxInFlight 0 remove the bound.
 	RateLimit      *int
+	MaxInFlight    *int
 	RetrySchedule  *[]time.Duration
 	Deadline       *time.Duration
 	RequestTimeout *time.Duration
@@ -242,11 +245,12 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 			  retry_schedule_ms = COALESCE($8, retry_schedule_ms), deadline_ms = COALESCE($9, deadline_ms),
 			  request_timeout_ms = COALESCE($10, request_timeout_ms), headers = COALESCE($11, headers),
 			  headers_sealed = COALESCE($13, headers_sealed), paused = COALESCE($14, paused),
-			  rate_limit = CASE WHEN $15::int IS NULL THEN rate_limit ELSE NULLIF($15, 0) END, updated_at = now()
+			  rate_limit = CASE WHEN $15::int IS NULL THEN rate_limit ELSE NULLIF($15, 0) END,
+			  max_in_flight = CASE WHEN $16::int IS NULL THEN max_in_flight ELSE NULLIF($16, 0) END, updated_at = now()
 			WHERE app_id = $1 AND id = $2
 			RETURNING `+endpointCols,
 			appID, id, p.URL, p.Description, p.EventTypes, p.Environment, p.Disabled, sched, ms(p.Deadline), ms(p.RequestTimeout),
-			masked, ReasonDisabledByAPI, sealed, p.Paused, p.RateLimit))
+			masked, ReasonDisabledByAPI, sealed, p.Paused, p.RateLimit, p.MaxInFlight))
 		if err != nil {
 			return fmt.Errorf("patch endpoint %s: %w", id, err)
 		}

@@ -3,7 +3,10 @@ package store
 import (
 	"context"
 	"fmt"
+	"hookrelay/ids"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // SlotSpacing is how much wider than 1/rate rate-limit slots are spaced:
@@ -32,4 +35,39 @@ func (s *Store) ReserveSlot(ctx context.Context, endpointID string, rate int) (t
 		return time.Time{}, fmt.Errorf("reserve a slot of %s: %w", endpointID, err)
 	}
 	return slot, nil
+}
+
+// AcquireFlight takes one of endpointID's max concurrent request leases
+// for ttl, across every worker; ok is false when all are taken. Release it
+// with ReleaseFlight; a lease whose holder died expires.
+func (s *Store) AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (lease string, ok bool, err error) {
+	lease = ids.New("flt_")
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		// The endpoint row serialises the count and the insert.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM endpoints WHERE id = $1 FOR UPDATE`, endpointID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `
+			INSERT INTO endpoint_flights (id, endpoint_id, expires_at)
+			SELECT $1, $2, now() + $4 * interval '1 millisecond'
+			WHERE (SELECT count(*) FROM endpoint_flights WHERE endpoint_id = $2 AND expires_at > now()) < $3`,
+			lease, endpointID, max, ttl.Milliseconds())
+		if err != nil {
+			return err
+		}
+		ok = tag.RowsAffected() == 1
+		return nil
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("acquire a flight of %s: %w", endpointID, err)
+	}
+	return lease, ok, nil
+}
+
+// ReleaseFlight frees a lease AcquireFlight gave.
+func (s *Store) ReleaseFlight(ctx context.Context, lease string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM endpoint_flights WHERE id = $1`, lease); err != nil {
+		return fmt.Errorf("release flight %s: %w", lease, err)
+	}
+	return nil
 }

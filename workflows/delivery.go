@@ -303,8 +303,8 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 	var slot time.Time
 	if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) {
 		switch res.Result.Class {
-		case activities.ClassEndpointPaused:
-			// The carrier found it paused: start over from attempt 1.
+		case activities.ClassEndpointPaused, activities.ClassEndpointBusy:
+			// The carrier sent nothing: start over from attempt 1.
 		case activities.ClassRateLimited:
 			slot, hold = res.Result.SlotAt, true
 			if wait := slot.Add(-activities.SlotLead).Sub(workflow.Now(ctx)); wait > 0 {
@@ -349,14 +349,18 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 		}
 		res, err := r.send(ctx, attempt, deadline, slot)
 		slot = time.Time{}
-		if err == nil && (res.Class == activities.ClassEndpointPaused || res.Class == activities.ClassRateLimited) {
+		if err == nil && (res.Class == activities.ClassEndpointPaused || res.Class == activities.ClassRateLimited || res.Class == activities.ClassEndpointBusy) {
 			// Nothing was sent: the same attempt again, at its rate-limit
 			// slot or once the endpoint may have resumed.
 			at, wake := workflow.Now(ctx).Add(delivery.PausedRecheck), delivery.PausedRecheck
-			if res.Class == activities.ClassRateLimited {
+			switch res.Class {
+			case activities.ClassRateLimited:
 				// Wake a little before the slot; the activity waits the rest.
 				at, slot = res.SlotAt, res.SlotAt
 				wake = res.SlotAt.Add(-activities.SlotLead).Sub(workflow.Now(ctx))
+			case activities.ClassEndpointBusy:
+				wake = delivery.Jitter(delivery.BusyRecheck, r.in.DeliveryID, attempt)
+				at = workflow.Now(ctx).Add(wake)
 			}
 			if wait := wake; wait > 0 {
 				r.state.NextAttemptAt = &at

@@ -47,6 +47,11 @@ func (s *Store) AcquireFlight(ctx context.Context, endpointID string, max int, t
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM endpoints WHERE id = $1 FOR UPDATE`, endpointID); err != nil {
 			return err
 		}
+		// Leases of workers that died are dropped here, the only place
+		// that counts them.
+		if _, err := tx.Exec(ctx, `DELETE FROM endpoint_flights WHERE endpoint_id = $1 AND expires_at <= now()`, endpointID); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `
 			INSERT INTO endpoint_flights (id, endpoint_id, expires_at)
 			SELECT $1, $2, now() + $4 * interval '1 millisecond'

@@ -453,3 +453,34 @@ func TestSustainedFailureDisables(t *testing.T) {
 	}
 	require.Equal(t, []string{store.DisabledSustained}, reasons)
 }
+
+// TestFlightLeases: max_in_flight leases are counted per endpoint, freed by
+// release, and a lease whose holder died expires and is dropped.
+func TestFlightLeases(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	a, ok, err := f.st.AcquireFlight(ctx, f.ep.ID, 2, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = f.st.AcquireFlight(ctx, f.ep.ID, 2, 50*time.Millisecond)
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, ok, err = f.st.AcquireFlight(ctx, f.ep.ID, 2, time.Minute)
+	require.NoError(t, err)
+	require.False(t, ok, "both leases taken")
+
+	time.Sleep(100 * time.Millisecond) // the second holder "died"
+	c, ok, err := f.st.AcquireFlight(ctx, f.ep.ID, 2, time.Minute)
+	require.NoError(t, err)
+	require.True(t, ok, "an expired lease frees its place")
+	_, ok, err = f.st.AcquireFlight(ctx, f.ep.ID, 2, time.Minute)
+	require.NoError(t, err)
+	require.False(t, ok)
+
+	require.NoError(t, f.st.ReleaseFlight(ctx, a))
+	require.NoError(t, f.st.ReleaseFlight(ctx, c))
+	var left int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM endpoint_flights`).Scan(&left))
+	require.Zero(t, left, "released and expired leases are gone")
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -11,7 +12,41 @@ import (
 )
 
 type appRequest struct {
-	Name *string `json:"name"`
+	Name      *string `json:"name"`
+	Retention *string `json:"retention"`
+}
+
+// appView is an app as the API shows it.
+type appView struct {
+	store.App
+	// Retention is the app's override of the server's retention, absent
+	// when it keeps the server's.
+	Retention string `json:"retention,omitempty"`
+}
+
+func viewApp(a store.App) appView {
+	v := appView{App: a}
+	if a.Retention > 0 {
+		v.Retention = a.Retention.String()
+	}
+	return v
+}
+
+// retention parses req's retention ("" goes back to the server's).
+func retention(c *gin.Context, req appRequest) (*time.Duration, bool) {
+	if req.Retention == nil {
+		return nil, true
+	}
+	var d time.Duration
+	if *req.Retention != "" {
+		var err error
+		d, err = time.ParseDuration(*req.Retention)
+		if err != nil || d < MinRetention || d > MaxRetention {
+			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("retention must be a Go duration from %s to %s, or \"\" for the server's", MinRetention, MaxRetention), "retention")
+			return nil, false
+		}
+	}
+	return &d, true
 }
 
 func validName(c *gin.Context, name *string) bool {
@@ -27,12 +62,20 @@ func (s *Server) createApp(c *gin.Context) {
 	if !bind(c, &req) || !validName(c, req.Name) {
 		return
 	}
-	a, err := s.store.CreateApp(c.Request.Context(), *req.Name)
+	keep, ok := retention(c, req)
+	if !ok {
+		return
+	}
+	a := store.App{Name: *req.Name}
+	if keep != nil {
+		a.Retention = *keep
+	}
+	a, err := s.store.CreateApp(c.Request.Context(), a)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusCreated, a)
+	c.JSON(http.StatusCreated, viewApp(a))
 }
 
 func (s *Server) listApps(c *gin.Context) {
@@ -45,7 +88,11 @@ func (s *Server) listApps(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	list(c, p, apps, func(a store.App) string { return a.ID })
+	views := make([]appView, len(apps))
+	for i, a := range apps {
+		views[i] = viewApp(a)
+	}
+	list(c, p, views, func(a appView) string { return a.ID })
 }
 
 func (s *Server) getApp(c *gin.Context) {
@@ -54,22 +101,26 @@ func (s *Server) getApp(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, a)
+	c.JSON(http.StatusOK, viewApp(a))
 }
 
+// patchApp changes the fields given: name, retention.
 func (s *Server) patchApp(c *gin.Context) {
 	var req appRequest
-	if !bind(c, &req) || !validName(c, req.Name) {
+	if !bind(c, &req) || (req.Name != nil && !validName(c, req.Name)) {
 		return
 	}
-	a, err := s.store.RenameApp(c.Request.Context(), c.Param("app"), *req.Name)
+	keep, ok := retention(c, req)
+	if !ok {
+		return
+	}
+	a, err := s.store.UpdateApp(c.Request.Context(), c.Param("app"), store.AppPatch{Name: req.Name, Retention: keep})
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, a)
+	c.JSON(http.StatusOK, viewApp(a))
 }
-
 // deleteApp deletes an app; its workflows are canceled through the outbox
 // in the same transaction.
 func (s *Server) deleteApp(c *gin.Context) {

@@ -43,9 +43,11 @@ func (s *Server) getDelivery(c *gin.Context) {
 	ctx := c.Request.Context()
 	d, err := s.store.GetDelivery(ctx, c.Param("app"), c.Param("dlv"))
 	if err != nil {
-		if errors.Is(err, store.ErrNotFound) && s.pruned(c.Param("dlv")) {
-			problem(c, http.StatusGone, fmt.Sprintf("delivery %s was made more than %s ago and has been pruned (HOOKRELAY_RETENTION)", c.Param("dlv"), s.retention))
-			return
+		if errors.Is(err, store.ErrNotFound) {
+			if keep, ok := s.pruned(ctx, c.Param("app"), c.Param("dlv")); ok {
+				problem(c, http.StatusGone, fmt.Sprintf("delivery %s was made more than %s ago and has been pruned (the app's retention, else HOOKRELAY_RETENTION)", c.Param("dlv"), keep))
+				return
+			}
 		}
 		s.fail(c, err)
 		return
@@ -62,11 +64,19 @@ func (s *Server) getDelivery(c *gin.Context) {
 	c.JSON(http.StatusOK, d)
 }
 
-// pruned reports whether a delivery ID not found is older than the
-// retention, so it was pruned rather than never there.
-func (s *Server) pruned(id string) bool {
+// pruned reports whether a delivery ID of appID not found is older than
+// the retention that applies to it (the app's, else the server's), so it
+// was pruned rather than never there; keep is that retention.
+func (s *Server) pruned(ctx context.Context, appID, id string) (keep time.Duration, ok bool) {
 	made, ok := ids.Time(id)
-	return ok && s.retention > 0 && time.Since(made) > s.retention
+	if !ok {
+		return 0, false
+	}
+	keep = s.retention
+	if a, err := s.store.GetApp(ctx, appID); err == nil && a.Retention > 0 {
+		keep = a.Retention
+	}
+	return keep, keep > 0 && time.Since(made) > keep
 }
 
 func (s *Server) listAttempts(c *gin.Context) {

@@ -14,6 +14,7 @@ import (
 
 	"hookrelay/api"
 	"hookrelay/internal/testenv"
+	"hookrelay/store"
 )
 
 var pg *testenv.Postgres
@@ -35,7 +36,7 @@ func FuzzIngest(f *testing.F) {
 	st, err := pg.Store(ctx, "fuzz")
 	require.NoError(f, err)
 	f.Cleanup(st.Pool().Close)
-	app, err := st.CreateApp(ctx, "fuzz")
+	app, err := st.CreateApp(ctx, store.App{Name: "fuzz"})
 	require.NoError(f, err)
 	const key = "hr_fuzz_key"
 	require.NoError(f, st.EnsureAdminKey(ctx, key))

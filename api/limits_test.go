@@ -18,6 +18,7 @@ import (
 
 	"hookrelay/api"
 	"hookrelay/ids"
+	"hookrelay/store"
 )
 
 // TestFailedAuthIsRateLimited: past the limit a client address gets a bare
@@ -67,7 +68,7 @@ func TestSlowClientsCannotHoldTheAPI(t *testing.T) {
 	st, err := pg.Store(ctx, "slow")
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
-	app, err := st.CreateApp(ctx, "slow")
+	app, err := st.CreateApp(ctx, store.App{Name: "slow"})
 	require.NoError(t, err)
 	const key = "hr_slow_key_0123456789"
 	require.NoError(t, st.EnsureAdminKey(ctx, key))
@@ -145,7 +146,7 @@ func TestPrunedDeliveryIsGone(t *testing.T) {
 	st, err := pg.Store(ctx, "pruned")
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
-	app, err := st.CreateApp(ctx, "pruned")
+	app, err := st.CreateApp(ctx, store.App{Name: "pruned"})
 	require.NoError(t, err)
 	const key = "hr_pruned_key_0123456789"
 	require.NoError(t, st.EnsureAdminKey(ctx, key))
@@ -161,4 +162,14 @@ func TestPrunedDeliveryIsGone(t *testing.T) {
 	require.Equal(t, http.StatusGone, old.Code)
 	require.Contains(t, old.Body.String(), "pruned")
 	require.Equal(t, http.StatusNotFound, get(ids.New(ids.Delivery)).Code)
+
+	// With a one-day retention of its own, two days old is pruned.
+	twoDays := ids.NewAt(ids.Delivery, time.Now().Add(-48*time.Hour))
+	require.Equal(t, http.StatusNotFound, get(twoDays).Code)
+	day := 24 * time.Hour
+	_, err = st.UpdateApp(ctx, app.ID, store.AppPatch{Retention: &day})
+	require.NoError(t, err)
+	short := get(twoDays)
+	require.Equal(t, http.StatusGone, short.Code)
+	require.Contains(t, short.Body.String(), "24h0m0s")
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"hookrelay/delivery"
 	"hookrelay/signing"
 	"net/http"
@@ -41,7 +42,7 @@ func operations() []operation {
 		{"POST", "/v1/apps", "Create an app", ref("AppRequest"), 201, ref("App"), nil},
 		{"GET", "/v1/apps", "List apps", nil, 200, listOf("App"), []string{"limit", "cursor"}},
 		{"GET", "/v1/apps/{app}", "Get an app", nil, 200, ref("App"), nil},
-		{"PATCH", "/v1/apps/{app}", "Rename an app", ref("AppRequest"), 200, ref("App"), nil},
+		{"PATCH", "/v1/apps/{app}", "Change an app's name or retention", ref("AppRequest"), 200, ref("App"), nil},
 		{"DELETE", "/v1/apps/{app}", "Delete an app and everything it owns", nil, 204, nil, nil},
 		{"POST", "/v1/event-types", "Add an event type to the catalog", ref("EventTypeRequest"), 201, ref("EventType"), nil},
 		{"GET", "/v1/event-types", "List event types", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
@@ -89,8 +90,10 @@ func schemas() obj {
 		"error": str(""), "response_excerpt": str("first 2 KiB"), "key_ids": arr(str("signing key IDs, never secrets")),
 	}}
 	return obj{
-		"AppRequest": obj{"type": "object", "required": []string{"name"}, "properties": obj{"name": str("")}},
-		"App":        obj{"type": "object", "properties": obj{"id": str("app_…"), "name": str(""), "created_at": ts, "updated_at": ts}},
+		"AppRequest": obj{"type": "object", "required": []string{"name"}, "properties": obj{"name": str(""),
+			"retention": str(fmt.Sprintf("Go duration from %s to %s overriding the server's retention; \"\" for the server's", MinRetention, MaxRetention))}},
+		"App": obj{"type": "object", "properties": obj{"id": str("app_…"), "name": str(""),
+			"retention": str("the app's retention, absent when it keeps the server's"), "created_at": ts, "updated_at": ts}},
 		"EventTypeRequest": obj{"type": "object", "properties": obj{"name": str("resource.action"), "description": str(""),
 			"schema": obj{"type": "object", "description": "JSON Schema of data"}, "deprecated": obj{"type": "boolean"}}},
 		"EventType": obj{"type": "object", "properties": obj{"name": str(""), "description": str(""), "schema": obj{"type": []string{"object", "null"}},

@@ -36,6 +36,9 @@ const (
 	MaxRateLimit = 10000
 	// MaxMaxInFlight bounds an endpoint's max_in_flight.
 	MaxMaxInFlight = 1000
+	// MinRetention and MaxRetention bound an app's retention override.
+	MinRetention = time.Hour
+	MaxRetention = 10 * 365 * 24 * time.Hour
 	// MaxEventDeliveries bounds the deliveries listed with an event.
 	MaxEventDeliveries = 1000
 	// StatsLastDefault and MaxStatsLast bound the events stats cover (?last=).

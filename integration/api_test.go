@@ -336,3 +336,23 @@ func TestEd25519Endpoint(t *testing.T) {
 	require.NoError(t, verifier(rot.PublicKey).Verify(second.Header, secondBody))
 	require.NoError(t, verifier(ep.PublicKey).Verify(second.Header, secondBody))
 }
+
+// TestAppRetention: an app's retention override is shown, changed alone by
+// PATCH, and cleared with "" back to the server's.
+func TestAppRetention(t *testing.T) {
+	h := newHarness(t)
+	var a map[string]any
+	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/apps", map[string]any{"name": "short", "retention": "168h"}, &a))
+	require.Equal(t, "168h0m0s", a["retention"])
+	path := "/v1/apps/" + a["id"].(string)
+	var got map[string]any
+	require.Equal(t, http.StatusOK, h.do("PATCH", path, map[string]any{"retention": "24h"}, &got))
+	require.Equal(t, "24h0m0s", got["retention"])
+	require.Equal(t, "short", got["name"])
+	got = nil
+	require.Equal(t, http.StatusOK, h.do("PATCH", path, map[string]any{"retention": ""}, &got))
+	require.NotContains(t, got, "retention")
+	got = nil
+	require.Equal(t, http.StatusOK, h.do("GET", path, nil, &got))
+	require.NotContains(t, got, "retention")
+}

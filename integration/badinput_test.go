@@ -72,6 +72,8 @@ func TestBadInputs(t *testing.T) {
 		{"POST", app + "/endpoints", `{"url":"https://example.com","environment":"staging"}`, 422, "environment"},
 		{"POST", app + "/endpoints", `{"url":"https://example.com","retry_schedule":["1s","soon"]}`, 422, "retry_schedule"},
 		{"POST", app + "/endpoints", `{"url":"https://example.com","retry_schedule":[]}`, 422, "retry_schedule"},
+		{"POST", "/v1/apps", `{"name":"a","retention":"30m"}`, 422, "retention"},
+		{"PATCH", app, `{"retention":"forever"}`, 422, "retention"},
 		{"POST", app + "/endpoints", `{"url":"https://example.com","rate_limit":-1}`, 422, "rate_limit"},
 		{"POST", app + "/endpoints", `{"url":"https://example.com","max_in_flight":1001}`, 422, "max_in_flight"},
 		{"POST", app + "/endpoints", `{"url":"https://example.com","max_in_flight":"2"}`, 422, "max_in_flight"},

@@ -32,7 +32,7 @@ func setup(t *testing.T) bundle {
 	st, err := pg.Store(ctx, "outbox")
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
-	app, err := st.CreateApp(ctx, "acme")
+	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
 	require.NoError(t, err)
 	ep := func(types ...string) store.Endpoint {
 		e, secret, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", EventTypes: types,

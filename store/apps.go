@@ -18,10 +18,35 @@ import (
 
 // App is one tenant of the provider.
 type App struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Retention overrides the server's retention for this app's deliveries
+	// and events; 0 keeps the server's.
+	Retention time.Duration `json:"-"`
+	CreatedAt time.Time     `json:"created_at"`
+	UpdatedAt time.Time     `json:"updated_at"`
+}
+
+// appColumns are what scanApp reads, in order.
+const appColumns = `id, name, coalesce(retention_ms, 0), created_at, updated_at`
+
+func scanApp(r pgx.Row) (App, error) {
+	var a App
+	var ms int64
+	if err := r.Scan(&a.ID, &a.Name, &ms, &a.CreatedAt, &a.UpdatedAt); err != nil {
+		return App{}, err
+	}
+	a.Retention = time.Duration(ms) * time.Millisecond
+	return a, nil
+}
+
+// retentionMS is d as stored: NULL for the server's.
+func retentionMS(d time.Duration) *int64 {
+	if d <= 0 {
+		return nil
+	}
+	ms := d.Milliseconds()
+	return &ms
 }
 
 // Page bounds a list: at most Limit rows after Cursor (an ID, exclusive).
@@ -30,11 +55,10 @@ type Page struct {
 	Cursor string
 }
 
-// CreateApp stores a new app.
-func (s *Store) CreateApp(ctx context.Context, name string) (App, error) {
-	a := App{ID: ids.New(ids.App), Name: name}
-	err := s.pool.QueryRow(ctx, `INSERT INTO apps (id, name) VALUES ($1, $2) RETURNING created_at, updated_at`, a.ID, name).
-		Scan(&a.CreatedAt, &a.UpdatedAt)
+// CreateApp stores a new app with a.Name and a.Retention.
+func (s *Store) CreateApp(ctx context.Context, a App) (App, error) {
+	a, err := scanApp(s.pool.QueryRow(ctx, `INSERT INTO apps (id, name, retention_ms) VALUES ($1, $2, $3) RETURNING `+appColumns,
+		ids.New(ids.App), a.Name, retentionMS(a.Retention)))
 	if err != nil {
 		return App{}, fmt.Errorf("create app: %w", err)
 	}
@@ -43,9 +67,7 @@ func (s *Store) CreateApp(ctx context.Context, name string) (App, error) {
 
 // GetApp loads an app.
 func (s *Store) GetApp(ctx context.Context, id string) (App, error) {
-	var a App
-	err := s.pool.QueryRow(ctx, `SELECT id, name, created_at, updated_at FROM apps WHERE id = $1`, id).
-		Scan(&a.ID, &a.Name, &a.CreatedAt, &a.UpdatedAt)
+	a, err := scanApp(s.pool.QueryRow(ctx, `SELECT `+appColumns+` FROM apps WHERE id = $1`, id))
 	if err != nil {
 		return App{}, notFound(err, "app "+id)
 	}
@@ -55,22 +77,31 @@ func (s *Store) GetApp(ctx context.Context, id string) (App, error) {
 // ListApps lists apps newest first.
 func (s *Store) ListApps(ctx context.Context, p Page) ([]App, error) {
 	rows, err := s.pool.Query(ctx, `
-		SELECT id, name, created_at, updated_at FROM apps
+		SELECT `+appColumns+` FROM apps
 		WHERE $1 = '' OR id < $1 ORDER BY id DESC LIMIT $2`, p.Cursor, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list apps: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (App, error) {
-		var a App
-		return a, r.Scan(&a.ID, &a.Name, &a.CreatedAt, &a.UpdatedAt)
-	})
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (App, error) { return scanApp(r) })
 }
 
-// RenameApp changes an app's name.
-func (s *Store) RenameApp(ctx context.Context, id, name string) (App, error) {
-	a := App{ID: id, Name: name}
-	err := s.pool.QueryRow(ctx, `UPDATE apps SET name = $2, updated_at = now() WHERE id = $1 RETURNING created_at, updated_at`, id, name).
-		Scan(&a.CreatedAt, &a.UpdatedAt)
+// AppPatch is a change to an app: nil fields stay as they are; a Retention
+// of 0 goes back to the server's.
+type AppPatch struct {
+	Name      *string
+	Retention *time.Duration
+}
+
+// UpdateApp writes the fields p gives.
+func (s *Store) UpdateApp(ctx context.Context, id string, p AppPatch) (App, error) {
+	var ms *int64
+	if p.Retention != nil {
+		ms = retentionMS(*p.Retention)
+	}
+	a, err := scanApp(s.pool.QueryRow(ctx, `
+		UPDATE apps SET name = coalesce($2, name),
+		  retention_ms = CASE WHEN $3 THEN $4 ELSE retention_ms END, updated_at = now()
+		WHERE id = $1 RETURNING `+appColumns, id, p.Name, p.Retention != nil, ms))
 	if err != nil {
 		return App{}, notFound(err, "app "+id)
 	}

@@ -22,24 +22,26 @@ type Pruned struct {
 	Deliveries, Events int
 }
 
-// Prune deletes, in batches of PruneBatch, what is older than keep at now:
-// finished deliveries (succeeded or canceled, last changed before now −
-// keep) with their attempts and replays; dead letters only once also past
-// their own retention (delivery.RetentionDefault), so one that can still be
-// replayed survives; then events left with no delivery. A delivery in flight
-// or with an outbox row is never touched.
+// Prune deletes, in batches of PruneBatch, what is older than its app's
+// retention at now (App.Retention, else keep): finished deliveries
+// (succeeded or canceled, last changed before then) with their attempts and
+// replays; dead letters only once also past their own retention
+// (delivery.RetentionDefault), so one that can still be replayed survives;
+// then events left with no delivery. A delivery in flight or with an outbox
+// row is never touched.
 func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (Pruned, error) {
 	var p Pruned
-	cutoff := now.Add(-keep)
-	deadCutoff := now.Add(-max(keep, delivery.RetentionDefault))
+	keepMS, deadMS := keep.Milliseconds(), delivery.RetentionDefault.Milliseconds()
 	for {
 		tag, err := s.pool.Exec(ctx, `
 			DELETE FROM deliveries WHERE id IN (
-			  SELECT d.id FROM deliveries d
-			  WHERE ((d.status = ANY ($1) AND d.updated_at < $2) OR (d.status = $3 AND d.updated_at < $4))
+			  SELECT d.id FROM deliveries d JOIN apps a ON a.id = d.app_id,
+			    LATERAL (SELECT coalesce(a.retention_ms, $2::bigint) * interval '1 millisecond' AS keep) r
+			  WHERE ((d.status = ANY ($3) AND d.updated_at < $1::timestamptz - r.keep)
+			      OR (d.status = $4 AND d.updated_at < $1::timestamptz - greatest(r.keep, $5::bigint * interval '1 millisecond')))
 			    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id)
-			  LIMIT $5)`,
-			[]delivery.Status{delivery.StatusSucceeded, delivery.StatusCanceled}, cutoff, delivery.StatusDeadLettered, deadCutoff, PruneBatch)
+			  LIMIT $6)`,
+			now, keepMS, []delivery.Status{delivery.StatusSucceeded, delivery.StatusCanceled}, delivery.StatusDeadLettered, deadMS, PruneBatch)
 		if err != nil {
 			return p, fmt.Errorf("prune deliveries: %w", err)
 		}
@@ -51,10 +53,10 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (P
 	for {
 		tag, err := s.pool.Exec(ctx, `
 			DELETE FROM events WHERE (app_id, id) IN (
-			  SELECT e.app_id, e.id FROM events e
-			  WHERE e.received_at < $1
+			  SELECT e.app_id, e.id FROM events e JOIN apps a ON a.id = e.app_id
+			  WHERE e.received_at < $1::timestamptz - coalesce(a.retention_ms, $2::bigint) * interval '1 millisecond'
 			    AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.app_id = e.app_id AND d.event_id = e.id)
-			  LIMIT $2)`, cutoff, PruneBatch)
+			  LIMIT $3)`, now, keepMS, PruneBatch)
 		if err != nil {
 			return p, fmt.Errorf("prune events: %w", err)
 		}

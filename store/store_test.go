@@ -33,7 +33,7 @@ func setup(t *testing.T) fixture {
 	st, err := pg.Store(ctx, "store")
 	require.NoError(t, err)
 	t.Cleanup(st.Pool().Close)
-	app, err := st.CreateApp(ctx, "acme")
+	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
 	require.NoError(t, err)
 	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", Environment: "live",
 		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
@@ -303,7 +303,7 @@ func TestSecretKeyRotation(t *testing.T) {
 		return store.New(pool, box)
 	}
 	old := storeWith(oldKey)
-	app, err := old.CreateApp(ctx, "rotate")
+	app, err := old.CreateApp(ctx, store.App{Name: "rotate"})
 	require.NoError(t, err)
 	for range 3 {
 		_, _, err := old.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/h", Environment: "live",
@@ -483,4 +483,45 @@ func TestFlightLeases(t *testing.T) {
 	var left int
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM endpoint_flights`).Scan(&left))
 	require.Zero(t, left, "released and expired leases are gone")
+}
+
+// TestPruneHonoursAppRetention: an app with a one-day retention loses its
+// finished deliveries after two days while the server's 30 days keep
+// another app's; going back to the server's keeps them.
+func TestPruneHonoursAppRetention(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	day := 24 * time.Hour
+	short, err := f.st.CreateApp(ctx, store.App{Name: "short", Retention: day})
+	require.NoError(t, err)
+	require.Equal(t, day, short.Retention)
+	ep, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: short.ID, URL: "https://example.com/short", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	g := fixture{st: f.st, app: short, ep: ep}
+	shortDone, longDone := g.publish(t), f.publish(t)
+	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`)
+	require.NoError(t, err)
+	g.attempt(t, shortDone, 1, 1, 200, delivery.ClassSuccess)
+	f.attempt(t, longDone, 1, 1, 200, delivery.ClassSuccess)
+
+	back := time.Duration(0)
+	kept, err := f.st.UpdateApp(ctx, short.ID, store.AppPatch{Retention: &back})
+	require.NoError(t, err)
+	require.Zero(t, kept.Retention)
+	require.Equal(t, "short", kept.Name, "a patch of the retention keeps the name")
+	p, err := f.st.Prune(ctx, time.Now().Add(2*day), store.RetentionDefault)
+	require.NoError(t, err)
+	require.Equal(t, store.Pruned{}, p, "both apps keep the server's 30 days")
+
+	_, err = f.st.UpdateApp(ctx, short.ID, store.AppPatch{Retention: &day})
+	require.NoError(t, err)
+	p, err = f.st.Prune(ctx, time.Now().Add(2*day), store.RetentionDefault)
+	require.NoError(t, err)
+	require.Equal(t, store.Pruned{Deliveries: 1, Events: 1}, p)
+	_, err = f.st.GetDelivery(ctx, short.ID, shortDone)
+	require.ErrorIs(t, err, store.ErrNotFound)
+	_, err = f.st.GetDelivery(ctx, f.app.ID, longDone)
+	require.NoError(t, err)
 }

@@ -121,6 +121,7 @@ func (s *Server) patchApp(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, viewApp(a))
 }
+
 // deleteApp deletes an app; its workflows are canceled through the outbox
 // in the same transaction.
 func (s *Server) deleteApp(c *gin.Context) {

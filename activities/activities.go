@@ -107,6 +107,9 @@ type MarkRequest struct {
 	ReplayID int64
 	// NextAttemptAt is when the cycle's next attempt is due, if any.
 	NextAttemptAt *time.Time
+	// LastClass is the class of the cycle's last attempt when Status is
+	// dead_lettered ("" when none was sent); metrics count dead letters by it.
+	LastClass delivery.Class `json:",omitempty"`
 }
 
 // MarkResult is the status the delivery's row holds after a mark: a cancel
@@ -405,6 +408,9 @@ func (a *Activities) MarkDelivery(ctx context.Context, req MarkRequest) (MarkRes
 	}
 	if status == req.Status && (status == delivery.StatusDeadLettered || status == delivery.StatusCanceled) {
 		a.Metrics.Finished(string(status))
+		if status == delivery.StatusDeadLettered {
+			a.Metrics.DeadLettered(string(req.LastClass))
+		}
 	}
 	a.logger().Info("delivery state", "delivery_id", req.DeliveryID, "status", status, "asked", req.Status, "cycle", req.Cycle, "reason", req.Reason)
 	return MarkResult{Status: status}, nil

@@ -132,5 +132,9 @@ func TestMetricsMatchTheDatabase(t *testing.T) {
 	require.Equal(t, db(`SELECT count(*) FROM deliveries`), worker("hookrelay_first_attempt_latency_seconds"), "one first attempt each")
 	require.Equal(t, db(`SELECT count(*) FROM deliveries WHERE status = $1`, delivery.StatusSucceeded), worker("hookrelay_deliveries_finished_total", "status", "succeeded"))
 	require.Equal(t, 1.0, worker("hookrelay_deliveries_finished_total", "status", "dead_lettered"))
+	// The 404 dead letter is counted by its last attempt's class.
+	require.Equal(t, db(`SELECT count(*) FROM deliveries d WHERE d.status = $1 AND (SELECT a.class FROM attempts a WHERE a.delivery_id = d.id ORDER BY a.started_at DESC LIMIT 1) = $2`,
+		delivery.StatusDeadLettered, delivery.ClassPermanent), worker("hookrelay_dead_lettered_total", "class", string(delivery.ClassPermanent)))
+	require.Equal(t, 1.0, worker("hookrelay_dead_lettered_total", "class", string(delivery.ClassPermanent)))
 	require.Positive(t, worker("hookrelay_dispatcher_rounds_total"))
 }

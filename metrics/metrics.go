@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"cmp"
 	"context"
 	"hookrelay/delivery"
 	"strconv"
@@ -39,6 +40,7 @@ type Sender struct {
 	ingested       *prometheus.CounterVec
 	attempts       *prometheus.CounterVec
 	finished       *prometheus.CounterVec
+	deadLettered   *prometheus.CounterVec
 	attemptSeconds prometheus.Histogram
 	firstAttempt   prometheus.Histogram
 	rounds         prometheus.Counter
@@ -54,6 +56,8 @@ func NewSender(reg prometheus.Registerer) *Sender {
 			Help: "Delivery attempts sent, by class and status code family (2xx…5xx, none)."}, []string{"class", "code"}),
 		finished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "deliveries_finished_total",
 			Help: "Delivery cycles that ended, by final status (succeeded, dead_lettered, canceled)."}, []string{"status"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "dead_lettered_total",
+			Help: "Delivery cycles that ended dead-lettered, by the class of their last attempt (none when nothing was sent)."}, []string{"class"}),
 		attemptSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "attempt_duration_seconds",
 			Help: "Duration of one attempt's request.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
 		firstAttempt: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: Namespace, Name: "first_attempt_latency_seconds",
@@ -63,7 +67,7 @@ func NewSender(reg prometheus.Registerer) *Sender {
 		roundErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "dispatcher_errors_total",
 			Help: "Outbox dispatcher rounds that failed (retried with backoff)."}),
 	}
-	reg.MustRegister(s.ingested, s.attempts, s.finished, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors)
+	reg.MustRegister(s.ingested, s.attempts, s.finished, s.deadLettered, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors)
 	return s
 }
 
@@ -91,6 +95,14 @@ func (s *Sender) Attempt(class string, code int, took time.Duration, first bool,
 func (s *Sender) Finished(status string) {
 	if s != nil {
 		s.finished.WithLabelValues(status).Inc()
+	}
+}
+
+// DeadLettered counts a cycle that ended dead-lettered, by the class of its
+// last attempt ("" when nothing was sent).
+func (s *Sender) DeadLettered(lastClass string) {
+	if s != nil {
+		s.deadLettered.WithLabelValues(cmp.Or(lastClass, "none")).Inc()
 	}
 }
 

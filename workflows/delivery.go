@@ -596,10 +596,14 @@ func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) 
 			NonRetryableErrorTypes: []string{activities.ErrDeliveryGone},
 		},
 	})
-	var res activities.MarkResult
-	err := workflow.ExecuteActivity(actx, a.MarkDelivery, activities.MarkRequest{
+	req := activities.MarkRequest{
 		DeliveryID: r.in.DeliveryID, Status: status, Reason: reason, Cycle: r.state.Cycle, ReplayID: r.replayID,
-	}).Get(ctx, &res)
+	}
+	if status == delivery.StatusDeadLettered && r.state.LastAttempt != nil {
+		req.LastClass = r.state.LastAttempt.Class
+	}
+	var res activities.MarkResult
+	err := workflow.ExecuteActivity(actx, a.MarkDelivery, req).Get(ctx, &res)
 	var appErr *temporal.ApplicationError
 	if errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone {
 		return "", nil

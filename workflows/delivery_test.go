@@ -159,7 +159,7 @@ func TestSixFailuresDeadLetterAt72Minutes(t *testing.T) {
 	require.Contains(t, dead.DeadLetterReason, "all 6 attempts failed")
 	require.Nil(t, dead.NextAttemptAt)
 	require.Equal(t, delivery.StatusDeadLettered, st.Status, "retention passed without replay")
-	require.Equal(t, []activities.MarkRequest{{DeliveryID: dlv, Status: delivery.StatusDeadLettered, Reason: dead.DeadLetterReason, Cycle: 1}}, s.marks)
+	require.Equal(t, []activities.MarkRequest{{DeliveryID: dlv, Status: delivery.StatusDeadLettered, Reason: dead.DeadLetterReason, Cycle: 1, LastClass: delivery.ClassRetryable}}, s.marks)
 }
 
 func TestThrottledHonoursRetryAfter(t *testing.T) {

@@ -253,7 +253,7 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	if !req.Deadline.IsZero() {
 		accepted = req.Deadline.Add(-req.Settings.WithDefaults().Deadline)
 	}
-	a.Metrics.Attempt(string(res.Class), res.StatusCode, time.Duration(res.DurationMS)*time.Millisecond, req.Cycle == 1 && req.Number == 1, accepted)
+	a.Metrics.Attempt(t.EndpointID, string(res.Class), res.StatusCode, time.Duration(res.DurationMS)*time.Millisecond, req.Cycle == 1 && req.Number == 1, accepted)
 	if res.Class == ClassSuccess {
 		a.Metrics.Finished(string(delivery.StatusSucceeded))
 	}

@@ -119,6 +119,10 @@ type Config struct {
 	// MetricsAddr is where a worker process serves /metrics; the API serves
 	// it on HTTPAddr. Empty turns a worker's off. Env HOOKRELAY_METRICS_ADDR.
 	MetricsAddr string
+	// MetricsEndpointLabels adds hookrelay_endpoint_attempts_total, labelled
+	// by endpoint ID (one series per endpoint). Defaults to false.
+	// Env HOOKRELAY_METRICS_ENDPOINT_LABELS.
+	MetricsEndpointLabels bool
 	// HTTPHeaderTimeout bounds reading a request's headers (slow clients).
 	// Defaults to api.HeaderTimeoutDefault. Env HOOKRELAY_HTTP_HEADER_TIMEOUT.
 	HTTPHeaderTimeout time.Duration
@@ -229,6 +233,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", store.RetentionDefault, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
 	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", store.FailingAfterDefault, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
 	b.duration(&c.AutoDisableAfter, "auto-disable-after", "HOOKRELAY_AUTO_DISABLE_AFTER", store.AutoDisableAfterDefault, "disable an endpoint whose deliveries all failed this long (at least 10 dead letters)")
+	b.boolean(&c.MetricsEndpointLabels, "metrics-endpoint-labels", "HOOKRELAY_METRICS_ENDPOINT_LABELS", false, "also count attempts per endpoint ID (one series per endpoint)")
 	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
 	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
 	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before 429")

@@ -31,7 +31,7 @@ func (c *capture) Unregister(prometheus.Collector) bool { return false }
 // descriptions (no database is read).
 func exported(t *testing.T) map[string]bool {
 	reg := &capture{}
-	metrics.NewSender(reg)
+	metrics.NewSender(reg, false)
 	metrics.NewState(reg, nil)
 	metrics.NewReceiver(reg, nil)
 	descs := make(chan *prometheus.Desc, 100)

@@ -41,14 +41,17 @@ type Sender struct {
 	attempts       *prometheus.CounterVec
 	finished       *prometheus.CounterVec
 	deadLettered   *prometheus.CounterVec
+	byEndpoint     *prometheus.CounterVec // nil unless opted in
 	attemptSeconds prometheus.Histogram
 	firstAttempt   prometheus.Histogram
 	rounds         prometheus.Counter
 	roundErrors    prometheus.Counter
 }
 
-// NewSender registers the sender's series on reg.
-func NewSender(reg prometheus.Registerer) *Sender {
+// NewSender registers the sender's series on reg. With endpointSeries it
+// also counts attempts per endpoint ID (hookrelay_endpoint_attempts_total),
+// a label as many-valued as the endpoints, so it is opt-in.
+func NewSender(reg prometheus.Registerer, endpointSeries bool) *Sender {
 	s := &Sender{
 		ingested: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "events_ingested_total",
 			Help: "Events offered to ingest, by outcome (accepted, idempotent_repeat, conflict, shed, invalid)."}, []string{"outcome"}),
@@ -67,6 +70,11 @@ func NewSender(reg prometheus.Registerer) *Sender {
 		roundErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "dispatcher_errors_total",
 			Help: "Outbox dispatcher rounds that failed (retried with backoff)."}),
 	}
+	if endpointSeries {
+		s.byEndpoint = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "endpoint_attempts_total",
+			Help: "Delivery attempts sent, by endpoint ID and class (opt-in: one series per endpoint)."}, []string{"endpoint_id", "class"})
+		reg.MustRegister(s.byEndpoint)
+	}
 	reg.MustRegister(s.ingested, s.attempts, s.finished, s.deadLettered, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors)
 	return s
 }
@@ -78,13 +86,16 @@ func (s *Sender) Ingested(outcome string) {
 	}
 }
 
-// Attempt records one sent attempt; first is set for a delivery's first
+// Attempt records one sent attempt to endpointID; first is set for a delivery's first
 // attempt, accepted the event's acceptance.
-func (s *Sender) Attempt(class string, code int, took time.Duration, first bool, accepted time.Time) {
+func (s *Sender) Attempt(endpointID, class string, code int, took time.Duration, first bool, accepted time.Time) {
 	if s == nil {
 		return
 	}
 	s.attempts.WithLabelValues(class, CodeFamily(code)).Inc()
+	if s.byEndpoint != nil {
+		s.byEndpoint.WithLabelValues(endpointID, class).Inc()
+	}
 	s.attemptSeconds.Observe(took.Seconds())
 	if first && !accepted.IsZero() {
 		s.firstAttempt.Observe(time.Since(accepted).Seconds())

@@ -304,7 +304,7 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	st.services = &supervisor{errc: st.errc, logger: logger}
 	st.closers = append(st.closers, st.services.stop)
 	st.Metrics = metrics.NewRegistry()
-	series := metrics.NewSender(st.Metrics)
+	series := metrics.NewSender(st.Metrics, cfg.MetricsEndpointLabels)
 	metrics.NewState(st.Metrics, pool)
 	if roles&RoleWorker != 0 {
 		acts := &activities.Activities{

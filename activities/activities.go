@@ -125,7 +125,7 @@ type Store interface {
 	AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error)
 	ReleaseFlight(ctx context.Context, lease string) error
 	RecordAttempt(ctx context.Context, a store.Attempt) error
-	MarkDelivery(ctx context.Context, m store.Mark) (delivery.Status, error)
+	MarkDelivery(ctx context.Context, m store.Mark) (store.Marked, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -399,14 +399,16 @@ func truncate(s string, n int) string {
 // idempotent, so Temporal may retry it; a delivery whose row is gone fails
 // with the non-retryable ErrDeliveryGone.
 func (a *Activities) MarkDelivery(ctx context.Context, req MarkRequest) (MarkResult, error) {
-	status, err := a.Store.MarkDelivery(ctx, store.Mark{
+	marked, err := a.Store.MarkDelivery(ctx, store.Mark{
 		DeliveryID: req.DeliveryID, Status: req.Status, Reason: req.Reason, Cycle: req.Cycle,
 		ReplayID: req.ReplayID, NextAttemptAt: req.NextAttemptAt,
 	})
 	if err != nil {
 		return MarkResult{}, gone(err)
 	}
-	if status == req.Status && (status == delivery.StatusDeadLettered || status == delivery.StatusCanceled) {
+	status := marked.Status
+	// Counted once: a retried mark finds the row already moved.
+	if marked.Changed && status == req.Status && (status == delivery.StatusDeadLettered || status == delivery.StatusCanceled) {
 		a.Metrics.Finished(string(status))
 		if status == delivery.StatusDeadLettered {
 			a.Metrics.DeadLettered(string(req.LastClass))

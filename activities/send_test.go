@@ -52,8 +52,8 @@ func (f *flakyStore) AcquireFlight(context.Context, string, int, time.Duration) 
 
 func (f *flakyStore) ReleaseFlight(context.Context, string) error { return nil }
 
-func (f *flakyStore) MarkDelivery(context.Context, store.Mark) (delivery.Status, error) {
-	return "", store.ErrNotFound
+func (f *flakyStore) MarkDelivery(context.Context, store.Mark) (store.Marked, error) {
+	return store.Marked{}, store.ErrNotFound
 }
 
 func target(t *testing.T, code int) store.Target {

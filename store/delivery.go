@@ -181,12 +181,12 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 // applies; a dead letter and a cancel only change an in-flight delivery, so
 // a 2xx recorded during a cancel stays succeeded and a cancel never touches
 // a dead letter. A delivery that no longer exists is ErrNotFound.
-func (s *Store) MarkDelivery(ctx context.Context, m Mark) (delivery.Status, error) {
+func (s *Store) MarkDelivery(ctx context.Context, m Mark) (Marked, error) {
 	var r *string
 	if m.Reason != "" {
 		r = &m.Reason
 	}
-	var after delivery.Status
+	var out Marked
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var before, now *string
 		var appID, endpointID, eventID string
@@ -209,13 +209,21 @@ func (s *Store) MarkDelivery(ctx context.Context, m Mark) (delivery.Status, erro
 		if before == nil || now == nil {
 			return fmt.Errorf("mark delivery %s: %w", m.DeliveryID, ErrNotFound)
 		}
-		after = delivery.Status(*now)
-		if after == delivery.StatusDeadLettered && *before != string(delivery.StatusDeadLettered) {
+		out = Marked{Status: delivery.Status(*now), Changed: *now != *before}
+		if out.Status == delivery.StatusDeadLettered && out.Changed {
 			return s.deadLettered(ctx, tx, appID, endpointID, eventID, m.DeliveryID, m.Reason)
 		}
 		return nil
 	})
-	return after, err
+	return out, err
+}
+
+// Marked is what MarkDelivery left: the status the row holds and whether
+// this call moved it there (false for a repeat, or when a finished status
+// kept the row).
+type Marked struct {
+	Status  delivery.Status
+	Changed bool
 }
 
 // deadLettered tells the operator about a new dead letter and counts it

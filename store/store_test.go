@@ -143,13 +143,16 @@ func TestMarkNeverOverwritesAFinishedDelivery(t *testing.T) {
 	for _, st := range []delivery.Status{delivery.StatusCanceled, delivery.StatusDeadLettered} {
 		after, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dlv, Status: st, Reason: "x", Cycle: 1})
 		require.NoError(t, err)
-		require.Equal(t, delivery.StatusSucceeded, after)
+		require.Equal(t, store.Marked{Status: delivery.StatusSucceeded}, after)
 	}
 
 	late := f.publish(t)
 	canceled, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: late, Status: delivery.StatusCanceled, Reason: "canceled", Cycle: 1})
 	require.NoError(t, err)
-	require.Equal(t, delivery.StatusCanceled, canceled)
+	require.Equal(t, store.Marked{Status: delivery.StatusCanceled, Changed: true}, canceled)
+	again, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: late, Status: delivery.StatusCanceled, Reason: "canceled", Cycle: 1})
+	require.NoError(t, err)
+	require.Equal(t, store.Marked{Status: delivery.StatusCanceled}, again, "a retried mark changes nothing")
 	f.attempt(t, late, 1, 1, 200, delivery.ClassSuccess)
 	d, err := f.st.GetDelivery(ctx, f.app.ID, late)
 	require.NoError(t, err)

@@ -232,11 +232,11 @@ func TestHeartbeatKeepsALongHandlerSingle(t *testing.T) {
 	b := &inbox.Worker{Pool: pool, Lease: 300 * time.Millisecond, Handle: handle}
 	go func() { _, _ = a.RunOnce(ctx) }()
 	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
-	for count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == 0 {
+	require.Eventually(t, func() bool {
 		_, err := b.RunOnce(ctx)
 		require.NoError(t, err)
-		time.Sleep(50 * time.Millisecond)
-	}
+		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == 1
+	}, 10*time.Second, 50*time.Millisecond)
 	require.Equal(t, int64(1), runs.Load(), "run once")
 	require.Equal(t, int64(1), maxRunning.Load(), "never twice at a time")
 }
@@ -254,11 +254,11 @@ func TestPoisonTaskBecomesDead(t *testing.T) {
 		}
 		return nil
 	}}
-	for i := 0; i < 100 && count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`) == 0; i++ {
+	require.Eventually(t, func() bool {
 		_, err := w.RunOnce(ctx)
 		require.NoError(t, err)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`) == 1
+	}, 10*time.Second, 5*time.Millisecond)
 	dead, err := inbox.ListDead(ctx, pool)
 	require.NoError(t, err)
 	require.Len(t, dead, 1)

@@ -63,9 +63,11 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	appID := h.createApp()
 	// The query string picks the behaviour: ?code=N answers N; ?flaky=1
 	// answers 502 then 200; ?throttle=1 answers 429 (Retry-After: 1), then
-	// 200; ?slow=1 answers 200 after 2 s.
+	// 200; ?slow=1 answers 200 once released (after its endpoint's disable
+	// reached the workflow).
 	var mu sync.Mutex
 	seen := map[string]int{}
+	release := make(chan struct{})
 	count := func(query string) int {
 		mu.Lock()
 		defer mu.Unlock()
@@ -84,7 +86,10 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
 		case q.Get("slow") != "":
-			time.Sleep(2 * time.Second)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
 		case q.Get("code") == "404":
 			w.WriteHeader(http.StatusNotFound)
 		case q.Get("code") == "503":
@@ -140,6 +145,8 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	slow := send("p.slow")
 	require.Eventually(t, func() bool { return count("slow=1") == 1 }, 20*time.Second, 20*time.Millisecond)
 	h.patchEndpoint(appID, slowEp, map[string]any{"disabled": true})
+	h.cancelDispatched(slow)
+	close(release)
 	wait(slow, delivery.StatusSucceeded)
 	h.keepHistory("v2-success-during-cancel", slow, "")
 

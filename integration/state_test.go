@@ -36,6 +36,17 @@ func (h *harness) replayRange(appID, epID string) (int, map[string]any) {
 	return code, out
 }
 
+// cancelDispatched waits until the outbox has handed the delivery's cancel
+// to its workflow (no row of it is left).
+func (h *harness) cancelDispatched(id string) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		var n int
+		require.NoError(h.t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE delivery_id = $1`, id).Scan(&n))
+		return n == 0
+	}, 20*time.Second, 20*time.Millisecond, "cancel of %s dispatched", id)
+}
+
 // workflowOpen reports whether the delivery's latest run is still running.
 func (h *harness) workflowOpen(id string) bool {
 	h.t.Helper()
@@ -63,8 +74,11 @@ func TestDisableKeepsDeadLetters(t *testing.T) {
 	require.NotNil(t, dead.DeadLetterReason)
 
 	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
-	// The disable has no cancel to send for a dead letter: nothing changes.
-	time.Sleep(time.Second)
+	// The disable queues no cancel for a dead letter (a cancel would go
+	// through the outbox), so nothing can change it.
+	var queued int
+	require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE delivery_id = $1`, dlv).Scan(&queued))
+	require.Zero(t, queued)
 	after := h.waitDelivery(appID, dlv, time.Second, delivery.StatusDeadLettered)
 	require.Equal(t, *dead.DeadLetterReason, *after.DeadLetterReason)
 	require.True(t, h.workflowOpen(dlv), "the dead letter stays parked, replayable")
@@ -115,21 +129,27 @@ func TestCancelGoesThroughTheOutbox(t *testing.T) {
 	require.Len(t, h.attempts(appID, dlv), 1, "nothing more was sent")
 }
 
-// TestSuccessDuringCancelStaysSucceeded: a receiver that answers 200 after
-// 3 s while the endpoint is disabled mid-request delivered the event.
+// TestSuccessDuringCancelStaysSucceeded: a receiver that answers 200 only
+// once the endpoint's disable reached the workflow mid-request delivered
+// the event.
 func TestSuccessDuringCancelStaysSucceeded(t *testing.T) {
 	h := newHarness(t)
 	appID := h.createApp()
-	inRequest := make(chan struct{}, 1)
-	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+	inRequest, release := make(chan struct{}, 1), make(chan struct{})
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		inRequest <- struct{}{}
-		time.Sleep(3 * time.Second)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
 		w.WriteHeader(http.StatusOK)
 	})
 	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s"}})
 	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
 	<-inRequest
 	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
+	h.cancelDispatched(dlv)
+	close(release)
 	require.Eventually(t, func() bool { return !h.workflowOpen(dlv) }, 20*time.Second, 50*time.Millisecond)
 	d := h.waitDelivery(appID, dlv, time.Second, delivery.StatusSucceeded)
 	require.Equal(t, 200, *d.LastAttempt.StatusCode)
@@ -164,7 +184,8 @@ func TestDeleteAppEndsItsWorkflows(t *testing.T) {
 		require.Eventually(t, func() bool { return !h.workflowOpen(id) }, 10*time.Second, 50*time.Millisecond, id)
 	}
 	t.Logf("both workflows closed %s after the delete", time.Since(start).Round(time.Millisecond))
-	time.Sleep(4 * time.Second) // past the retry that was due
+	// A closed workflow schedules no attempt, and one already running finds
+	// no row and sends nothing.
 	require.Equal(t, sent, len(rc.receipts()), "no attempt after the delete")
 	require.Equal(t, http.StatusNotFound, h.do("GET", "/v1/apps/"+appID+"/deliveries/"+retrying, nil, nil))
 }
@@ -306,7 +327,14 @@ func TestPauseHoldsEverything(t *testing.T) {
 
 	const n = 500
 	ids := h.burst(appID, n, func(int) string { return "order.paid" })
-	time.Sleep(3 * time.Second) // past the retry that was due: nothing may go out
+	// The retry due 2 s after the first attempt comes, finds the endpoint
+	// paused and moves to the next recheck: nothing may go out.
+	first := h.attempts(appID, retrying)[0].StartedAt
+	require.Eventually(t, func() bool {
+		var d store.Delivery
+		require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/deliveries/"+retrying, nil, &d))
+		return d.NextAttemptAt != nil && d.NextAttemptAt.After(first.Add(10*time.Second))
+	}, 20*time.Second, 50*time.Millisecond, "the due retry found the endpoint paused")
 	require.Len(t, rc.receipts(), 1, "nothing sent while paused")
 	var pending int
 	require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = 'pending'`).Scan(&pending))

@@ -14,7 +14,6 @@ import (
 
 	"hookrelay/api"
 	"hookrelay/internal/testenv"
-	"hookrelay/store"
 )
 
 var pg *testenv.Postgres
@@ -33,13 +32,7 @@ func FuzzIngest(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	ctx := context.Background()
-	st, err := pg.Store(ctx, "fuzz")
-	require.NoError(f, err)
-	f.Cleanup(st.Pool().Close)
-	app, err := st.CreateApp(ctx, store.App{Name: "fuzz"})
-	require.NoError(f, err)
-	const key = "hr_fuzz_key"
-	require.NoError(f, st.EnsureAdminKey(ctx, key))
+	st, app, key := tenant(f, "fuzz")
 	h := api.New(api.Options{Store: st, AllowPrivateTargets: true}).Handler()
 	events := func(t *testing.T) int {
 		var n int

@@ -64,14 +64,7 @@ func TestFailedAuthIsRateLimited(t *testing.T) {
 // bound at once, the rest at the header timeout), and ingest from another
 // address keeps answering meanwhile.
 func TestSlowClientsCannotHoldTheAPI(t *testing.T) {
-	ctx := context.Background()
-	st, err := pg.Store(ctx, "slow")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
-	app, err := st.CreateApp(ctx, store.App{Name: "slow"})
-	require.NoError(t, err)
-	const key = "hr_slow_key_0123456789"
-	require.NoError(t, st.EnsureAdminKey(ctx, key))
+	st, app, key := tenant(t, "slow")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := api.NewHTTPServer(api.New(api.Options{Store: st}).Handler(), api.ServerOptions{HeaderTimeout: time.Second})
@@ -143,13 +136,7 @@ func TestSlowClientsCannotHoldTheAPI(t *testing.T) {
 // no longer stored answers 410 with the reason; a recent unknown one 404.
 func TestPrunedDeliveryIsGone(t *testing.T) {
 	ctx := context.Background()
-	st, err := pg.Store(ctx, "pruned")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
-	app, err := st.CreateApp(ctx, store.App{Name: "pruned"})
-	require.NoError(t, err)
-	const key = "hr_pruned_key_0123456789"
-	require.NoError(t, st.EnsureAdminKey(ctx, key))
+	st, app, key := tenant(t, "pruned")
 	h := api.New(api.Options{Store: st, Retention: 30 * 24 * time.Hour}).Handler()
 	get := func(id string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/v1/apps/"+app.ID+"/deliveries/"+id, nil)
@@ -167,9 +154,24 @@ func TestPrunedDeliveryIsGone(t *testing.T) {
 	twoDays := ids.NewAt(ids.Delivery, time.Now().Add(-48*time.Hour))
 	require.Equal(t, http.StatusNotFound, get(twoDays).Code)
 	day := 24 * time.Hour
-	_, err = st.UpdateApp(ctx, app.ID, store.AppPatch{Retention: &day})
+	_, err := st.UpdateApp(ctx, app.ID, store.AppPatch{Retention: &day})
 	require.NoError(t, err)
 	short := get(twoDays)
 	require.Equal(t, http.StatusGone, short.Code)
 	require.Contains(t, short.Body.String(), "24h0m0s")
+}
+
+// tenant returns a store on its own database, an app named name in it and
+// an admin API key.
+func tenant(tb testing.TB, name string) (*store.Store, store.App, string) {
+	tb.Helper()
+	ctx := context.Background()
+	st, err := pg.Store(ctx, name)
+	require.NoError(tb, err)
+	tb.Cleanup(st.Pool().Close)
+	app, err := st.CreateApp(ctx, store.App{Name: name})
+	require.NoError(tb, err)
+	key := "hr_" + name + "_key_0123456789"
+	require.NoError(tb, st.EnsureAdminKey(ctx, key))
+	return st, app, key
 }

@@ -22,7 +22,8 @@ func (s *Server) listDeliveries(c *gin.Context) {
 	if !ok {
 		return
 	}
-	f := store.DeliveryFilter{Status: delivery.Status(c.Query("status")), EndpointID: c.Query("endpoint_id"), EventID: c.Query("event_id"), Since: since, Until: until}
+	f := store.DeliveryFilter{Status: delivery.Status(c.Query("status")), EndpointIDs: c.QueryArray("endpoint_id"), EventID: c.Query("event_id"),
+		EventType: c.Query("event_type"), Since: since, Until: until}
 	if f.Status != "" && !slices.Contains(delivery.Statuses(), f.Status) {
 		problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("status must be one of %v", delivery.Statuses()), "status")
 		return
@@ -103,7 +104,8 @@ func (s *Server) replayDelivery(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	queued, err := outbox.Replay(ctx, s.store.Pool(), c.Param("app"), []string{d.ID}, c.GetString("key_id"))
+	by := principal(c)
+	queued, err := outbox.Replay(ctx, s.store.Pool(), c.Param("app"), []string{d.ID}, by.ID, by.Name)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -141,6 +143,9 @@ func (s *Server) endpointEnabled(c *gin.Context, endpointID string) bool {
 type rangeRequest struct {
 	Since *time.Time `json:"since"`
 	Until *time.Time `json:"until"`
+	// DryRun counts the dead letters the range would replay and replays
+	// nothing.
+	DryRun bool `json:"dry_run"`
 }
 
 func (s *Server) replayEndpoint(c *gin.Context) {
@@ -173,7 +178,12 @@ func (s *Server) replayEndpoint(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	queued, err := outbox.Replay(ctx, s.store.Pool(), c.Param("app"), dead, c.GetString("key_id"))
+	if req.DryRun {
+		c.JSON(http.StatusOK, gin.H{"would_replay": len(dead)})
+		return
+	}
+	by := principal(c)
+	queued, err := outbox.Replay(ctx, s.store.Pool(), c.Param("app"), dead, by.ID, by.Name)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -194,7 +204,7 @@ func (s *Server) stats(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	st, err := s.store.Stats(c.Request.Context(), c.Param("app"), n)
+	st, err := s.store.Stats(c.Request.Context(), c.Param("app"), n, c.QueryArray("endpoint_id"), time.Now())
 	if err != nil {
 		s.fail(c, err)
 		return

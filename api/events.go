@@ -140,3 +140,23 @@ func (s *Server) getEvent(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, v)
 }
+
+// testEndpoint sends the endpoint a test event (outbox.TestType), whatever
+// its event-type filter, and to no other endpoint: a delivery like any
+// other, with attempts, retries and replays.
+func (s *Server) testEndpoint(c *gin.Context) {
+	if !s.endpointEnabled(c, c.Param("ep")) {
+		return
+	}
+	data, err := json.Marshal(map[string]string{"message": "This is a test event from hookrelay.", "endpoint_id": c.Param("ep")})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	pub, err := outbox.PublishNow(c.Request.Context(), s.store.Pool(), c.Param("app"), outbox.Event{Type: outbox.TestType, Data: data, Endpoint: c.Param("ep")})
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, pub)
+}

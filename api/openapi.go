@@ -2,13 +2,15 @@ package api
 
 import (
 	"fmt"
-	"hookrelay/delivery"
-	"hookrelay/signing"
 	"net/http"
 	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
+
+	"hookrelay/access"
+	"hookrelay/delivery"
+	"hookrelay/signing"
 )
 
 // obj and friends keep the OpenAPI document below readable.
@@ -60,11 +62,18 @@ func operations() []operation {
 		{"POST", "/v1/apps/{app}/events", "Publish an event (202; 200 on an idempotent repeat)", ref("EventRequest"), 202, ref("Event"), nil},
 		{"GET", "/v1/apps/{app}/events", "List events", nil, 200, listOf("Event"), []string{"type", "since", "until", "limit", "cursor"}},
 		{"GET", "/v1/apps/{app}/events/{evt}", "Get an event with its deliveries", nil, 200, ref("Event"), nil},
-		{"GET", "/v1/apps/{app}/deliveries", "List deliveries", nil, 200, listOf("Delivery"), []string{"status", "endpoint_id", "event_id", "since", "until", "limit", "cursor"}},
+		{"GET", "/v1/apps/{app}/deliveries", "List deliveries", nil, 200, listOf("Delivery"), []string{"status", "endpoint_id", "event_id", "event_type", "since", "until", "limit", "cursor"}},
 		{"GET", "/v1/apps/{app}/deliveries/{dlv}", "The three questions: state, last failure, next attempt", nil, 200, ref("Delivery"), nil},
 		{"GET", "/v1/apps/{app}/deliveries/{dlv}/attempts", "Every attempt of a delivery", nil, 200, obj{"type": "object", "properties": obj{"data": arr(ref("Attempt"))}}, nil},
 		{"POST", "/v1/apps/{app}/deliveries/{dlv}/replay", "Replay one delivery", nil, 202, ref("Replayed"), nil},
-		{"GET", "/v1/apps/{app}/stats", "Acceptance figures over the latest events", nil, 200, ref("Stats"), []string{"last"}},
+		{"GET", "/v1/apps/{app}/stats", "Acceptance figures over the latest events, and deliveries per hour by outcome", nil, 200, ref("Stats"), []string{"last", "endpoint_id"}},
+		{"POST", "/v1/api-keys", "Create an API key (admin only; the key is returned once)", ref("APIKeyRequest"), 201, ref("APIKeyWithKey"), nil},
+		{"GET", "/v1/api-keys", "List API keys (admin only)", nil, 200, listOf("APIKey"), []string{"limit", "cursor"}},
+		{"DELETE", "/v1/api-keys/{key}", "Revoke an API key (admin only): its next request is refused", nil, 204, nil, nil},
+		{"POST", "/v1/apps/{app}/portal-links", "Make a single-use, expiring link into the app's portal", ref("PortalLinkRequest"), 201, ref("PortalLink"), nil},
+		{"GET", "/v1/apps/{app}/audit-log", "Every state-changing call on the app and who made it", nil, 200, listOf("AuditEntry"), []string{"limit", "cursor"}},
+		{"GET", "/v1/apps/{app}/event-types", "The event-type catalog, as the app's keys and portal see it", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
+		{"POST", "/v1/apps/{app}/endpoints/{ep}/test", "Send the endpoint a test event (webhook.test), whatever its filter", nil, 202, ref("Event"), nil},
 	}
 }
 
@@ -115,10 +124,29 @@ func schemas() obj {
 			"next_attempt_at":    obj{"type": []string{"string", "null"}, "format": "date-time"},
 			"last_attempt":       obj{"oneOf": []obj{ref("Attempt"), {"type": "null"}}},
 			"dead_letter_reason": nullable("string"),
-			"replays":            arr(obj{"type": "object", "properties": obj{"at": ts, "by": str("API key ID")}}),
+			"event_type":         str(""),
+			"last_status_code":   nullable("integer"),
+			"replays":            arr(obj{"type": "object", "properties": obj{"at": ts, "by": str("API key or portal session ID"), "by_name": str("its name")}}),
 			"created_at":         ts, "updated_at": ts}},
-		"ReplayRange": obj{"type": "object", "required": []string{"since"}, "properties": obj{"since": ts, "until": ts}},
-		"Replayed":    obj{"type": "object", "properties": obj{"replayed": obj{"type": "integer"}}},
+		"ReplayRange": obj{"type": "object", "required": []string{"since"}, "properties": obj{"since": ts, "until": ts,
+			"dry_run": obj{"type": "boolean", "description": "answer 200 {\"would_replay\": n} and replay nothing"}}},
+		"Replayed": obj{"type": "object", "properties": obj{"replayed": obj{"type": "integer"}}},
+		"APIKeyRequest": obj{"type": "object", "required": []string{"name"}, "properties": obj{"name": str(""),
+			"role":   obj{"type": "string", "enum": access.Roles(), "description": "default admin; an app key reaches only its app's routes (404 elsewhere)"},
+			"app_id": str("the app an app key is bound to")}},
+		"APIKey": obj{"type": "object", "properties": obj{"id": str("key_…"), "name": str(""), "role": str(""), "app_id": str(""),
+			"prefix": str("the key's first characters"), "bootstrap": obj{"type": "boolean", "description": "the key configured as HOOKRELAY_ADMIN_KEY"},
+			"created_at": ts, "last_used_at": obj{"type": []string{"string", "null"}, "format": "date-time"}}},
+		"APIKeyWithKey": obj{"allOf": []obj{ref("APIKey"), {"type": "object", "properties": obj{"key": str("hr_…, shown once")}}}},
+		"PortalLinkRequest": obj{"type": "object", "properties": obj{
+			"capabilities": obj{"type": "array", "items": obj{"type": "string", "enum": access.Capabilities()}, "description": "view is always included"},
+			"ttl":          str(fmt.Sprintf("Go duration from %s to %s, default %s: how long the link may be opened, and the session lasts", access.MinLinkTTL, access.MaxLinkTTL, access.LinkTTLDefault)),
+			"endpoint_ids": arr(str("limit the session to these endpoints"))}},
+		"PortalLink": obj{"type": "object", "properties": obj{"id": str("pl_…"), "url": str("open once, before expires_at"),
+			"capabilities": arr(str("")), "endpoint_ids": arr(str("")), "expires_at": ts}},
+		"AuditEntry": obj{"type": "object", "properties": obj{"id": str(""), "at": ts, "app_id": str(""),
+			"actor_kind": obj{"type": "string", "enum": []string{"key", "portal"}}, "actor_id": str("key_… or ps_…"), "actor_name": str(""),
+			"method": str(""), "route": str(""), "path": str(""), "status": obj{"type": "integer"}}},
 		"Stats": obj{"type": "object", "description": "CONTRACT §7 over the latest `last` events. An event with several endpoints has several " +
 			"deliveries, so the success figures and the rate count deliveries, each by its first cycle; replays are counted apart " +
 			"and never change the first-cycle figures.",
@@ -131,7 +159,9 @@ func schemas() obj {
 				"dead_lettered":           obj{"type": "integer", "description": "deliveries dead-lettered now"},
 				"pending":                 obj{"type": "integer", "description": "deliveries pending or delivering now"},
 				"replayed":                obj{"type": "integer", "description": "deliveries replayed at least once"},
-				"replay_success":          obj{"type": "integer", "description": "replayed deliveries that succeeded in a replayed cycle"}}},
+				"replay_success":          obj{"type": "integer", "description": "replayed deliveries that succeeded in a replayed cycle"},
+				"hourly": arr(obj{"type": "object", "description": "deliveries made in each of the last 24 hours, oldest first, by status now",
+					"properties": obj{"hour": ts, "by_status": obj{"type": "object", "additionalProperties": obj{"type": "integer"}}}})}},
 		"Problem": obj{"type": "object", "properties": obj{"type": str(""), "title": str(""), "status": obj{"type": "integer"},
 			"detail": str(""), "fields": arr(str("the fields at fault"))}},
 	}

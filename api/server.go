@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"hookrelay/access"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
 	"hookrelay/store"
@@ -54,42 +54,8 @@ type Server struct {
 	metrics      *metrics.Sender
 	gatherer     prometheus.Gatherer
 	retention    time.Duration
-}
-
-// keyCacheSize bounds the cache; past it the cache starts over.
-const keyCacheSize = 1024
-
-// keyCacheTTL is how long a verified API key is trusted without a lookup.
-const keyCacheTTL = 5 * time.Second
-
-// keyCache remembers verified keys by their SHA-256 hash (never the key).
-type keyCache struct {
-	mu sync.Mutex
-	m  map[string]cachedKey
-}
-
-type cachedKey struct {
-	id      string
-	expires time.Time
-}
-
-func (k *keyCache) get(hash string, now time.Time) (string, bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	e, ok := k.m[hash]
-	if !ok || now.After(e.expires) {
-		return "", false
-	}
-	return e.id, true
-}
-
-func (k *keyCache) put(hash, id string, now time.Time) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.m == nil || len(k.m) > keyCacheSize {
-		k.m = map[string]cachedKey{}
-	}
-	k.m[hash] = cachedKey{id: id, expires: now.Add(keyCacheTTL)}
+	links        access.Signer
+	publicBase   string
 }
 
 // Options configures the API.
@@ -119,6 +85,11 @@ type Options struct {
 	// 429 with Retry-After until the minute ends. Defaults to
 	// AuthFailuresPerMinuteDefault; negative disables the limit.
 	AuthFailuresPerMinute int
+	// LinkSigner signs portal link tokens.
+	LinkSigner access.Signer
+	// PublicURL is the base URL users reach the API at, for portal links.
+	// Defaults to the scheme and host of the request that made the link.
+	PublicURL string
 }
 
 // New returns the API server.
@@ -129,7 +100,7 @@ func New(opts Options) *Server {
 	}
 	return &Server{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()),
 		allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog, authFailures: authLimiter{limit: limit},
-		metrics: opts.Metrics, gatherer: opts.Gatherer, retention: opts.Retention}
+		metrics: opts.Metrics, gatherer: opts.Gatherer, retention: opts.Retention, links: opts.LinkSigner, publicBase: opts.PublicURL}
 }
 
 // Handler returns the HTTP handler with every route.
@@ -162,7 +133,11 @@ func (s *Server) Handler() http.Handler {
 		if !ok {
 			panic("api: no handler for " + op.method + " " + op.path)
 		}
-		r.Handle(op.method, ginPath(op.path), s.authenticate, h)
+		chain := []gin.HandlerFunc{s.authenticate, authorize(op)}
+		if audited(op) {
+			chain = append(chain, s.audit)
+		}
+		r.Handle(op.method, ginPath(op.path), append(chain, h)...)
 	}
 	return r
 }
@@ -195,6 +170,13 @@ func (s *Server) handlers() map[string]gin.HandlerFunc {
 		"GET /v1/apps/{app}/deliveries/{dlv}/attempts":              s.listAttempts,
 		"POST /v1/apps/{app}/deliveries/{dlv}/replay":               s.replayDelivery,
 		"GET /v1/apps/{app}/stats":                                  s.stats,
+		"POST /v1/api-keys":                                         s.createKey,
+		"GET /v1/api-keys":                                          s.listKeys,
+		"DELETE /v1/api-keys/{key}":                                 s.revokeKey,
+		"POST /v1/apps/{app}/portal-links":                          s.createPortalLink,
+		"GET /v1/apps/{app}/audit-log":                              s.listAudit,
+		"GET /v1/apps/{app}/event-types":                            s.listAppEventTypes,
+		"POST /v1/apps/{app}/endpoints/{ep}/test":                   s.testEndpoint,
 	}
 }
 
@@ -243,47 +225,6 @@ func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	s.logger.Debug("http", "method", c.Request.Method, "route", c.FullPath(), "status", c.Writer.Status(), "duration_ms", time.Since(start).Milliseconds())
-}
-
-// authenticate requires "Authorization: Bearer <key>" naming a stored key.
-// Every failure answers the same bare 401.
-// A client address past AuthFailuresPerMinute failures gets a bare 429 for
-// the rest of the minute; each failure is logged without the key or any
-// part of it.
-func (s *Server) authenticate(c *gin.Context) {
-	now := time.Now()
-	client := c.ClientIP()
-	if until, over := s.authFailures.blocked(client, now); over {
-		c.Header("Retry-After", retryAfter(until, now))
-		problem(c, http.StatusTooManyRequests, "")
-		return
-	}
-	unauthorized := func(why string) {
-		s.authFailures.fail(client, now)
-		s.logger.Warn("authentication failed", "client", client, "route", c.FullPath(), "why", why)
-		problem(c, http.StatusUnauthorized, "")
-	}
-	key, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	if !ok || key == "" {
-		unauthorized("no bearer key")
-		return
-	}
-	hash := string(store.HashKey(key))
-	if id, ok := s.keys.get(hash, now); ok {
-		c.Set("key_id", id)
-		return
-	}
-	id, err := s.store.Authenticate(c.Request.Context(), key)
-	if err != nil {
-		if store.IsUnavailable(err) {
-			s.fail(c, err)
-			return
-		}
-		unauthorized("unknown key")
-		return
-	}
-	s.keys.put(hash, id, now)
-	c.Set("key_id", id)
 }
 
 func (s *Server) ready(c *gin.Context) {

@@ -66,6 +66,14 @@ type Config struct {
 	// mode one is generated into <data dir>/secret-key when empty.
 	// Env HOOKRELAY_SECRET_KEY.
 	SecretKey string
+	// PublicURL is the base URL users reach the API and portal at, used in
+	// portal links. Defaults to the scheme and host of the request that
+	// makes the link. Env HOOKRELAY_PUBLIC_URL.
+	PublicURL string
+	// PortalFrameAncestors are the origins (space-separated) allowed to
+	// embed the portal in a frame. Defaults to none but the portal itself.
+	// Env HOOKRELAY_PORTAL_FRAME_ANCESTORS.
+	PortalFrameAncestors string
 	// AllowPrivateTargets lets endpoints reach loopback and private
 	// addresses. Always true in dev mode. Env HOOKRELAY_ALLOW_PRIVATE_TARGETS.
 	AllowPrivateTargets bool
@@ -204,11 +212,13 @@ func (b *builder) duration(p *time.Duration, name, env string, def time.Duration
 // define registers every setting of c on a new flag set.
 func define(name string, c *Config, getenv func(string) string) *builder {
 	b := &builder{fs: flag.NewFlagSet("hookrelay "+name, flag.ContinueOnError), getenv: getenv, shown: map[string]string{
-		"database-url":    "dev: private cluster; else required",
-		"admin-key":       "dev: generated into `<data dir>/admin-key`",
-		"secret-key":      "dev: generated into `<data dir>/secret-key`; else required",
-		"temporal-sqlite": "Postgres",
-		"metrics-addr":    "off",
+		"database-url":           "dev: private cluster; else required",
+		"admin-key":              "dev: generated into `<data dir>/admin-key`",
+		"secret-key":             "dev: generated into `<data dir>/secret-key`; else required",
+		"temporal-sqlite":        "Postgres",
+		"metrics-addr":           "off",
+		"public-url":             "the request's own scheme and host",
+		"portal-frame-ancestors": "`'self'` only",
 	}}
 	b.str(&c.DataDir, "data-dir", "HOOKRELAY_DATA_DIR", DataDirDefault, "dev stack state directory")
 	b.str(&c.HTTPAddr, "http-addr", "HOOKRELAY_HTTP_ADDR", HTTPAddrDefault, "REST API listen address")
@@ -220,6 +230,8 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.str(&c.TemporalUIAddr, "temporal-ui-addr", "HOOKRELAY_TEMPORAL_UI_ADDR", TemporalUIAddrDefault, "embedded Temporal Web UI address (dev; empty disables)")
 	b.str(&c.AdminKey, "admin-key", "HOOKRELAY_ADMIN_KEY", "", "admin API key (stored hashed)")
 	b.str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 keys sealing secrets and custom headers, comma-separated, newest first: the newest seals, all open (see rotate-secret-key)")
+	b.str(&c.PublicURL, "public-url", "HOOKRELAY_PUBLIC_URL", "", "base URL users reach the API and portal at, for portal links")
+	b.str(&c.PortalFrameAncestors, "portal-frame-ancestors", "HOOKRELAY_PORTAL_FRAME_ANCESTORS", "", "origins allowed to embed the portal in a frame, space-separated (CSP frame-ancestors)")
 	b.boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow http and loopback/private endpoint addresses (always on in dev)")
 	b.boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
 	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")

@@ -21,6 +21,9 @@ const (
 	Secret   = "whk_"
 	// Carrier names a workflow carrying many first attempts.
 	Carrier = "crr_"
+	// PortalLink names a portal link; PortalSession a session opened by one.
+	PortalLink    = "pl_"
+	PortalSession = "ps_"
 )
 
 const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"

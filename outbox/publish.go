@@ -54,7 +54,13 @@ type Event struct {
 	// Created defaults to now; APIVersion to APIVersionDefault.
 	Created    time.Time
 	APIVersion string
+	// Endpoint, when set, sends the event to this one endpoint of the app
+	// whatever its event-type filter (a test event), and to no other.
+	Endpoint string
 }
+
+// TestType is the type of the test events an endpoint is sent on demand.
+const TestType = "webhook.test"
 
 // DeliveryRef is one delivery created for an event.
 type DeliveryRef struct {
@@ -231,7 +237,7 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		  SELECT hookrelay_id($8), ev.app_id, ev.id, e.id
 		  FROM ev JOIN endpoints e ON e.app_id = ev.app_id
 		  WHERE NOT e.disabled AND e.deleted_at IS NULL
-		    AND (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
+		    AND CASE WHEN $10 = '' THEN cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types) ELSE e.id = $10 END
 		  RETURNING id, endpoint_id
 		), ob AS (
 		  INSERT INTO outbox (delivery_id, kind) SELECT id, $9 FROM dl
@@ -245,7 +251,7 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM wake),
 		       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}')
 		FROM dl`,
-		appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart).Scan(&inserted, new(int), &dlvIDs, &endpoints)
+		appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint).Scan(&inserted, new(int), &dlvIDs, &endpoints)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23503" {

@@ -171,8 +171,9 @@ func Done(ctx context.Context, tx pgx.Tx, ids []int64) error {
 // deliveries (succeeded, dead-lettered, canceled) of an enabled endpoint
 // with no start or replay queued are replayed, so a dead letter of a
 // disabled endpoint stays a dead letter until it is enabled again. It
-// returns the IDs queued.
-func Replay(ctx context.Context, q Querier, appID string, deliveryIDs []string, by string) ([]string, error) {
+// returns the IDs queued. by and byName say who asked: the API key's or
+// portal session's ID and name.
+func Replay(ctx context.Context, q Querier, appID string, deliveryIDs []string, by, byName string) ([]string, error) {
 	rows, err := q.Query(ctx, `
 		WITH r AS (
 		  SELECT d.id FROM deliveries d
@@ -181,7 +182,7 @@ func Replay(ctx context.Context, q Querier, appID string, deliveryIDs []string, 
 		    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.kind <> $6)
 		  FOR UPDATE OF d
 		), rec AS (
-		  INSERT INTO replays (delivery_id, requested_by) SELECT id, $4 FROM r
+		  INSERT INTO replays (delivery_id, requested_by, requested_by_name) SELECT id, $4, $9 FROM r
 		), upd AS (
 		  UPDATE deliveries SET status = $7, dead_letter_reason = NULL, next_attempt_at = NULL, updated_at = now()
 		  WHERE id IN (SELECT id FROM r)
@@ -191,7 +192,7 @@ func Replay(ctx context.Context, q Querier, appID string, deliveryIDs []string, 
 		  SELECT pg_notify($5, '') FROM (SELECT 1 FROM r LIMIT 1) AS any_replay
 		)
 		SELECT id FROM r, (SELECT count(*) FROM wake) AS w`,
-		appID, deliveryIDs, delivery.Finished(), by, Channel, KindCancel, delivery.StatusPending, KindReplay)
+		appID, deliveryIDs, delivery.Finished(), by, Channel, KindCancel, delivery.StatusPending, KindReplay, byName)
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}

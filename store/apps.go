@@ -2,9 +2,6 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"errors"
 	"fmt"
 	"time"
 
@@ -140,45 +137,4 @@ func (s *Store) DeleteApp(ctx context.Context, id string) error {
 		}
 		return nil
 	})
-}
-
-// HashKey returns the stored form of an API key.
-func HashKey(key string) []byte {
-	h := sha256.Sum256([]byte(key))
-	return h[:]
-}
-
-// EnsureAdminKey stores key's hash as an admin key unless it is there.
-func (s *Store) EnsureAdminKey(ctx context.Context, key string) error {
-	prefix := key
-	if len(prefix) > 12 {
-		prefix = prefix[:12]
-	}
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO api_keys (id, key_hash, prefix, role) VALUES ($1, $2, $3, 'admin')
-		ON CONFLICT (key_hash) DO NOTHING`, ids.New(ids.APIKey), HashKey(key), prefix)
-	if err != nil {
-		return fmt.Errorf("store admin key: %w", err)
-	}
-	return nil
-}
-
-// Authenticate returns the key's ID when key is a stored API key. The
-// lookup is by SHA-256 hash and the final comparison is constant-time, so
-// timing does not reveal how much of a key matched.
-func (s *Store) Authenticate(ctx context.Context, key string) (string, error) {
-	h := HashKey(key)
-	var id string
-	var stored []byte
-	err := s.pool.QueryRow(ctx, `SELECT id, key_hash FROM api_keys WHERE key_hash = $1`, h).Scan(&id, &stored)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", ErrNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("authenticate: %w", err)
-	}
-	if subtle.ConstantTimeCompare(stored, h) != 1 {
-		return "", ErrNotFound
-	}
-	return id, nil
 }

@@ -28,7 +28,8 @@ type Pruned struct {
 // replays; dead letters only once also past their own retention
 // (delivery.RetentionDefault), so one that can still be replayed survives;
 // then events left with no delivery. A delivery in flight or with an outbox
-// row is never touched.
+// row is never touched. Expired portal sessions and links go too, and
+// audit entries older than keep.
 func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (Pruned, error) {
 	var p Pruned
 	keepMS, deadMS := keep.Milliseconds(), delivery.RetentionDefault.Milliseconds()
@@ -62,7 +63,7 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (P
 		}
 		p.Events += int(tag.RowsAffected())
 		if tag.RowsAffected() < PruneBatch {
-			return p, nil
+			return p, s.prunePortal(ctx, now.Add(-keep))
 		}
 	}
 }

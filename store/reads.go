@@ -11,47 +11,62 @@ import (
 
 // Delivery is a delivery row with its latest attempt and replays.
 type Delivery struct {
-	ID               string          `json:"id"`
-	AppID            string          `json:"-"`
-	EventID          string          `json:"event_id"`
-	EndpointID       string          `json:"endpoint_id"`
-	Status           delivery.Status `json:"status"`
-	Cycle            int             `json:"cycle"`
-	AttemptCount     int             `json:"attempt_count"`
-	NextAttemptAt    *time.Time      `json:"next_attempt_at"`
-	LastAttempt      *Attempt        `json:"last_attempt"`
-	DeadLetterReason *string         `json:"dead_letter_reason"`
-	Replays          []Replay        `json:"replays"`
-	CreatedAt        time.Time       `json:"created_at"`
-	UpdatedAt        time.Time       `json:"updated_at"`
+	ID           string          `json:"id"`
+	AppID        string          `json:"-"`
+	EventID      string          `json:"event_id"`
+	EndpointID   string          `json:"endpoint_id"`
+	EventType    string          `json:"event_type"`
+	Status       delivery.Status `json:"status"`
+	Cycle        int             `json:"cycle"`
+	AttemptCount int             `json:"attempt_count"`
+	// LastStatusCode is the last attempt's HTTP status (nil: none, or no
+	// answer).
+	LastStatusCode   *int       `json:"last_status_code"`
+	NextAttemptAt    *time.Time `json:"next_attempt_at"`
+	LastAttempt      *Attempt   `json:"last_attempt"`
+	DeadLetterReason *string    `json:"dead_letter_reason"`
+	Replays          []Replay   `json:"replays"`
+	CreatedAt        time.Time  `json:"created_at"`
+	UpdatedAt        time.Time  `json:"updated_at"`
 }
 
 // Replay records who asked for a replay and when.
 type Replay struct {
 	At time.Time `json:"at"`
-	By string    `json:"by"`
+	// By is the API key's or portal session's ID; ByName its name then.
+	By     string `json:"by"`
+	ByName string `json:"by_name"`
 }
 
 // DeliveryFilter narrows ListDeliveries.
 type DeliveryFilter struct {
-	Status              delivery.Status
-	EndpointID, EventID string
-	Since, Until        time.Time
+	Status delivery.Status
+	// EndpointIDs keeps the deliveries to any of these endpoints (none:
+	// every endpoint).
+	EndpointIDs        []string
+	EventID, EventType string
+	Since, Until       time.Time
 }
 
-const deliveryCols = `id, app_id, event_id, endpoint_id, status, cycle, attempt_count, next_attempt_at, dead_letter_reason, created_at, updated_at`
+// deliveryCols are a Delivery's columns, read from deliveryFrom.
+const deliveryCols = `d.id, d.app_id, d.event_id, d.endpoint_id, coalesce(ev.type, ''), d.status, d.cycle, d.attempt_count,
+	(SELECT a.status_code FROM attempts a WHERE a.delivery_id = d.id ORDER BY a.cycle DESC, a.number DESC LIMIT 1),
+	d.next_attempt_at, d.dead_letter_reason, d.created_at, d.updated_at`
+
+// deliveryFrom joins each delivery d to its event ev.
+const deliveryFrom = ` FROM deliveries d LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id `
 
 func scanDelivery(r pgx.Row) (Delivery, error) {
 	var d Delivery
-	err := r.Scan(&d.ID, &d.AppID, &d.EventID, &d.EndpointID, &d.Status, &d.Cycle, &d.AttemptCount, &d.NextAttemptAt,
-		&d.DeadLetterReason, &d.CreatedAt, &d.UpdatedAt)
+	err := r.Scan(&d.ID, &d.AppID, &d.EventID, &d.EndpointID, &d.EventType, &d.Status, &d.Cycle, &d.AttemptCount, &d.LastStatusCode,
+		&d.NextAttemptAt, &d.DeadLetterReason, &d.CreatedAt, &d.UpdatedAt)
 	d.Replays = []Replay{}
 	return d, err
 }
 
 // GetDelivery loads a delivery of app with its last attempt and replays.
 func (s *Store) GetDelivery(ctx context.Context, appID, id string) (Delivery, error) {
-	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+` FROM deliveries WHERE app_id = $1 AND id = $2`, appID, id))
+	d, err := scanDelivery(s.pool.QueryRow(ctx, `SELECT `+deliveryCols+deliveryFrom+`WHERE d.app_id = $1 AND d.id = $2`, appID, id))
 	if err != nil {
 		return Delivery{}, notFound(err, "delivery "+id)
 	}
@@ -62,7 +77,7 @@ func (s *Store) GetDelivery(ctx context.Context, appID, id string) (Delivery, er
 	if len(atts) > 0 {
 		d.LastAttempt = &atts[0]
 	}
-	rows, err := s.pool.Query(ctx, `SELECT requested_at, requested_by FROM replays WHERE delivery_id = $1 ORDER BY requested_at`, id)
+	rows, err := s.pool.Query(ctx, `SELECT requested_at, requested_by, requested_by_name FROM replays WHERE delivery_id = $1 ORDER BY requested_at`, id)
 	if err != nil {
 		return Delivery{}, fmt.Errorf("replays of %s: %w", id, err)
 	}
@@ -74,13 +89,13 @@ func (s *Store) GetDelivery(ctx context.Context, appID, id string) (Delivery, er
 
 // ListDeliveries lists an app's deliveries, newest first.
 func (s *Store) ListDeliveries(ctx context.Context, appID string, f DeliveryFilter, p Page) ([]Delivery, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+deliveryCols+` FROM deliveries
-		WHERE app_id = $1
-		  AND ($2 = '' OR status = $2) AND ($3 = '' OR endpoint_id = $3) AND ($4 = '' OR event_id = $4)
-		  AND ($5::timestamptz IS NULL OR created_at >= $5) AND ($6::timestamptz IS NULL OR created_at < $6)
-		  AND ($7 = '' OR id < $7)
-		ORDER BY id DESC LIMIT $8`,
-		appID, f.Status, f.EndpointID, f.EventID, nullTime(f.Since), nullTime(f.Until), p.Cursor, p.Limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+deliveryCols+deliveryFrom+`
+		WHERE d.app_id = $1
+		  AND ($2 = '' OR d.status = $2) AND (cardinality($3::text[]) = 0 OR d.endpoint_id = ANY ($3)) AND ($4 = '' OR d.event_id = $4)
+		  AND ($5::timestamptz IS NULL OR d.created_at >= $5) AND ($6::timestamptz IS NULL OR d.created_at < $6)
+		  AND ($7 = '' OR d.id < $7) AND ($9 = '' OR ev.type = $9)
+		ORDER BY d.id DESC LIMIT $8`,
+		appID, f.Status, nonNil(f.EndpointIDs), f.EventID, nullTime(f.Since), nullTime(f.Until), p.Cursor, p.Limit, f.EventType)
 	if err != nil {
 		return nil, fmt.Errorf("list deliveries: %w", err)
 	}
@@ -142,6 +157,14 @@ func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until 
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[EventRecord])
 }
 
+// nonNil is ids, or an empty list for nil (Postgres' text[] '{}').
+func nonNil(ids []string) []string {
+	if ids == nil {
+		return []string{}
+	}
+	return ids
+}
+
 // DeadLettered returns an endpoint's dead-lettered deliveries created in
 // [since, until).
 func (s *Store) DeadLettered(ctx context.Context, appID, endpointID string, since, until time.Time) ([]string, error) {
@@ -182,10 +205,25 @@ type Stats struct {
 	// of them that succeeded in a replayed cycle.
 	Replayed      int `json:"replayed"`
 	ReplaySuccess int `json:"replay_success"`
+	// Hourly counts the deliveries made in each of the last HourlyStatsHours
+	// hours, oldest first, by their status now.
+	Hourly []HourCount `json:"hourly"`
 }
 
-// Stats computes CONTRACT §7 over the app's latest n events.
-func (s *Store) Stats(ctx context.Context, appID string, n int) (Stats, error) {
+// HourlyStatsHours is how many hours Stats.Hourly covers.
+const HourlyStatsHours = 24
+
+// HourCount is the deliveries made in one hour, by status now.
+type HourCount struct {
+	Hour time.Time `json:"hour"`
+	// ByStatus maps each status with deliveries to their number.
+	ByStatus map[delivery.Status]int `json:"by_status"`
+}
+
+// Stats computes CONTRACT §7 over the app's latest n events, and the
+// hourly figures at now. Only deliveries to endpointIDs count when any are
+// given.
+func (s *Store) Stats(ctx context.Context, appID string, n int, endpointIDs []string, now time.Time) (Stats, error) {
 	var st Stats
 	err := s.pool.QueryRow(ctx, `
 		WITH ev AS (
@@ -196,6 +234,7 @@ func (s *Store) Stats(ctx context.Context, appID string, n int) (Stats, error) {
 		         EXISTS (SELECT 1 FROM replays r WHERE r.delivery_id = d.id) AS replayed,
 		         EXISTS (SELECT 1 FROM attempts a WHERE a.delivery_id = d.id AND a.cycle > 1 AND a.class = $3) AS replay_ok
 		  FROM ev JOIN deliveries d ON d.app_id = $1 AND d.event_id = ev.id
+		  WHERE cardinality($6::text[]) = 0 OR d.endpoint_id = ANY ($6)
 		)
 		SELECT count(DISTINCT event_id), count(*),
 		       count(*) FILTER (WHERE first_ok = 1),
@@ -204,13 +243,36 @@ func (s *Store) Stats(ctx context.Context, appID string, n int) (Stats, error) {
 		       count(*) FILTER (WHERE status = ANY ($5)),
 		       count(*) FILTER (WHERE replayed),
 		       count(*) FILTER (WHERE replayed AND replay_ok)
-		FROM d`, appID, n, delivery.ClassSuccess, delivery.StatusDeadLettered, delivery.InFlight()).Scan(&st.Events, &st.Deliveries, &st.FirstAttemptSuccess, &st.RetrySuccess,
+		FROM d`, appID, n, delivery.ClassSuccess, delivery.StatusDeadLettered, delivery.InFlight(), nonNil(endpointIDs)).Scan(&st.Events, &st.Deliveries, &st.FirstAttemptSuccess, &st.RetrySuccess,
 		&st.DeadLettered, &st.Pending, &st.Replayed, &st.ReplaySuccess)
 	if err != nil {
 		return Stats{}, fmt.Errorf("stats: %w", err)
 	}
 	if st.Deliveries > 0 {
 		st.EffectiveDeliveryRate = float64(st.FirstAttemptSuccess+st.RetrySuccess) / float64(st.Deliveries)
+	}
+	first := now.UTC().Truncate(time.Hour).Add(-(HourlyStatsHours - 1) * time.Hour)
+	st.Hourly = make([]HourCount, HourlyStatsHours)
+	for i := range st.Hourly {
+		st.Hourly[i] = HourCount{Hour: first.Add(time.Duration(i) * time.Hour), ByStatus: map[delivery.Status]int{}}
+	}
+	rows, err := s.pool.Query(ctx, `SELECT date_trunc('hour', created_at), status, count(*) FROM deliveries
+		WHERE app_id = $1 AND created_at >= $2 AND (cardinality($3::text[]) = 0 OR endpoint_id = ANY ($3))
+		GROUP BY 1, 2`, appID, first, nonNil(endpointIDs))
+	if err != nil {
+		return Stats{}, fmt.Errorf("hourly stats: %w", err)
+	}
+	var hour time.Time
+	var status delivery.Status
+	var count int
+	_, err = pgx.ForEachRow(rows, []any{&hour, &status, &count}, func() error {
+		if i := int(hour.Sub(first) / time.Hour); i >= 0 && i < HourlyStatsHours {
+			st.Hourly[i].ByStatus[status] = count
+		}
+		return nil
+	})
+	if err != nil {
+		return Stats{}, fmt.Errorf("hourly stats: %w", err)
 	}
 	return st, nil
 }

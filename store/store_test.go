@@ -198,24 +198,36 @@ func TestStatsCountFirstCycles(t *testing.T) {
 	f.attempt(t, dead, 1, 1, 404, delivery.ClassPermanent)
 	_, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dead, Status: delivery.StatusDeadLettered, Reason: "404", Cycle: 1})
 	require.NoError(t, err)
-	before, err := f.st.Stats(ctx, f.app.ID, 1000)
+	now := time.Now()
+	before, err := f.st.Stats(ctx, f.app.ID, 1000, nil, now)
 	require.NoError(t, err)
+	// Every delivery was made this hour: the last of 24 hourly buckets.
+	require.Len(t, before.Hourly, store.HourlyStatsHours)
+	require.Equal(t, now.UTC().Truncate(time.Hour), before.Hourly[store.HourlyStatsHours-1].Hour)
+	require.Equal(t, map[delivery.Status]int{delivery.StatusSucceeded: 2, delivery.StatusDeadLettered: 1}, before.Hourly[store.HourlyStatsHours-1].ByStatus)
+	require.Empty(t, before.Hourly[0].ByStatus)
+	before.Hourly = nil
 	require.Equal(t, store.Stats{Events: 3, Deliveries: 3, FirstAttemptSuccess: 1, RetrySuccess: 1, EffectiveDeliveryRate: 2.0 / 3, DeadLettered: 1}, before)
+	// Limited to an endpoint the app does not have, nothing counts.
+	none, err := f.st.Stats(ctx, f.app.ID, 1000, []string{"ep_none"}, now)
+	require.NoError(t, err)
+	require.Zero(t, none.Deliveries)
 
 	// Replay the dead letter and the first-attempt success (their start
 	// rows dispatched); both succeed.
 	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`)
 	require.NoError(t, err)
 	for _, id := range []string{dead, first} {
-		queued, err := outbox.Replay(ctx, f.st.Pool(), f.app.ID, []string{id}, "key_test")
+		queued, err := outbox.Replay(ctx, f.st.Pool(), f.app.ID, []string{id}, "key_test", "test key")
 		require.NoError(t, err)
 		require.Len(t, queued, 1)
 		_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: id, Status: delivery.StatusDelivering, Cycle: 2})
 		require.NoError(t, err)
 		f.attempt(t, id, 2, 1, 200, delivery.ClassSuccess)
 	}
-	after, err := f.st.Stats(ctx, f.app.ID, 1000)
+	after, err := f.st.Stats(ctx, f.app.ID, 1000, nil, now)
 	require.NoError(t, err)
+	after.Hourly = nil
 	want := before
 	want.DeadLettered = 0
 	want.Replayed, want.ReplaySuccess = 2, 2

@@ -6,8 +6,6 @@ package app
 import (
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +23,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"hookrelay/access"
 	"hookrelay/activities"
 	"hookrelay/api"
 	"hookrelay/config"
@@ -33,6 +32,7 @@ import (
 	"hookrelay/internal/pgcluster"
 	"hookrelay/metrics"
 	"hookrelay/migrations"
+	"hookrelay/portal"
 	"hookrelay/secretbox"
 	"hookrelay/store"
 	"hookrelay/worker"
@@ -344,15 +344,26 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	if roles&RoleAPI != 0 {
 		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc}, Logger: logger.With("component", "api"),
 			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
-			Metrics: series, Gatherer: st.Metrics, Retention: cmp.Or(cfg.Retention, store.RetentionDefault)})
+			Metrics: series, Gatherer: st.Metrics, Retention: cmp.Or(cfg.Retention, store.RetentionDefault),
+			LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL})
 		st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
+		st.services.run("revocation watcher", func(ctx context.Context) error { srv.WatchRevocations(ctx); return nil })
+		apiHandler := srv.Handler()
+		pt, err := portal.New(portal.Options{API: apiHandler, Store: st.Store, LinkSigner: linkSigner(cfg.SecretKey),
+			InsecureCookies: cfg.Dev, FrameAncestors: strings.Fields(cfg.PortalFrameAncestors), Logger: logger.With("component", "portal")})
+		if err != nil {
+			return err
+		}
+		mux := http.NewServeMux()
+		mux.Handle(portal.Prefix, pt.Handler())
+		mux.Handle("/", apiHandler)
 		l, err := net.Listen("tcp", cfg.HTTPAddr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 		}
 		st.APIAddr = l.Addr().String()
 		l = api.LimitListener(l, api.ConnsPerClientDefault)
-		httpSrv := api.NewHTTPServer(srv.Handler(), api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
+		httpSrv := api.NewHTTPServer(mux, api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
 		st.services.run("http", func(ctx context.Context) error {
 			go func() {
 				<-ctx.Done()
@@ -474,10 +485,11 @@ func fileSecret(value, path string, gen func() (string, error), announce bool) (
 	return v, nil
 }
 
-func newAPIKey() (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate admin key: %w", err)
-	}
-	return "hr_admin_" + base64.RawURLEncoding.EncodeToString(b), nil
+func newAPIKey() (string, error) { return store.NewKey(access.RoleAdmin) }
+
+// linkSigner signs portal links with a key derived from the newest secret
+// key: rotating the secret key voids the links not yet opened.
+func linkSigner(secretKeys string) access.Signer {
+	newest, _, _ := strings.Cut(secretKeys, ",")
+	return access.NewSigner([]byte(strings.TrimSpace(newest)))
 }

@@ -144,15 +144,15 @@ func appScoped(op operation) bool {
 // refusal is the 404 the same request answers for a route or app that does
 // not exist, so an app key learns nothing of what lies outside its app.
 func authorize(op operation) gin.HandlerFunc {
-	scoped := appScoped(op)
+	scoped, underApp := appScoped(op), strings.Contains(op.path, "{app}")
 	return func(c *gin.Context) {
 		p := principal(c)
 		switch {
 		case p.Role == access.RoleAdmin:
+		case underApp && !p.ReachesApp(c.Param("app")):
+			problem(c, http.StatusNotFound, fmt.Errorf("app %s: %w", c.Param("app"), store.ErrNotFound).Error())
 		case !scoped:
 			problem(c, http.StatusNotFound, "no such route")
-		case !p.ReachesApp(c.Param("app")):
-			problem(c, http.StatusNotFound, fmt.Errorf("app %s: %w", c.Param("app"), store.ErrNotFound).Error())
 		}
 	}
 }

@@ -68,16 +68,20 @@ func keyPrefix(key string) string {
 }
 
 // EnsureAdminKey makes key the bootstrap admin key: stored when there is
-// none, replacing the old one when it changed (the old key stops working),
-// left as it is (revoked or not) when it is the same.
+// none; when it changed, the old one is revoked (every process stops
+// accepting it, as for any revocation) and the new one stored under a new
+// ID; when it is the same, nothing changes (revoked or not).
 func (s *Store) EnsureAdminKey(ctx context.Context, key string) error {
-	_, err := s.pool.Exec(ctx, `
-		INSERT INTO api_keys (id, key_hash, prefix, role, name, bootstrap) VALUES ($1, $2, $3, 'admin', $4, true)
-		ON CONFLICT (bootstrap) WHERE bootstrap DO UPDATE
-		SET id = EXCLUDED.id, key_hash = EXCLUDED.key_hash, prefix = EXCLUDED.prefix, created_at = now(),
-		    last_used_at = NULL, revoked_at = NULL
-		WHERE api_keys.key_hash <> EXCLUDED.key_hash`,
-		ids.New(ids.APIKey), HashKey(key), keyPrefix(key), BootstrapKeyName)
+	h := HashKey(key)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `UPDATE api_keys SET bootstrap = false, revoked_at = coalesce(revoked_at, now())
+			WHERE bootstrap AND key_hash <> $1`, h); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (id, key_hash, prefix, role, name, bootstrap) VALUES ($1, $2, $3, 'admin', $4, true)
+			ON CONFLICT DO NOTHING`, ids.New(ids.APIKey), h, keyPrefix(key), BootstrapKeyName)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("store admin key: %w", err)
 	}

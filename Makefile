@@ -2,12 +2,17 @@
 GO ?= go
 FUZZTIME ?= 10s
 
-.PHONY: dev test unit fuzz build vet postgres
+.PHONY: dev test unit fuzz build vet postgres chromium
 
 # The PostgreSQL server binaries for the private cluster (installed from the
 # system's packages when missing).
 postgres:
 	@scripts/ensure-postgres
+
+# Debian's Chromium, which the portal's browser tests drive (installed when
+# missing).
+chromium:
+	@scripts/ensure-chromium
 
 # Builds and runs the binary itself, so Ctrl-C reaches hookrelay, which
 # shuts down cleanly and exits 0.
@@ -26,8 +31,9 @@ vet:
 SERVER_PKGS = integration cmd/hookrelay internal/bench internal/app internal/devstack
 
 # Unit and integration tests: integration tests start a private Postgres
-# (or use HOOKRELAY_DATABASE_URL) and an embedded Temporal server.
-test: postgres vet
+# (or use HOOKRELAY_DATABASE_URL) and an embedded Temporal server; the
+# portal's tests drive a headless Chromium.
+test: postgres chromium vet
 	$(GO) test -count=1 -race -timeout 15m $$($(GO) list ./... | grep -v -x $(foreach p,$(SERVER_PKGS),-e hookrelay/$(p)))
 	$(GO) test -count=1 -timeout 30m $(addprefix ./,$(SERVER_PKGS))
 	$(MAKE) fuzz

@@ -40,8 +40,10 @@ var funcs = template.FuncMap{
 
 // Bar is one hour of the stats chart: stacked segments, bottom up.
 type Bar struct {
-	X        int
-	Label    string
+	X     int
+	Label string
+	// Tick shows Label under the bar (every chartTickEvery hours).
+	Tick     bool
 	Segments []Segment
 	Total    int
 }
@@ -55,7 +57,9 @@ type Segment struct {
 
 // Chart is the deliveries-per-hour chart, drawn as SVG by the template.
 type Chart struct {
-	Width, Height int
+	// Width and Height are the SVG's; BaseY is the bars' baseline, above
+	// the hour labels.
+	Width, Height, BaseY int
 	Bars          []Bar
 	Max           int
 	Legend        []Segment
@@ -78,10 +82,13 @@ const (
 	chartBarWidth = 24
 	chartGap      = 4
 	chartHeight   = 160
+	// chartLabelSpace is the room under the bars for hour labels.
+	chartLabelSpace = 18
+	chartTickEvery  = 4
 )
 
 func hourlyChart(hours []store.HourCount) Chart {
-	ch := Chart{Width: len(hours) * (chartBarWidth + chartGap), Height: chartHeight}
+	ch := Chart{Width: len(hours) * (chartBarWidth + chartGap), Height: chartHeight + chartLabelSpace, BaseY: chartHeight + chartLabelSpace - 4}
 	for _, h := range hours {
 		total := 0
 		for _, n := range h.ByStatus {
@@ -90,7 +97,7 @@ func hourlyChart(hours []store.HourCount) Chart {
 		ch.Max = max(ch.Max, total)
 	}
 	for i, h := range hours {
-		b := Bar{X: i * (chartBarWidth + chartGap), Label: h.Hour.UTC().Format("15:04")}
+		b := Bar{X: i * (chartBarWidth + chartGap), Label: h.Hour.UTC().Format("15h"), Tick: i%chartTickEvery == 0}
 		y := chartHeight
 		for _, o := range chartOutcomes {
 			n := 0

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -151,7 +150,6 @@ func (p *Portal) delivery(c *gin.Context) {
 		p.failed(c, err)
 		return
 	}
-	slices.Reverse(atts.Data) // newest first
 	var ev outbox.Published
 	if err := p.call(c, http.MethodGet, "/events/"+seg(d.EventID), nil, &ev); err != nil {
 		p.failed(c, err)

@@ -60,9 +60,9 @@ type Chart struct {
 	// Width and Height are the SVG's; BaseY is the bars' baseline, above
 	// the hour labels.
 	Width, Height, BaseY int
-	Bars          []Bar
-	Max           int
-	Legend        []Segment
+	Bars                 []Bar
+	Max                  int
+	Legend               []Segment
 }
 
 // chartOutcomes are the chart's stacked outcomes, bottom up, each with the

@@ -121,6 +121,7 @@ type MarkResult struct {
 // Store is what the activities need from Postgres.
 type Store interface {
 	LoadTarget(ctx context.Context, deliveryID string, now time.Time) (store.Target, error)
+	LoadTargets(ctx context.Context, deliveryIDs []string, now time.Time) ([]store.Target, error)
 	ReserveSlot(ctx context.Context, endpointID string, rate int) (time.Time, error)
 	AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error)
 	ReleaseFlight(ctx context.Context, lease string) error
@@ -146,6 +147,8 @@ type Activities struct {
 	// Metrics receives the attempt and delivery series; nil records
 	// nothing.
 	Metrics *metrics.Sender
+	// targets holds what carriers prefetched (see PrefetchTargets).
+	targets prefetched
 }
 
 func (a *Activities) now() time.Time {
@@ -160,7 +163,7 @@ func (a *Activities) now() time.Time {
 // could not be prepared or recorded (the workflow treats it as retryable).
 func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResult, error) {
 	started := a.now()
-	t, err := a.Store.LoadTarget(ctx, req.DeliveryID, started)
+	t, err := a.loadTarget(ctx, req.DeliveryID, started)
 	if err != nil {
 		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 	}

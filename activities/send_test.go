@@ -26,10 +26,24 @@ type flakyStore struct {
 	loadErr  error
 	failures []error
 	records  []store.Attempt
+	// loads and batchLoads count LoadTarget and LoadTargets calls.
+	loads, batchLoads int
 }
 
 func (f *flakyStore) LoadTarget(context.Context, string, time.Time) (store.Target, error) {
+	f.loads++
 	return f.target, f.loadErr
+}
+
+func (f *flakyStore) LoadTargets(_ context.Context, ids []string, _ time.Time) ([]store.Target, error) {
+	f.batchLoads++
+	var out []store.Target
+	for _, id := range ids {
+		t := f.target
+		t.DeliveryID = id
+		out = append(out, t)
+	}
+	return out, f.loadErr
 }
 
 func (f *flakyStore) RecordAttempt(_ context.Context, a store.Attempt) error {
@@ -129,4 +143,32 @@ func TestMissingRowsAndKeysAreNotRetried(t *testing.T) {
 	_, err = a.MarkDelivery(context.Background(), activities.MarkRequest{DeliveryID: "dlv_gone", Status: delivery.StatusCanceled})
 	require.ErrorAs(t, err, &appErr)
 	require.Equal(t, activities.ErrDeliveryGone, appErr.Type())
+}
+
+// TestPrefetchedTargetsAreTakenOnceAndFresh: a carrier's prefetch serves
+// each delivery's first attempt once; a second attempt, a delivery not
+// prefetched, and a prefetch older than PrefetchFresh load their own.
+func TestPrefetchedTargetsAreTakenOnceAndFresh(t *testing.T) {
+	st := &flakyStore{target: target(t, 200)}
+	now := time.Now()
+	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test", Now: func() time.Time { return now }}
+	n, err := a.PrefetchTargets(context.Background(), []string{"dlv_1", "dlv_2"})
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	sendOne := func(id string) {
+		t.Helper()
+		res, err := a.SendSigned(context.Background(), activities.SendRequest{DeliveryID: id, Cycle: 1, Number: 1, Timeout: time.Second})
+		require.NoError(t, err)
+		require.Equal(t, activities.ClassSuccess, res.Class)
+	}
+	sendOne("dlv_1")
+	require.Equal(t, 0, st.loads, "served from the prefetch")
+	sendOne("dlv_1")
+	require.Equal(t, 1, st.loads, "taken once")
+	sendOne("dlv_3")
+	require.Equal(t, 2, st.loads, "not prefetched")
+	now = now.Add(activities.PrefetchFresh + time.Millisecond)
+	sendOne("dlv_2")
+	require.Equal(t, 3, st.loads, "stale: loaded again")
+	require.Equal(t, 1, st.batchLoads)
 }

@@ -36,18 +36,11 @@ type Target struct {
 	Keys []signing.Key
 }
 
-// LoadTarget loads a delivery's endpoint, frozen payload and the signing
-// keys valid at now.
-func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time) (Target, error) {
-	t := Target{DeliveryID: deliveryID}
-	var headers, sealed []byte
-	var keyIDs []string
-	var keysSealed [][]byte
-	// One statement (one round trip on the hot path): the target and the
-	// signing keys valid at now, the current one first, then previous ones
-	// whose grace period has not ended, newest first.
-	err := s.pool.QueryRow(ctx, `
-		SELECT d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
+// targetQuery selects each delivery of $1 with its endpoint, frozen
+// payload and the signing keys valid at $2: the current one first, then
+// previous ones whose grace period has not ended, newest first.
+const targetQuery = `
+		SELECT d.id, d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
 		       (e.disabled OR e.deleted_at IS NOT NULL), e.paused, COALESCE(e.rate_limit, 0), COALESCE(e.max_in_flight, 0), ev.payload,
 		       COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}')
 		FROM deliveries d
@@ -59,11 +52,19 @@ func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time
 		  FROM endpoint_secrets
 		  WHERE endpoint_id = e.id AND (status = 'current' OR (status = 'previous' AND valid_until > $2))
 		) k ON true
-		WHERE d.id = $1`, deliveryID, now).
-		Scan(&t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit, &t.MaxInFlight, &t.Payload, &keyIDs, &keysSealed)
-	if err != nil {
-		return Target{}, notFound(err, "load delivery "+deliveryID)
+		WHERE d.id = ANY ($1)`
+
+// scanTarget reads one row of targetQuery and opens its sealed parts.
+func (s *Store) scanTarget(r pgx.Row) (Target, error) {
+	var t Target
+	var headers, sealed []byte
+	var keyIDs []string
+	var keysSealed [][]byte
+	if err := r.Scan(&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit,
+		&t.MaxInFlight, &t.Payload, &keyIDs, &keysSealed); err != nil {
+		return Target{}, err
 	}
+	var err error
 	if t.Headers, err = s.openHeaders(t.EndpointID, sealed, headers); err != nil {
 		return Target{}, err
 	}
@@ -75,6 +76,30 @@ func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time
 		t.Keys = append(t.Keys, key)
 	}
 	return t, nil
+}
+
+// LoadTarget loads a delivery's endpoint, frozen payload and the signing
+// keys valid at now, in one statement (one round trip on the hot path).
+func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time) (Target, error) {
+	t, err := s.scanTarget(s.pool.QueryRow(ctx, targetQuery, []string{deliveryID}, now))
+	if err != nil {
+		return Target{}, notFound(err, "load delivery "+deliveryID)
+	}
+	return t, nil
+}
+
+// LoadTargets is LoadTarget for many deliveries in one statement (a
+// carrier's); deliveries not found are left out.
+func (s *Store) LoadTargets(ctx context.Context, deliveryIDs []string, now time.Time) ([]Target, error) {
+	rows, err := s.pool.Query(ctx, targetQuery, deliveryIDs, now)
+	if err != nil {
+		return nil, fmt.Errorf("load %d deliveries: %w", len(deliveryIDs), err)
+	}
+	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Target, error) { return s.scanTarget(r) })
+	if err != nil {
+		return nil, fmt.Errorf("load %d deliveries: %w", len(deliveryIDs), err)
+	}
+	return ts, nil
 }
 
 func (s *Store) openSecret(id string, sealed []byte) (signing.Key, error) {

@@ -83,6 +83,9 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 	}
 	slices.SortStableFunc(pending, func(a, b *carried) int { return a.due.Compare(b.due) })
 	var a *activities.Activities
+	// Each group due together first loads its targets in one statement, in
+	// this worker, instead of one per attempt (see PrefetchTargets).
+	prefetch := len(pending) > 1 && workflow.GetVersion(ctx, "carrier-prefetch", workflow.DefaultVersion, 1) == 1
 	for len(pending) > 0 {
 		// Everything due within CarrierLateness of the first goes together,
 		// when the last of them is due: none early, none more than
@@ -97,6 +100,18 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 			if err := workflow.Sleep(ctx, wait); err != nil {
 				return result, err
 			}
+		}
+		if prefetch && len(group) > 1 {
+			ids := make([]string, len(group))
+			for i, c := range group {
+				ids[i] = c.in.DeliveryID
+			}
+			// Best effort: an attempt that finds nothing prefetched loads its
+			// own target, so a failure here changes nothing but the cost.
+			pctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+				ScheduleToCloseTimeout: activities.PrefetchTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+			})
+			_ = workflow.ExecuteLocalActivity(pctx, a.PrefetchTargets, ids).Get(ctx, nil)
 		}
 		futures := make([]workflow.Future, len(group))
 		for i, c := range group {

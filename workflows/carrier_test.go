@@ -20,8 +20,10 @@ import (
 
 // carrierRun runs a carrier whose first attempts answer by delivery ID,
 // with DeliveryWorkflow mocked, and returns its result, the hand-offs' inputs
-// and when (carrier time) each attempt started.
-func carrierRun(t *testing.T, answers map[string]func() (activities.SendResult, error), deliveries []workflows.Input) (workflows.CarrierResult, map[string]workflows.Input, map[string]time.Duration) {
+// and when (carrier time) each attempt started. prefetch, when given,
+// answers the carrier's PrefetchTargets (by default: all loaded).
+func carrierRun(t *testing.T, answers map[string]func() (activities.SendResult, error), deliveries []workflows.Input,
+	prefetch ...func([]string) (int, error)) (workflows.CarrierResult, map[string]workflows.Input, map[string]time.Duration) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -37,6 +39,12 @@ func carrierRun(t *testing.T, answers map[string]func() (activities.SendResult, 
 		res, err := answers[req.DeliveryID]()
 		res.Number, res.StartedAt = req.Number, env.Now()
 		return res, err
+	})
+	env.OnActivity(a.PrefetchTargets, mock.Anything, mock.Anything).Return(func(_ context.Context, ids []string) (int, error) {
+		if len(prefetch) > 0 {
+			return prefetch[0](ids)
+		}
+		return len(ids), nil
 	})
 	handed := map[string]workflows.Input{}
 	env.RegisterWorkflow(workflows.DeliveryWorkflow)
@@ -166,4 +174,25 @@ func TestReplayOfAHandedOffDeliveryStartsFresh(t *testing.T) {
 	st := result(t, env2)
 	require.Equal(t, delivery.StatusSucceeded, st.Status)
 	require.Len(t, s2.calls, 1, "the replayed cycle sent its own first attempt")
+}
+
+// TestCarrierPrefetchesEachGroup: one PrefetchTargets loads the targets
+// of the first attempts due together, when they are due; a delivery due on
+// its own loads its own; a prefetch that fails changes no result.
+func TestCarrierPrefetchesEachGroup(t *testing.T) {
+	ok := func() (activities.SendResult, error) { return activities.SendResult{Class: activities.ClassSuccess, StatusCode: 200}, nil }
+	answers := map[string]func() (activities.SendResult, error){"dlv_a": ok, "dlv_b": ok, "dlv_c": ok}
+	later := delivery.Settings{Schedule: []time.Duration{10 * time.Second, time.Minute}, Deadline: time.Hour, RequestTimeout: time.Second}
+	now := delivery.Settings{Schedule: []time.Duration{0, time.Minute}, Deadline: time.Hour, RequestTimeout: time.Second}
+	ins := []workflows.Input{{DeliveryID: "dlv_a", Settings: now}, {DeliveryID: "dlv_b", Settings: now}, {DeliveryID: "dlv_c", Settings: later}}
+	var calls [][]string
+	res, _, _ := carrierRun(t, answers, ins, func(ids []string) (int, error) {
+		calls = append(calls, ids)
+		return len(ids), nil
+	})
+	require.Equal(t, 3, res.Delivered)
+	require.Equal(t, [][]string{{"dlv_a", "dlv_b"}}, calls, "dlv_c, due 10 s later on its own, loads its own")
+
+	res, _, _ = carrierRun(t, answers, ins, func([]string) (int, error) { return 0, errors.New("postgres unreachable") })
+	require.Equal(t, workflows.CarrierResult{Delivered: 3}, res)
 }

@@ -180,7 +180,9 @@ func TestReplayOfAHandedOffDeliveryStartsFresh(t *testing.T) {
 // of the first attempts due together, when they are due; a delivery due on
 // its own loads its own; a prefetch that fails changes no result.
 func TestCarrierPrefetchesEachGroup(t *testing.T) {
-	ok := func() (activities.SendResult, error) { return activities.SendResult{Class: activities.ClassSuccess, StatusCode: 200}, nil }
+	ok := func() (activities.SendResult, error) {
+		return activities.SendResult{Class: activities.ClassSuccess, StatusCode: 200}, nil
+	}
 	answers := map[string]func() (activities.SendResult, error){"dlv_a": ok, "dlv_b": ok, "dlv_c": ok}
 	later := delivery.Settings{Schedule: []time.Duration{10 * time.Second, time.Minute}, Deadline: time.Hour, RequestTimeout: time.Second}
 	now := delivery.Settings{Schedule: []time.Duration{0, time.Minute}, Deadline: time.Hour, RequestTimeout: time.Second}

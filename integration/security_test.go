@@ -5,8 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -131,7 +135,40 @@ func TestNoSecretsAtRest(t *testing.T) {
 	for _, r := range rc.receipts() {
 		require.Equal(t, headerToken, r.Header.Get("X-Receiver-Auth"), "the request carries the real value")
 	}
-	forbidden := []string{h.adminKey, headerToken}
+	// An app key, a portal link and its session, used.
+	var appKey struct{ Key string }
+	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/api-keys", map[string]any{"name": "app", "role": "app", "app_id": appID}, &appKey))
+	var link struct{ URL string }
+	req, err := http.NewRequest("POST", h.url+"/v1/apps/"+appID+"/portal-links", strings.NewReader(`{"capabilities":["resend"]}`))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+appKey.Key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&link))
+	resp.Body.Close()
+	jar, err := cookiejar.New(nil)
+	require.NoError(t, err)
+	browserless := &http.Client{Jar: jar}
+	resp, err = browserless.Get(link.URL)
+	require.NoError(t, err)
+	page, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	resp, err = browserless.Get(link.URL) // reused: refused, and logged
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	u, err := url.Parse(h.url + "/portal/")
+	require.NoError(t, err)
+	cookies := jar.Cookies(u)
+	require.Len(t, cookies, 1)
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(page)
+	require.NotNil(t, csrf)
+	token, err := url.QueryUnescape(strings.SplitN(link.URL, "token=", 2)[1])
+	require.NoError(t, err)
+
+	forbidden := []string{h.adminKey, headerToken, appKey.Key, token, cookies[0].Value, string(csrf[1])}
 	for _, s := range []string{ep.Secret, rot.Secret} {
 		forbidden = append(forbidden, s, strings.TrimPrefix(s, "whsec_"))
 		raw, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, "whsec_"))
@@ -146,7 +183,7 @@ func TestNoSecretsAtRest(t *testing.T) {
 		}
 	}
 	var dump strings.Builder
-	for _, table := range []string{"apps", "api_keys", "event_types", "endpoints", "endpoint_secrets", "events", "deliveries", "attempts", "replays", "outbox"} {
+	for _, table := range []string{"apps", "api_keys", "event_types", "endpoints", "endpoint_secrets", "events", "deliveries", "attempts", "replays", "outbox", "audit_log", "portal_links"} {
 		rows, err := h.store.Pool().Query(context.Background(), fmt.Sprintf(`SELECT t::text, encode(convert_to(t::text, 'UTF8'), 'escape') FROM %s t`, table))
 		require.NoError(t, err)
 		for rows.Next() {
@@ -162,6 +199,8 @@ func TestNoSecretsAtRest(t *testing.T) {
 		require.NotContains(t, dump.String(), f, "database holds a secret or signature")
 		require.NotContains(t, logs, f, "logs hold a secret or signature")
 	}
+	// The session's CSRF token is the one value stored in the clear (it is
+	// not a credential: it only proves a form came from the session's page).
 	var hashLen int
 	require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT octet_length(key_hash) FROM api_keys LIMIT 1`).Scan(&hashLen))
 	require.Equal(t, 32, hashLen, "API keys are stored as SHA-256 hashes")

@@ -203,6 +203,16 @@ func TestStatsAreHonest(t *testing.T) {
 	stats := func() store.Stats {
 		var st store.Stats
 		require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/stats", nil, &st))
+		// The hourly bars hold the one delivery once, whatever its cycle.
+		require.Len(t, st.Hourly, store.HourlyStatsHours)
+		total := map[delivery.Status]int{}
+		for _, hc := range st.Hourly {
+			for s, n := range hc.ByStatus {
+				total[s] += n
+			}
+		}
+		require.Equal(t, map[delivery.Status]int{delivery.StatusSucceeded: 1}, total)
+		st.Hourly = nil
 		return st
 	}
 	require.Equal(t, store.Stats{Events: 1, Deliveries: 1, FirstAttemptSuccess: 1, EffectiveDeliveryRate: 1}, stats())

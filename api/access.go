@@ -327,12 +327,8 @@ func (s *Server) publicURL(c *gin.Context) string {
 }
 
 func (s *Server) listAudit(c *gin.Context) {
-	p, ok := page(c)
+	p, ok := s.appPage(c)
 	if !ok {
-		return
-	}
-	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {
-		s.fail(c, err)
 		return
 	}
 	entries, err := s.store.ListAudit(c.Request.Context(), c.Param("app"), p)

@@ -242,12 +242,8 @@ func (s *Server) answerEndpoint(c *gin.Context, status int, e store.Endpoint, se
 }
 
 func (s *Server) listEndpoints(c *gin.Context) {
-	p, ok := page(c)
+	p, ok := s.appPage(c)
 	if !ok {
-		return
-	}
-	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {
-		s.fail(c, err)
 		return
 	}
 	eps, err := s.store.ListEndpoints(c.Request.Context(), c.Param("app"), p)

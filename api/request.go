@@ -162,6 +162,20 @@ func page(c *gin.Context) (store.Page, bool) {
 }
 
 // list answers {"data": [...], "next_cursor": ...}.
+// appPage is page for a list under an app, answering 404 (and false) when
+// the app does not exist.
+func (s *Server) appPage(c *gin.Context) (store.Page, bool) {
+	p, ok := page(c)
+	if !ok {
+		return p, false
+	}
+	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {
+		s.fail(c, err)
+		return p, false
+	}
+	return p, true
+}
+
 func list[T any](c *gin.Context, p store.Page, items []T, id func(T) string) {
 	var next *string
 	if len(items) == p.Limit && len(items) > 0 {

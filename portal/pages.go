@@ -385,43 +385,20 @@ func (p *Portal) updateEndpoint(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/portal/endpoints/"+seg(e.ID)+"?done=updated")
 }
 
-func (p *Portal) setDisabled(disabled bool) gin.HandlerFunc {
-	done := map[bool]string{true: "disabled", false: "enabled"}[disabled]
+// endpointAction makes an API call on the endpoint the path names (method,
+// its path + suffix, body) and redirects to to with notice done.
+func (p *Portal) endpointAction(method, suffix string, body any, to, done string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		e, ok := p.loadEndpoint(c)
 		if !ok {
 			return
 		}
-		if err := p.call(c, http.MethodPatch, "/endpoints/"+seg(e.ID), map[string]any{"disabled": disabled}, nil); err != nil {
+		if err := p.call(c, method, "/endpoints/"+seg(e.ID)+suffix, body, nil); err != nil {
 			p.failed(c, err)
 			return
 		}
-		c.Redirect(http.StatusSeeOther, "/portal/endpoints/"+seg(e.ID)+"?done="+done)
+		c.Redirect(http.StatusSeeOther, strings.ReplaceAll(to, "{ep}", seg(e.ID))+"?done="+done)
 	}
-}
-
-func (p *Portal) deleteEndpoint(c *gin.Context) {
-	e, ok := p.loadEndpoint(c)
-	if !ok {
-		return
-	}
-	if err := p.call(c, http.MethodDelete, "/endpoints/"+seg(e.ID), nil, nil); err != nil {
-		p.failed(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, "/portal/endpoints?done=deleted")
-}
-
-func (p *Portal) testEndpoint(c *gin.Context) {
-	e, ok := p.loadEndpoint(c)
-	if !ok {
-		return
-	}
-	if err := p.call(c, http.MethodPost, "/endpoints/"+seg(e.ID)+"/test", nil, nil); err != nil {
-		p.failed(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, "/portal/endpoints/"+seg(e.ID)+"?done=tested")
 }
 
 func (p *Portal) rotate(c *gin.Context) {

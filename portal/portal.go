@@ -130,10 +130,14 @@ func (p *Portal) Handler() http.Handler {
 	post.POST("/deliveries/:dlv/resend", p.need(access.CapResend), p.resend)
 	post.POST("/endpoints", p.need(access.CapManageEndpoints), p.createEndpoint)
 	post.POST("/endpoints/:ep", p.need(access.CapManageEndpoints), p.updateEndpoint)
-	post.POST("/endpoints/:ep/disable", p.need(access.CapManageEndpoints), p.setDisabled(true))
-	post.POST("/endpoints/:ep/enable", p.need(access.CapManageEndpoints), p.setDisabled(false))
-	post.POST("/endpoints/:ep/delete", p.need(access.CapManageEndpoints), p.deleteEndpoint)
-	post.POST("/endpoints/:ep/test", p.need(access.CapManageEndpoints), p.testEndpoint)
+	post.POST("/endpoints/:ep/disable", p.need(access.CapManageEndpoints),
+		p.endpointAction(http.MethodPatch, "", map[string]any{"disabled": true}, "/portal/endpoints/{ep}", "disabled"))
+	post.POST("/endpoints/:ep/enable", p.need(access.CapManageEndpoints),
+		p.endpointAction(http.MethodPatch, "", map[string]any{"disabled": false}, "/portal/endpoints/{ep}", "enabled"))
+	post.POST("/endpoints/:ep/delete", p.need(access.CapManageEndpoints),
+		p.endpointAction(http.MethodDelete, "", nil, "/portal/endpoints", "deleted"))
+	post.POST("/endpoints/:ep/test", p.need(access.CapManageEndpoints),
+		p.endpointAction(http.MethodPost, "/test", nil, "/portal/endpoints/{ep}", "tested"))
 	post.POST("/endpoints/:ep/rotate", p.need(access.CapRotateSecret), p.rotate)
 	post.POST("/endpoints/:ep/replay", p.need(access.CapResend), p.replay)
 	post.POST("/logout", p.logout)

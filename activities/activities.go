@@ -125,7 +125,7 @@ type Store interface {
 	ReserveSlot(ctx context.Context, endpointID string, rate int) (time.Time, error)
 	AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error)
 	ReleaseFlight(ctx context.Context, lease string) error
-	RecordAttempt(ctx context.Context, a store.Attempt) error
+	RecordAttempts(ctx context.Context, as []store.Attempt) ([]error, error)
 	MarkDelivery(ctx context.Context, m store.Mark) (store.Marked, error)
 }
 
@@ -147,8 +147,6 @@ type Activities struct {
 	// Metrics receives the attempt and delivery series; nil records
 	// nothing.
 	Metrics *metrics.Sender
-	// targets holds what carriers prefetched (see PrefetchTargets).
-	targets prefetched
 }
 
 func (a *Activities) now() time.Time {
@@ -163,20 +161,39 @@ func (a *Activities) now() time.Time {
 // could not be prepared or recorded (the workflow treats it as retryable).
 func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResult, error) {
 	started := a.now()
-	t, err := a.loadTarget(ctx, req.DeliveryID, started)
+	t, err := a.Store.LoadTarget(ctx, req.DeliveryID, started)
 	if err != nil {
 		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 	}
+	res, rec, err := a.attempt(ctx, req, t, started)
+	if err != nil || rec == nil {
+		return res, err
+	}
+	errs, err := a.record(ctx, []store.Attempt{*rec})
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
+	}
+	a.recorded(ctx, req, t, res, rec.KeyIDs)
+	return res, nil
+}
+
+// attempt makes one attempt of req to t, started at started, and returns
+// its result and the record to store; a nil record means nothing was sent
+// (endpoint disabled, paused, busy or rate-limited: res says which).
+func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started time.Time) (SendResult, *store.Attempt, error) {
 	res := SendResult{Number: req.Number, StartedAt: started}
 	if t.Inactive {
 		res.Class = ClassEndpointDisabled
 		res.Error = "endpoint disabled or deleted; nothing sent"
-		return res, nil
+		return res, nil, nil
 	}
 	if t.Paused {
 		res.Class = ClassEndpointPaused
 		res.Error = "endpoint paused; nothing sent"
-		return res, nil
+		return res, nil, nil
 	}
 	if t.RateLimit > 0 {
 		slot := req.Slot
@@ -187,20 +204,21 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 			slot = time.Time{}
 		}
 		if slot.IsZero() {
+			var err error
 			if slot, err = a.Store.ReserveSlot(ctx, t.EndpointID, t.RateLimit); err != nil {
-				return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+				return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 			}
 		}
 		wait := slot.Sub(a.now())
 		if wait > SlotWaitInActivity {
 			res.Class, res.SlotAt = ClassRateLimited, slot
 			res.Error = fmt.Sprintf("rate limit of %d/s: next slot in %s; nothing sent yet", t.RateLimit, wait.Round(time.Millisecond))
-			return res, nil
+			return res, nil, nil
 		}
 		if wait > 0 {
 			select {
 			case <-ctx.Done():
-				return SendResult{}, ctx.Err()
+				return SendResult{}, nil, ctx.Err()
 			case <-time.After(wait):
 			}
 		}
@@ -210,12 +228,12 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	if t.MaxInFlight > 0 {
 		lease, ok, err := a.Store.AcquireFlight(ctx, t.EndpointID, t.MaxInFlight, req.Timeout+FlightSlack)
 		if err != nil {
-			return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+			return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 		}
 		if !ok {
 			res.Class = ClassEndpointBusy
 			res.Error = fmt.Sprintf("max_in_flight of %d reached; nothing sent yet", t.MaxInFlight)
-			return res, nil
+			return res, nil, nil
 		}
 		defer func() {
 			if err := a.Store.ReleaseFlight(context.WithoutCancel(ctx), lease); err != nil {
@@ -225,11 +243,11 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	}
 	if len(t.Keys) == 0 {
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
-		return SendResult{}, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)
+		return SendResult{}, nil, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)
 	}
 	hdr, err := signing.Sign(t.EventID, started, t.Payload, t.Keys)
 	if err != nil {
-		return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 	}
 	keyIDs := make([]string, len(t.Keys))
 	for i, k := range t.Keys {
@@ -239,7 +257,7 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	a.post(ctx, t, hdr, req.Timeout, &res)
 	res.DurationMS = a.now().Sub(started).Milliseconds()
 
-	rec := store.Attempt{
+	rec := &store.Attempt{
 		DeliveryID: req.DeliveryID, Cycle: req.Cycle, Number: req.Number,
 		StartedAt: started, DurationMS: res.DurationMS, Class: string(res.Class),
 		Error: res.Error, ResponseExcerpt: res.ResponseExcerpt, KeyIDs: keyIDs,
@@ -249,9 +267,11 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 		rec.StatusCode = &code
 	}
 	rec.NextAttemptAt = nextAttempt(req, res, a.now())
-	if err := a.record(ctx, rec); err != nil {
-		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
-	}
+	return res, rec, nil
+}
+
+// recorded counts and logs an attempt once its record is stored.
+func (a *Activities) recorded(ctx context.Context, req SendRequest, t store.Target, res SendResult, keyIDs []string) {
 	var accepted time.Time
 	if !req.Deadline.IsZero() {
 		accepted = req.Deadline.Add(-req.Settings.WithDefaults().Deadline)
@@ -269,7 +289,6 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 		"delivery_id", req.DeliveryID, "event_id", t.EventID, "endpoint_id", t.EndpointID,
 		"cycle", req.Cycle, "attempt", req.Number, "status_code", res.StatusCode,
 		"class", res.Class, "duration_ms", res.DurationMS, "key_ids", keyIDs, "error", res.Error)
-	return res, nil
 }
 
 // nextAttempt is when the workflow will make the next attempt after res,
@@ -290,18 +309,19 @@ func nextAttempt(req SendRequest, res SendResult, now time.Time) *time.Time {
 	return &next.At
 }
 
-// record stores an attempt, retrying while Postgres is unreachable: the
-// request was sent, so its record must not be lost to a short outage.
-func (a *Activities) record(ctx context.Context, rec store.Attempt) error {
+// record stores attempts in one statement, retrying it while Postgres is
+// unreachable: the requests were sent, so their records must not be lost
+// to a short outage. errs[i] is recs[i]'s own failure.
+func (a *Activities) record(ctx context.Context, recs []store.Attempt) (errs []error, err error) {
 	wait := RecordRetryWait
 	for try := 0; ; try++ {
-		err := a.Store.RecordAttempt(ctx, rec)
+		errs, err = a.Store.RecordAttempts(ctx, recs)
 		if err == nil || try == RecordRetries || !store.IsUnavailable(err) {
-			return err
+			return errs, err
 		}
 		select {
 		case <-ctx.Done():
-			return err
+			return nil, err
 		case <-time.After(wait):
 		}
 		wait *= 2

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -26,8 +27,11 @@ type flakyStore struct {
 	loadErr  error
 	failures []error
 	records  []store.Attempt
-	// loads and batchLoads count LoadTarget and LoadTargets calls.
-	loads, batchLoads int
+	// missing lists deliveries LoadTargets does not find.
+	missing []string
+	// loads and batchLoads count LoadTarget and LoadTargets calls;
+	// recordCalls RecordAttempts calls.
+	loads, batchLoads, recordCalls int
 }
 
 func (f *flakyStore) LoadTarget(context.Context, string, time.Time) (store.Target, error) {
@@ -39,6 +43,9 @@ func (f *flakyStore) LoadTargets(_ context.Context, ids []string, _ time.Time) (
 	f.batchLoads++
 	var out []store.Target
 	for _, id := range ids {
+		if slices.Contains(f.missing, id) {
+			continue
+		}
 		t := f.target
 		t.DeliveryID = id
 		out = append(out, t)
@@ -46,14 +53,15 @@ func (f *flakyStore) LoadTargets(_ context.Context, ids []string, _ time.Time) (
 	return out, f.loadErr
 }
 
-func (f *flakyStore) RecordAttempt(_ context.Context, a store.Attempt) error {
+func (f *flakyStore) RecordAttempts(_ context.Context, as []store.Attempt) ([]error, error) {
+	f.recordCalls++
 	if len(f.failures) > 0 {
 		err := f.failures[0]
 		f.failures = f.failures[1:]
-		return err
+		return nil, err
 	}
-	f.records = append(f.records, a)
-	return nil
+	f.records = append(f.records, as...)
+	return make([]error, len(as)), nil
 }
 
 func (f *flakyStore) ReserveSlot(context.Context, string, int) (time.Time, error) {
@@ -145,30 +153,43 @@ func TestMissingRowsAndKeysAreNotRetried(t *testing.T) {
 	require.Equal(t, activities.ErrDeliveryGone, appErr.Type())
 }
 
-// TestPrefetchedTargetsAreTakenOnceAndFresh: a carrier's prefetch serves
-// each delivery's first attempt once; a second attempt, a delivery not
-// prefetched, and a prefetch older than PrefetchFresh load their own.
-func TestPrefetchedTargetsAreTakenOnceAndFresh(t *testing.T) {
-	st := &flakyStore{target: target(t, 200)}
-	now := time.Now()
-	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test", Now: func() time.Time { return now }}
-	n, err := a.PrefetchTargets(context.Background(), []string{"dlv_1", "dlv_2"})
-	require.NoError(t, err)
-	require.Equal(t, 2, n)
-	sendOne := func(id string) {
-		t.Helper()
-		res, err := a.SendSigned(context.Background(), activities.SendRequest{DeliveryID: id, Cycle: 1, Number: 1, Timeout: time.Second})
-		require.NoError(t, err)
-		require.Equal(t, activities.ClassSuccess, res.Class)
+// TestSendGroupIsSendSignedForMany: a group's attempts are made as
+// SendSigned makes each, with one load and one record for all; a delivery
+// gone is ErrDeliveryGone; a record that fails fails only the sent ones,
+// retryably, after the same bounded retries.
+func TestSendGroupIsSendSignedForMany(t *testing.T) {
+	st := &flakyStore{target: target(t, 200), missing: []string{"dlv_gone"}}
+	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test"}
+	reqs := []activities.SendRequest{
+		{DeliveryID: "dlv_a", Cycle: 1, Number: 1, Timeout: time.Second},
+		{DeliveryID: "dlv_gone", Cycle: 1, Number: 1, Timeout: time.Second},
+		{DeliveryID: "dlv_b", Cycle: 1, Number: 1, Timeout: time.Second},
 	}
-	sendOne("dlv_1")
-	require.Equal(t, 0, st.loads, "served from the prefetch")
-	sendOne("dlv_1")
-	require.Equal(t, 1, st.loads, "taken once")
-	sendOne("dlv_3")
-	require.Equal(t, 2, st.loads, "not prefetched")
-	now = now.Add(activities.PrefetchFresh + time.Millisecond)
-	sendOne("dlv_2")
-	require.Equal(t, 3, st.loads, "stale: loaded again")
-	require.Equal(t, 1, st.batchLoads)
+	outs, err := a.SendGroup(context.Background(), reqs)
+	require.NoError(t, err)
+	require.Len(t, outs, 3)
+	for _, i := range []int{0, 2} {
+		require.NoError(t, outs[i].Err())
+		require.Equal(t, activities.ClassSuccess, outs[i].Result.Class)
+		require.Equal(t, 200, outs[i].Result.StatusCode)
+	}
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, outs[1].Err(), &appErr)
+	require.Equal(t, activities.ErrDeliveryGone, appErr.Type())
+	require.Equal(t, []int{0, 1, 1}, []int{st.loads, st.batchLoads, st.recordCalls}, "one load, one record")
+	require.Len(t, st.records, 2)
+
+	down := &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}
+	st = &flakyStore{target: target(t, 503), failures: []error{down, down, down, down}}
+	a.Store = st
+	outs, err = a.SendGroup(context.Background(), reqs[:1])
+	require.NoError(t, err)
+	require.Error(t, outs[0].Err())
+	require.NotErrorAs(t, outs[0].Err(), &appErr, "retryable: the workflow's schedule goes on")
+	require.Equal(t, activities.RecordRetries+1, st.recordCalls)
+
+	st = &flakyStore{target: target(t, 200), loadErr: down}
+	a.Store = st
+	_, err = a.SendGroup(context.Background(), reqs)
+	require.ErrorIs(t, err, syscall.ECONNREFUSED, "nothing sent: the carrier sends each on its own")
 }

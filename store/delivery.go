@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -129,76 +130,115 @@ type Attempt struct {
 	NextAttemptAt *time.Time `json:"-" db:"-"`
 }
 
-// RecordAttempt stores an attempt and folds it into its delivery: count,
-// last status, next attempt time, and on success the succeeded state; a 410
-// also disables the endpoint and cancels its other in-flight deliveries.
-// A 2xx wins over a cancel that arrived during the request. Recording is
-// idempotent per (delivery, cycle, number): a retried activity does not
-// count twice. A delivery that no longer exists is ErrNotFound.
+// RecordAttempt records one attempt (see RecordAttempts).
 func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
-	if a.ID == "" {
-		a.ID = ids.NewAt(ids.Attempt, a.StartedAt)
+	errs, err := s.RecordAttempts(ctx, []Attempt{a})
+	if err != nil {
+		return err
 	}
-	if a.KeyIDs == nil {
-		a.KeyIDs = []string{}
+	return errs[0]
+}
+
+// RecordAttempts stores attempts (of distinct deliveries) and folds each
+// into its delivery, in one statement: count, last status, next attempt
+// time, and on success the succeeded state. Recording is idempotent per
+// (delivery, cycle, number): a retried activity does not count twice. A 2xx
+// wins over a cancel that arrived during the request; nothing else
+// overrides a finished delivery. A 410 also disables the endpoint and
+// cancels its other in-flight deliveries. errs[i] is attempts[i]'s own
+// failure (ErrNotFound: its delivery no longer exists); err fails them all.
+func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []error, err error) {
+	n := len(attempts)
+	var (
+		attemptIDs, deliveryIDs, classes, errTexts, excerpts, keyIDs []string
+		cycles, numbers                                              []int
+		started                                                      []time.Time
+		durations                                                    []int64
+		codes, succeeded                                             []*int
+		statuses                                                     []delivery.Status
+		next                                                         []*time.Time
+	)
+	for _, a := range attempts {
+		if a.ID == "" {
+			a.ID = ids.NewAt(ids.Attempt, a.StartedAt)
+		}
+		status, ok, nextAt := delivery.StatusDelivering, (*int)(nil), a.NextAttemptAt
+		if a.Class == string(delivery.ClassSuccess) {
+			number := a.Number
+			status, ok, nextAt = delivery.StatusSucceeded, &number, nil
+		}
+		attemptIDs, deliveryIDs, classes = append(attemptIDs, a.ID), append(deliveryIDs, a.DeliveryID), append(classes, a.Class)
+		errTexts, excerpts = append(errTexts, a.Error), append(excerpts, a.ResponseExcerpt)
+		keyIDs = append(keyIDs, strings.Join(a.KeyIDs, ","))
+		cycles, numbers, started, durations = append(cycles, a.Cycle), append(numbers, a.Number), append(started, a.StartedAt), append(durations, a.DurationMS)
+		codes, succeeded, statuses, next = append(codes, a.StatusCode), append(succeeded, ok), append(statuses, status), append(next, nextAt)
 	}
-	status := delivery.StatusDelivering
-	var succeeded *int
-	next := a.NextAttemptAt
-	if a.Class == string(delivery.ClassSuccess) {
-		status = delivery.StatusSucceeded
-		succeeded = &a.Number
-		next = nil
-	}
-	// One statement (one round trip on the hot path): lock the delivery,
-	// upsert the attempt, fold it in. The snapshot's count of attempts does
-	// not see the row this statement inserts, so it adds one when the
-	// attempt is new. $14 is the status this attempt asks for; a success
-	// wins over anything, nothing else overrides a finished delivery ($12).
-	var endpointID *string
-	var failures int
-	err := s.pool.QueryRow(ctx, `
-		WITH d AS (
-		  SELECT id, endpoint_id FROM deliveries WHERE id = $2 FOR UPDATE
+	// The snapshot's count of attempts does not see the rows this statement
+	// inserts, so it adds one for each attempt that is new. Rows are locked
+	// in ID order, so concurrent batches cannot deadlock.
+	rows, err := s.pool.Query(ctx, `
+		WITH i AS (
+		  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::bigint[], $7::int[], $8::text[],
+		                       $9::text[], $10::text[], $11::text[], $14::text[], $15::int[], $16::timestamptz[])
+		    AS t(id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids, status, succeeded, next_at)
+		), d AS (
+		  SELECT id, endpoint_id FROM deliveries WHERE id IN (SELECT delivery_id FROM i) ORDER BY id FOR UPDATE
 		), ins AS (
 		  INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids)
-		  SELECT $1, d.id, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM d
+		  SELECT i.id, i.delivery_id, i.cycle, i.number, i.started_at, i.duration_ms, i.status_code, i.class, i.error, i.response_excerpt,
+		         CASE WHEN i.key_ids = '' THEN '{}'::text[] ELSE string_to_array(i.key_ids, ',') END
+		  FROM i JOIN d ON d.id = i.delivery_id
 		  ON CONFLICT (delivery_id, cycle, number) DO UPDATE SET
 		    started_at = EXCLUDED.started_at, duration_ms = EXCLUDED.duration_ms, status_code = EXCLUDED.status_code,
 		    class = EXCLUDED.class, error = EXCLUDED.error, response_excerpt = EXCLUDED.response_excerpt, key_ids = EXCLUDED.key_ids
-		  RETURNING (xmax = 0) AS inserted
+		  RETURNING delivery_id, (xmax = 0) AS inserted
 		), upd AS (
-		  UPDATE deliveries SET
-		    attempt_count = (SELECT count(*) FROM attempts WHERE delivery_id = $2) + (SELECT count(*) FROM ins WHERE inserted),
-		    last_status_code = $7,
-		    status = CASE WHEN $14 = $13 OR NOT status = ANY ($12) THEN $14 ELSE status END,
-		    dead_letter_reason = CASE WHEN $14 = $13 THEN NULL ELSE dead_letter_reason END,
-		    succeeded_attempt = COALESCE($15, succeeded_attempt),
-		    next_attempt_at = CASE WHEN $14 = $13 OR NOT status = ANY ($12) THEN $16::timestamptz ELSE NULL END,
+		  UPDATE deliveries dl SET
+		    attempt_count = (SELECT count(*) FROM attempts a WHERE a.delivery_id = dl.id)
+		                  + (SELECT count(*) FROM ins WHERE ins.delivery_id = dl.id AND ins.inserted),
+		    last_status_code = i.status_code,
+		    status = CASE WHEN i.status = $13 OR NOT dl.status = ANY ($12) THEN i.status ELSE dl.status END,
+		    dead_letter_reason = CASE WHEN i.status = $13 THEN NULL ELSE dl.dead_letter_reason END,
+		    succeeded_attempt = COALESCE(i.succeeded, dl.succeeded_attempt),
+		    next_attempt_at = CASE WHEN i.status = $13 OR NOT dl.status = ANY ($12) THEN i.next_at ELSE NULL END,
 		    updated_at = now()
-		  WHERE id IN (SELECT id FROM d)
+		  FROM i WHERE dl.id = i.delivery_id AND dl.id IN (SELECT id FROM d)
 		)
-		SELECT (SELECT endpoint_id FROM d),
-		       COALESCE((SELECT e.consecutive_failures FROM endpoints e WHERE e.id = (SELECT endpoint_id FROM d)), 0)`,
-		a.ID, a.DeliveryID, a.Cycle, a.Number, a.StartedAt, a.DurationMS, a.StatusCode, a.Class, a.Error, a.ResponseExcerpt, a.KeyIDs,
-		delivery.Finished(), delivery.StatusSucceeded, status, succeeded, next).Scan(&endpointID, &failures)
+		SELECT i.delivery_id, d.endpoint_id, COALESCE(e.consecutive_failures, 0)
+		FROM i LEFT JOIN d ON d.id = i.delivery_id LEFT JOIN endpoints e ON e.id = d.endpoint_id`,
+		attemptIDs, deliveryIDs, cycles, numbers, started, durations, codes, classes, errTexts, excerpts, keyIDs,
+		delivery.Finished(), delivery.StatusSucceeded, statuses, succeeded, next)
 	if err != nil {
-		return fmt.Errorf("record attempt %s #%d: %w", a.DeliveryID, a.Number, err)
+		return nil, fmt.Errorf("record %d attempts: %w", n, err)
 	}
-	if endpointID == nil {
-		return fmt.Errorf("record attempt of %s: %w", a.DeliveryID, ErrNotFound)
+	type folded struct {
+		endpointID *string
+		failures   int
 	}
-	if status == delivery.StatusSucceeded && failures > 0 {
-		if err := s.recovered(ctx, *endpointID); err != nil {
-			return err
+	byDelivery := make(map[string]folded, n)
+	var id string
+	var f folded
+	if _, err := pgx.ForEachRow(rows, []any{&id, &f.endpointID, &f.failures}, func() error {
+		byDelivery[id] = f
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("record %d attempts: %w", n, err)
+	}
+	errs = make([]error, n)
+	for i, a := range attempts {
+		f := byDelivery[a.DeliveryID]
+		switch {
+		case f.endpointID == nil:
+			errs[i] = fmt.Errorf("record attempt of %s: %w", a.DeliveryID, ErrNotFound)
+		case a.Class == string(delivery.ClassSuccess) && f.failures > 0:
+			errs[i] = s.recovered(ctx, *f.endpointID)
+		case a.StatusCode != nil && *a.StatusCode == http.StatusGone:
+			errs[i] = s.inTx(ctx, func(tx pgx.Tx) error {
+				return s.disable(ctx, tx, *f.endpointID, DisabledGone, "receiver answered 410 Gone", a.DeliveryID)
+			})
 		}
 	}
-	if a.StatusCode != nil && *a.StatusCode == http.StatusGone {
-		return s.inTx(ctx, func(tx pgx.Tx) error {
-			return s.disable(ctx, tx, *endpointID, DisabledGone, "receiver answered 410 Gone", a.DeliveryID)
-		})
-	}
-	return nil
+	return errs, nil
 }
 
 // MarkDelivery sets a delivery's state as its workflow decided and returns

@@ -542,3 +542,51 @@ func TestPruneHonoursAppRetention(t *testing.T) {
 	_, err = f.st.GetDelivery(ctx, f.app.ID, longDone)
 	require.NoError(t, err)
 }
+
+// TestRecordAttemptsInOneStatement: a batch records each attempt as
+// RecordAttempt does (count, status, next attempt, last code, key IDs),
+// reports a delivery gone on its own, and recording the batch again counts
+// nothing twice; LoadTargets loads each delivery's target as LoadTarget.
+func TestRecordAttemptsInOneStatement(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	ok, failed := f.publish(t), f.publish(t)
+	next := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	c200, c503 := 200, 503
+	batch := []store.Attempt{
+		{DeliveryID: ok, Cycle: 1, Number: 1, StartedAt: time.Now(), DurationMS: 7, StatusCode: &c200, Class: string(delivery.ClassSuccess), KeyIDs: []string{"whk_a", "whk_b"}},
+		{DeliveryID: failed, Cycle: 1, Number: 1, StartedAt: time.Now(), DurationMS: 9, StatusCode: &c503, Class: string(delivery.ClassRetryable), Error: "503", NextAttemptAt: &next},
+		{DeliveryID: "dlv_gone", Cycle: 1, Number: 1, StartedAt: time.Now(), Class: string(delivery.ClassSuccess)},
+	}
+	for range 2 {
+		errs, err := f.st.RecordAttempts(ctx, batch)
+		require.NoError(t, err)
+		require.NoError(t, errs[0])
+		require.NoError(t, errs[1])
+		require.ErrorIs(t, errs[2], store.ErrNotFound)
+	}
+	d, err := f.st.GetDelivery(ctx, f.app.ID, ok)
+	require.NoError(t, err)
+	require.Equal(t, delivery.StatusSucceeded, d.Status)
+	require.Equal(t, 1, d.AttemptCount, "recorded twice, counted once")
+	require.Equal(t, 200, *d.LastStatusCode)
+	require.Equal(t, []string{"whk_a", "whk_b"}, d.LastAttempt.KeyIDs)
+	require.Nil(t, d.NextAttemptAt)
+	d, err = f.st.GetDelivery(ctx, f.app.ID, failed)
+	require.NoError(t, err)
+	require.Equal(t, delivery.StatusDelivering, d.Status)
+	require.Equal(t, 1, d.AttemptCount)
+	require.Equal(t, next, d.NextAttemptAt.UTC())
+	require.Equal(t, []string{}, d.LastAttempt.KeyIDs)
+
+	one, err := f.st.LoadTarget(ctx, ok, time.Now())
+	require.NoError(t, err)
+	many, err := f.st.LoadTargets(ctx, []string{ok, "dlv_gone", failed}, time.Now())
+	require.NoError(t, err)
+	require.Len(t, many, 2)
+	for _, tg := range many {
+		if tg.DeliveryID == ok {
+			require.Equal(t, one, tg)
+		}
+	}
+}

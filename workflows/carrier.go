@@ -33,6 +33,64 @@ const (
 // finds a delivery's first attempt by its ID.
 var SADeliveries = temporal.NewSearchAttributeKeyKeywordList("HookrelayDeliveries")
 
+// versionCarrierGroups sends each group of first attempts due together as
+// one SendGroup local activity instead of one SendSigned each.
+const versionCarrierGroups = "carrier-groups"
+
+// carried is one delivery in a carrier.
+type carried struct {
+	in       Input
+	set      delivery.Settings
+	deadline time.Time
+	due      time.Time
+	resume   *Resume
+}
+
+// firstAttempt is the request of c's first attempt.
+func (c *carried) firstAttempt() activities.SendRequest {
+	return sendRequest(c.in, c.set, 1, 1, c.deadline)
+}
+
+// sendEach makes each first attempt of group as its own SendSigned local
+// activity, all in parallel, into results and errs.
+func sendEach(ctx workflow.Context, group []*carried, results []activities.SendResult, errs []error) {
+	var a *activities.Activities
+	futures := make([]workflow.Future, len(group))
+	for i, c := range group {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: c.set.RequestTimeout + RecordSlack, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		})
+		futures[i] = workflow.ExecuteLocalActivity(lctx, a.SendSigned, c.firstAttempt())
+	}
+	for i := range group {
+		errs[i] = futures[i].Get(ctx, &results[i])
+	}
+}
+
+// sendGroup makes the first attempts of group as one SendGroup local
+// activity into results and errs, and reports whether it ran: when it
+// failed as a whole (nothing was sent), the caller sends each on its own.
+func sendGroup(ctx workflow.Context, group []*carried, results []activities.SendResult, errs []error) bool {
+	var a *activities.Activities
+	reqs := make([]activities.SendRequest, len(group))
+	timeout := time.Duration(0)
+	for i, c := range group {
+		reqs[i] = c.firstAttempt()
+		timeout = max(timeout, c.set.RequestTimeout)
+	}
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: timeout + RecordSlack, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	var outs []activities.SendOutcome
+	if err := workflow.ExecuteLocalActivity(lctx, a.SendGroup, reqs).Get(ctx, &outs); err != nil || len(outs) != len(group) {
+		return false
+	}
+	for i, o := range outs {
+		results[i], errs[i] = o.Result, o.Err()
+	}
+	return true
+}
+
 // CarrierInput is a batch of new deliveries whose first attempts one
 // workflow makes.
 type CarrierInput struct {
@@ -56,13 +114,6 @@ type CarrierResult struct {
 // share of one workflow instead of one of its own.
 func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, error) {
 	var result CarrierResult
-	type carried struct {
-		in       Input
-		set      delivery.Settings
-		deadline time.Time
-		due      time.Time
-		resume   *Resume
-	}
 	now := workflow.Now(ctx)
 	var pending, direct []*carried
 	for _, d := range in.Deliveries {
@@ -82,10 +133,9 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 		pending = append(pending, c)
 	}
 	slices.SortStableFunc(pending, func(a, b *carried) int { return a.due.Compare(b.due) })
-	var a *activities.Activities
-	// Each group due together first loads its targets in one statement, in
-	// this worker, instead of one per attempt (see PrefetchTargets).
-	prefetch := len(pending) > 1 && workflow.GetVersion(ctx, "carrier-prefetch", workflow.DefaultVersion, 1) == 1
+	// Each group due together is sent by one SendGroup: one statement loads
+	// its targets, one records its attempts, one marker holds its results.
+	grouped := len(pending) > 1 && workflow.GetVersion(ctx, versionCarrierGroups, workflow.DefaultVersion, 1) == 1
 	for len(pending) > 0 {
 		// Everything due within CarrierLateness of the first goes together,
 		// when the last of them is due: none early, none more than
@@ -101,29 +151,13 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 				return result, err
 			}
 		}
-		if prefetch && len(group) > 1 {
-			ids := make([]string, len(group))
-			for i, c := range group {
-				ids[i] = c.in.DeliveryID
-			}
-			// Best effort: an attempt that finds nothing prefetched loads its
-			// own target, so a failure here changes nothing but the cost.
-			pctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-				ScheduleToCloseTimeout: activities.PrefetchTimeout, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-			})
-			_ = workflow.ExecuteLocalActivity(pctx, a.PrefetchTargets, ids).Get(ctx, nil)
-		}
-		futures := make([]workflow.Future, len(group))
-		for i, c := range group {
-			req := sendRequest(c.in, c.set, 1, 1, c.deadline)
-			lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-				ScheduleToCloseTimeout: c.set.RequestTimeout + RecordSlack, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-			})
-			futures[i] = workflow.ExecuteLocalActivity(lctx, a.SendSigned, req)
+		results := make([]activities.SendResult, len(group))
+		errs := make([]error, len(group))
+		if !grouped || len(group) == 1 || !sendGroup(ctx, group, results, errs) {
+			sendEach(ctx, group, results, errs)
 		}
 		for i, c := range group {
-			var res activities.SendResult
-			err := futures[i].Get(ctx, &res)
+			res, err := results[i], errs[i]
 			v := judge(res, err)
 			switch {
 			case v.final && v.out == outSucceeded:
@@ -133,13 +167,8 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 				result.Gone++
 				continue
 			}
-			c.resume = &Resume{Result: res}
-			var appErr *temporal.ApplicationError
-			if errors.As(err, &appErr) {
-				c.resume.ErrorType, c.resume.Error = appErr.Type(), appErr.Message()
-			} else if err != nil {
-				c.resume.Error = err.Error()
-			}
+			o := activities.Outcome(res, err)
+			c.resume = &o
 			direct = append(direct, c)
 		}
 	}

@@ -20,10 +20,11 @@ import (
 
 // carrierRun runs a carrier whose first attempts answer by delivery ID,
 // with DeliveryWorkflow mocked, and returns its result, the hand-offs' inputs
-// and when (carrier time) each attempt started. prefetch, when given,
-// answers the carrier's PrefetchTargets (by default: all loaded).
+// and when (carrier time) each attempt started. A group sent at once
+// (SendGroup) answers each of its deliveries the same way, unless group is
+// given: it then answers SendGroup.
 func carrierRun(t *testing.T, answers map[string]func() (activities.SendResult, error), deliveries []workflows.Input,
-	prefetch ...func([]string) (int, error)) (workflows.CarrierResult, map[string]workflows.Input, map[string]time.Duration) {
+	group ...func([]activities.SendRequest) ([]activities.SendOutcome, error)) (workflows.CarrierResult, map[string]workflows.Input, map[string]time.Duration) {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
@@ -40,11 +41,20 @@ func carrierRun(t *testing.T, answers map[string]func() (activities.SendResult, 
 		res.Number, res.StartedAt = req.Number, env.Now()
 		return res, err
 	})
-	env.OnActivity(a.PrefetchTargets, mock.Anything, mock.Anything).Return(func(_ context.Context, ids []string) (int, error) {
-		if len(prefetch) > 0 {
-			return prefetch[0](ids)
+	env.OnActivity(a.SendGroup, mock.Anything, mock.Anything).Return(func(_ context.Context, reqs []activities.SendRequest) ([]activities.SendOutcome, error) {
+		if len(group) > 0 {
+			return group[0](reqs)
 		}
-		return len(ids), nil
+		outs := make([]activities.SendOutcome, len(reqs))
+		for i, req := range reqs {
+			mu.Lock()
+			started[req.DeliveryID] = env.Now().Sub(start)
+			mu.Unlock()
+			res, err := answers[req.DeliveryID]()
+			res.Number, res.StartedAt = req.Number, env.Now()
+			outs[i] = activities.Outcome(res, err)
+		}
+		return outs, nil
 	})
 	handed := map[string]workflows.Input{}
 	env.RegisterWorkflow(workflows.DeliveryWorkflow)
@@ -176,25 +186,44 @@ func TestReplayOfAHandedOffDeliveryStartsFresh(t *testing.T) {
 	require.Len(t, s2.calls, 1, "the replayed cycle sent its own first attempt")
 }
 
-// TestCarrierPrefetchesEachGroup: one PrefetchTargets loads the targets
-// of the first attempts due together, when they are due; a delivery due on
-// its own loads its own; a prefetch that fails changes no result.
-func TestCarrierPrefetchesEachGroup(t *testing.T) {
+// TestCarrierSendsEachGroupAtOnce: the first attempts due together go in
+// one SendGroup; a delivery due on its own goes in its own SendSigned; a
+// SendGroup that fails as a whole (nothing sent) is followed by one
+// SendSigned each, with the same results.
+func TestCarrierSendsEachGroupAtOnce(t *testing.T) {
 	ok := func() (activities.SendResult, error) {
 		return activities.SendResult{Class: activities.ClassSuccess, StatusCode: 200}, nil
 	}
-	answers := map[string]func() (activities.SendResult, error){"dlv_a": ok, "dlv_b": ok, "dlv_c": ok}
+	fail := func() (activities.SendResult, error) {
+		return activities.SendResult{Class: activities.ClassRetryable, StatusCode: 503}, nil
+	}
+	answers := map[string]func() (activities.SendResult, error){"dlv_a": ok, "dlv_b": fail, "dlv_c": ok}
 	later := delivery.Settings{Schedule: []time.Duration{10 * time.Second, time.Minute}, Deadline: time.Hour, RequestTimeout: time.Second}
 	now := delivery.Settings{Schedule: []time.Duration{0, time.Minute}, Deadline: time.Hour, RequestTimeout: time.Second}
 	ins := []workflows.Input{{DeliveryID: "dlv_a", Settings: now}, {DeliveryID: "dlv_b", Settings: now}, {DeliveryID: "dlv_c", Settings: later}}
-	var calls [][]string
-	res, _, _ := carrierRun(t, answers, ins, func(ids []string) (int, error) {
-		calls = append(calls, ids)
-		return len(ids), nil
+	var groups [][]string
+	res, handed, started := carrierRun(t, answers, ins, func(reqs []activities.SendRequest) ([]activities.SendOutcome, error) {
+		var ids []string
+		outs := make([]activities.SendOutcome, len(reqs))
+		for i, r := range reqs {
+			ids = append(ids, r.DeliveryID)
+			res, err := answers[r.DeliveryID]()
+			res.Number = r.Number
+			outs[i] = activities.Outcome(res, err)
+		}
+		groups = append(groups, ids)
+		return outs, nil
 	})
-	require.Equal(t, 3, res.Delivered)
-	require.Equal(t, [][]string{{"dlv_a", "dlv_b"}}, calls, "dlv_c, due 10 s later on its own, loads its own")
+	require.Equal(t, workflows.CarrierResult{Delivered: 2, HandedOff: 1}, res)
+	require.Equal(t, [][]string{{"dlv_a", "dlv_b"}}, groups)
+	require.Contains(t, started, "dlv_c", "sent on its own")
+	require.NotContains(t, started, "dlv_a")
+	require.Equal(t, 503, handed["dlv_b"].Resume.Result.StatusCode)
 
-	res, _, _ = carrierRun(t, answers, ins, func([]string) (int, error) { return 0, errors.New("postgres unreachable") })
-	require.Equal(t, workflows.CarrierResult{Delivered: 3}, res)
+	res, handed, started = carrierRun(t, answers, ins, func([]activities.SendRequest) ([]activities.SendOutcome, error) {
+		return nil, errors.New("postgres unreachable")
+	})
+	require.Equal(t, workflows.CarrierResult{Delivered: 2, HandedOff: 1}, res)
+	require.Len(t, started, 3, "each sent on its own after the group failed")
+	require.Equal(t, 503, handed["dlv_b"].Resume.Result.StatusCode)
 }

@@ -101,26 +101,9 @@ type Input struct {
 	Resume *Resume `json:",omitempty"`
 }
 
-// Resume is a first attempt made elsewhere: its result, or why its
-// activity did not complete.
-type Resume struct {
-	Result activities.SendResult
-	// ErrorType and Error describe an activity that did not complete
-	// (ErrorType is an activities.Err* type, or empty for any other failure).
-	ErrorType string `json:",omitempty"`
-	Error     string `json:",omitempty"`
-}
-
-// err is the activity failure Resume describes, nil for a result.
-func (r *Resume) err() error {
-	switch {
-	case r.ErrorType != "":
-		return temporal.NewNonRetryableApplicationError(r.Error, r.ErrorType, nil)
-	case r.Error != "":
-		return errors.New(r.Error)
-	}
-	return nil
-}
+// Resume is a first attempt made elsewhere (by a carrier): its result, or
+// why its activity did not complete.
+type Resume = activities.SendOutcome
 
 // ReplaySignal asks for a new cycle.
 type ReplaySignal struct {
@@ -314,7 +297,7 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 				}
 			}
 		default:
-			out, done, hint := r.apply(ctx, res.Result, res.err())
+			out, done, hint := r.apply(ctx, res.Result, res.Err())
 			if done {
 				return out
 			}

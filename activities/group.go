@@ -1,0 +1,106 @@
+package activities
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.temporal.io/sdk/temporal"
+
+	"hookrelay/store"
+)
+
+// SendOutcome is one attempt's answer as data (one delivery's part of a
+// SendGroup, or a carrier's first attempt handed to the delivery's own
+// workflow): the result SendSigned returned, or why it did not complete
+// (ErrorType is the ApplicationError's type, such as ErrDeliveryGone, or
+// empty for any other failure).
+type SendOutcome struct {
+	Result    SendResult
+	Error     string `json:",omitempty"`
+	ErrorType string `json:",omitempty"`
+}
+
+// Err is the error SendSigned would have returned, nil for none.
+func (o SendOutcome) Err() error {
+	switch {
+	case o.ErrorType != "":
+		return temporal.NewNonRetryableApplicationError(o.Error, o.ErrorType, nil)
+	case o.Error != "":
+		return errors.New(o.Error)
+	}
+	return nil
+}
+
+// Outcome is SendSigned's answer (res, err) as a SendOutcome.
+func Outcome(res SendResult, err error) SendOutcome {
+	o := SendOutcome{Result: res}
+	if err != nil {
+		o.Error = err.Error()
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			o.ErrorType, o.Error = appErr.Type(), appErr.Message()
+		}
+	}
+	return o
+}
+
+// SendGroup makes the attempts of reqs, distinct deliveries due together
+// (a carrier's), each exactly as SendSigned makes one and all in parallel,
+// but loads their targets in one statement and records them in one, and
+// answers them in one local-activity result. An error (the targets could
+// not be loaded) means nothing was sent.
+func (a *Activities) SendGroup(ctx context.Context, reqs []SendRequest) ([]SendOutcome, error) {
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = r.DeliveryID
+	}
+	ts, err := a.Store.LoadTargets(ctx, ids, a.now())
+	if err != nil {
+		return nil, fmt.Errorf("send group of %d: %w", len(reqs), err)
+	}
+	targets := make(map[string]store.Target, len(ts))
+	for _, t := range ts {
+		targets[t.DeliveryID] = t
+	}
+	outs := make([]SendOutcome, len(reqs))
+	recs := make([]*store.Attempt, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		t, ok := targets[req.DeliveryID]
+		if !ok {
+			outs[i] = Outcome(SendResult{}, gone(fmt.Errorf("send %s: load delivery %s: %w", req.DeliveryID, req.DeliveryID, store.ErrNotFound)))
+			continue
+		}
+		wg.Go(func() {
+			res, rec, err := a.attempt(ctx, req, t, a.now())
+			outs[i], recs[i] = Outcome(res, err), rec
+		})
+	}
+	wg.Wait()
+	var batch []store.Attempt
+	var at []int
+	for i, rec := range recs {
+		if rec != nil {
+			batch, at = append(batch, *rec), append(at, i)
+		}
+	}
+	if len(batch) == 0 {
+		return outs, nil
+	}
+	errs, err := a.record(ctx, batch)
+	for j, i := range at {
+		req := reqs[i]
+		e := err
+		if e == nil {
+			e = errs[j]
+		}
+		if e != nil {
+			outs[i] = Outcome(SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, e)))
+			continue
+		}
+		a.recorded(ctx, req, targets[req.DeliveryID], outs[i].Result, recs[i].KeyIDs)
+	}
+	return outs, nil
+}

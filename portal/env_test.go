@@ -148,6 +148,17 @@ func (e *env) finish(dlv string, status delivery.Status, reason string) {
 	require.NoError(e.t, err)
 }
 
+// deadLetter makes an endpoint and an event whose delivery to it failed
+// once with code and excerpt and dead-lettered; it returns both IDs.
+func (e *env) deadLetter(code int, class delivery.Class, excerpt string) (ep, dlv string) {
+	e.t.Helper()
+	ep = e.endpoint("http://127.0.0.1:9/hook")
+	dlv = e.publish("invoice.paid", map[string]any{"n": 1})[ep]
+	e.attempt(dlv, 1, code, class, excerpt)
+	e.finish(dlv, delivery.StatusDeadLettered, "failed")
+	return ep, dlv
+}
+
 // client is an HTTP client with a cookie jar that trusts the test
 // server, following no redirects.
 func (e *env) client() *http.Client {

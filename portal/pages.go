@@ -433,40 +433,33 @@ func (p *Portal) replayRange(c *gin.Context, since, until string) (map[string]an
 	return body, true
 }
 
-func (p *Portal) confirmReplay(c *gin.Context) {
-	e, ok := p.loadEndpoint(c)
-	if !ok {
-		return
+// rangeReplay counts (dryRun: the confirmation page, GET) or resends (a
+// POST) the endpoint's dead letters between since and until.
+func (p *Portal) rangeReplay(dryRun bool) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		e, ok := p.loadEndpoint(c)
+		if !ok {
+			return
+		}
+		since, until := c.Request.FormValue("since"), c.Request.FormValue("until")
+		body, ok := p.replayRange(c, since, until)
+		if !ok {
+			return
+		}
+		body["dry_run"] = dryRun
+		var out struct {
+			WouldReplay int `json:"would_replay"`
+		}
+		if err := p.call(c, http.MethodPost, "/endpoints/"+seg(e.ID)+"/replay", body, &out); err != nil {
+			p.failed(c, err)
+			return
+		}
+		if dryRun {
+			p.render(c, http.StatusOK, "replay", map[string]any{"E": e, "Count": out.WouldReplay, "Since": since, "Until": until})
+			return
+		}
+		c.Redirect(http.StatusSeeOther, "/portal/deliveries?endpoint_id="+url.QueryEscape(e.ID))
 	}
-	body, ok := p.replayRange(c, c.Query("since"), c.Query("until"))
-	if !ok {
-		return
-	}
-	body["dry_run"] = true
-	var out struct {
-		WouldReplay int `json:"would_replay"`
-	}
-	if err := p.call(c, http.MethodPost, "/endpoints/"+seg(e.ID)+"/replay", body, &out); err != nil {
-		p.failed(c, err)
-		return
-	}
-	p.render(c, http.StatusOK, "replay", map[string]any{"E": e, "Count": out.WouldReplay, "Since": c.Query("since"), "Until": c.Query("until")})
-}
-
-func (p *Portal) replay(c *gin.Context) {
-	e, ok := p.loadEndpoint(c)
-	if !ok {
-		return
-	}
-	body, ok := p.replayRange(c, c.PostForm("since"), c.PostForm("until"))
-	if !ok {
-		return
-	}
-	if err := p.call(c, http.MethodPost, "/endpoints/"+seg(e.ID)+"/replay", body, nil); err != nil {
-		p.failed(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, "/portal/deliveries?endpoint_id="+url.QueryEscape(e.ID))
 }
 
 func (p *Portal) eventTypes(c *gin.Context) {

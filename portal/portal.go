@@ -122,7 +122,7 @@ func (p *Portal) Handler() http.Handler {
 	g.GET("/endpoints", p.endpoints)
 	g.GET("/endpoints/new", p.need(access.CapManageEndpoints), p.newEndpoint)
 	g.GET("/endpoints/:ep", p.endpoint)
-	g.GET("/endpoints/:ep/replay", p.need(access.CapResend), p.confirmReplay)
+	g.GET("/endpoints/:ep/replay", p.need(access.CapResend), p.rangeReplay(true))
 	g.GET("/event-types", p.eventTypes)
 	g.GET("/stats", p.stats)
 	// Every change: a CSRF token, then the capability it needs.
@@ -139,7 +139,7 @@ func (p *Portal) Handler() http.Handler {
 	post.POST("/endpoints/:ep/test", p.need(access.CapManageEndpoints),
 		p.endpointAction(http.MethodPost, "/test", nil, "/portal/endpoints/{ep}", "tested"))
 	post.POST("/endpoints/:ep/rotate", p.need(access.CapRotateSecret), p.rotate)
-	post.POST("/endpoints/:ep/replay", p.need(access.CapResend), p.replay)
+	post.POST("/endpoints/:ep/replay", p.need(access.CapResend), p.rangeReplay(false))
 	post.POST("/logout", p.logout)
 	return r
 }

@@ -91,10 +91,7 @@ func TestLinkIsSingleUseSignedAndExpiring(t *testing.T) {
 // token) is refused and changes nothing.
 func TestViewOnlyCannotChange(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	ep := e.endpoint("http://127.0.0.1:9/hook")
-	dlv := e.publish("invoice.paid", map[string]any{"n": 1})[ep]
-	e.attempt(dlv, 1, 404, delivery.ClassPermanent, "not here")
-	e.finish(dlv, delivery.StatusDeadLettered, "permanent failure")
+	ep, dlv := e.deadLetter(404, delivery.ClassPermanent, "not here")
 
 	c := e.client()
 	page := open(t, c, e.link(map[string]any{"capabilities": []string{}}))
@@ -133,10 +130,7 @@ func TestViewOnlyCannotChange(t *testing.T) {
 // recorded as the portal session's.
 func TestChangesNeedTheCSRFToken(t *testing.T) {
 	e := newEnv(t, envConfig{})
-	ep := e.endpoint("http://127.0.0.1:9/hook")
-	dlv := e.publish("invoice.paid", map[string]any{"n": 1})[ep]
-	e.attempt(dlv, 1, 500, delivery.ClassRetryable, "down")
-	e.finish(dlv, delivery.StatusDeadLettered, "schedule exhausted")
+	_, dlv := e.deadLetter(500, delivery.ClassRetryable, "down")
 	full := map[string]any{"capabilities": []string{"resend", "manage_endpoints", "rotate_secret"}}
 	c := e.client()
 	page := open(t, c, e.link(full))

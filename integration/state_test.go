@@ -358,8 +358,12 @@ func TestPauseHoldsEverything(t *testing.T) {
 }
 
 // TestRateLimitAcrossWorkers: 2,000 replays to an endpoint limited to
-// 50/s, carried by two worker processes, arrive at no more than 50 in any
-// one-second window (one token of slack), and none is lost.
+// 50/s, carried by two worker processes, arrive at no more than 50/s on
+// average, at most 52 in any one-second window, and none is lost. The
+// window has two tokens of slack because it is read at the receiver:
+// arrival times add transport and scheduling delays (a request sent on its
+// slot can arrive a slot late, next to one sent on time) that the limiter,
+// which hands out one slot per 20 ms across both workers, does not control.
 func TestRateLimitAcrossWorkers(t *testing.T) {
 	h := newHarness(t)
 	second, err := app.Start(context.Background(), h.cfg, h.logger.With("process", "worker-2"), app.RoleWorker, h.opts)
@@ -416,7 +420,8 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	took := times[len(times)-1].Sub(times[0])
 	t.Logf("%d replays at a limit of %d/s over two workers: at most %d in any 1 s window; %s from first to last (%.1f/s)",
 		len(times), rate, most, took.Round(time.Millisecond), float64(len(times))/took.Seconds())
-	require.LessOrEqual(t, most, rate+1)
+	require.LessOrEqual(t, most, rate+2)
+	require.GreaterOrEqual(t, took, time.Duration(float64(len(times)-1-rate)/rate*float64(time.Second)), "no faster than the limit on average")
 }
 
 // TestMaxInFlightBoundsConcurrency: an endpoint with max_in_flight 2 and a

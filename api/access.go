@@ -339,11 +339,17 @@ func (s *Server) listAudit(c *gin.Context) {
 	list(c, p, entries, func(e store.AuditEntry) string { return fmt.Sprint(e.ID) })
 }
 
-// listAppEventTypes is the catalog as an app's keys and portal see it.
+// listAppEventTypes is the catalog as an app's keys and portal see it:
+// without the operational types, unless it is the operations app.
 func (s *Server) listAppEventTypes(c *gin.Context) {
-	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {
+	p, ok := s.appPage(c)
+	if !ok {
+		return
+	}
+	ets, err := s.store.ListAppEventTypes(c.Request.Context(), c.Param("app"), p)
+	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	s.listEventTypes(c)
+	list(c, p, ets, func(e store.EventType) string { return e.Name })
 }

@@ -113,8 +113,24 @@ func TestAppKeyReachesOnlyItsApp(t *testing.T) {
 	require.Equal(t, http.StatusOK, code)
 	code, _ = c.do(k.Key, "DELETE", "/v1/apps/"+appA.ID, nil, nil)
 	require.Equal(t, http.StatusNotFound, code)
-	code, _ = c.do(k.Key, "GET", "/v1/apps/"+appA.ID+"/event-types", nil, nil)
-	require.Equal(t, http.StatusOK, code)
+	// The catalog as the app sees it leaves out the operational types,
+	// which only the operations app's endpoints receive.
+	names := func(key, path string) []string {
+		t.Helper()
+		var out struct{ Data []store.EventType }
+		code, body := c.do(key, "GET", path, nil, &out)
+		require.Equal(t, http.StatusOK, code, body)
+		var ns []string
+		for _, et := range out.Data {
+			ns = append(ns, et.Name)
+		}
+		return ns
+	}
+	require.Subset(t, names(admin, "/v1/event-types"), store.OperationalTypes())
+	require.Subset(t, names(admin, "/v1/apps/"+store.OperationsApp+"/event-types"), store.OperationalTypes())
+	for _, op := range store.OperationalTypes() {
+		require.NotContains(t, names(k.Key, "/v1/apps/"+appA.ID+"/event-types"), op)
+	}
 
 	var audit struct {
 		Data []store.AuditEntry `json:"data"`

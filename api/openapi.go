@@ -72,7 +72,7 @@ func operations() []operation {
 		{"DELETE", "/v1/api-keys/{key}", "Revoke an API key (admin only): its next request is refused", nil, 204, nil, nil},
 		{"POST", "/v1/apps/{app}/portal-links", "Make a single-use, expiring link into the app's portal", ref("PortalLinkRequest"), 201, ref("PortalLink"), nil},
 		{"GET", "/v1/apps/{app}/audit-log", "Every state-changing call on the app and who made it", nil, 200, listOf("AuditEntry"), []string{"limit", "cursor"}},
-		{"GET", "/v1/apps/{app}/event-types", "The event-type catalog, as the app's keys and portal see it", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
+		{"GET", "/v1/apps/{app}/event-types", "The event-type catalog as the app's endpoints can subscribe to it (operational types only for app_operations)", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/test", "Send the endpoint a test event (webhook.test), whatever its filter", nil, 202, ref("Event"), nil},
 	}
 }

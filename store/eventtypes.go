@@ -62,8 +62,22 @@ func (s *Store) GetEventType(ctx context.Context, name string) (EventType, error
 
 // ListEventTypes lists the catalog by name.
 func (s *Store) ListEventTypes(ctx context.Context, p Page) ([]EventType, error) {
+	return s.listEventTypes(ctx, p, nil)
+}
+
+// ListAppEventTypes lists the catalog as app's endpoints can subscribe to
+// it: every type but the operational ones, which only OperationsApp's
+// endpoints receive.
+func (s *Store) ListAppEventTypes(ctx context.Context, appID string, p Page) ([]EventType, error) {
+	if appID == OperationsApp {
+		return s.listEventTypes(ctx, p, nil)
+	}
+	return s.listEventTypes(ctx, p, OperationalTypes())
+}
+
+func (s *Store) listEventTypes(ctx context.Context, p Page, except []string) ([]EventType, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+eventTypeCols+` FROM event_types
-		WHERE $1 = '' OR name > $1 ORDER BY name LIMIT $2`, p.Cursor, p.Limit)
+		WHERE ($1 = '' OR name > $1) AND name <> ALL ($3) ORDER BY name LIMIT $2`, p.Cursor, p.Limit, nonNil(except))
 	if err != nil {
 		return nil, fmt.Errorf("list event types: %w", err)
 	}

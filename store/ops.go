@@ -36,6 +36,11 @@ const (
 	OpDeadLettered      = "delivery.dead_lettered"
 )
 
+// OperationalTypes lists the operational event types.
+func OperationalTypes() []string {
+	return []string{OpEndpointDisabled, OpEndpointFailing, OpEndpointRecovered, OpDeadLettered}
+}
+
 // Reasons of endpoint.disabled.
 const (
 	DisabledGone      = "gone_410"

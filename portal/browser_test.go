@@ -120,10 +120,6 @@ func TestPortalInBrowser(t *testing.T) {
 			e.finish(dl[orders], delivery.StatusSucceeded, "")
 		}
 	}
-	// Spread over the day, so the chart has bars in several hours.
-	_, err = e.st.Pool().Exec(context.Background(), `UPDATE deliveries SET created_at = created_at - (abs(hashtext(id)) % 20) * interval '1 hour'
-		WHERE id <> $1 AND status = 'succeeded'`, dead)
-	require.NoError(t, err)
 	full := map[string]any{"capabilities": []string{"resend", "manage_endpoints", "rotate_secret"}}
 	d.link, d.framed = e.link(full), e.link(map[string]any{})
 
@@ -249,21 +245,6 @@ func TestPortalInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#deliveries")),
 	)
 
-	do(t, ctx,
-		chromedp.Navigate(e.srv.URL+"/portal/event-types"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-type="invoice.paid"]`)),
-		chromedp.Click(chromedp.CSS(`[data-type="invoice.paid"] summary`)),
-	)
-	shoot(t, ctx, "event-types")
-	do(t, ctx,
-		chromedp.Navigate(e.srv.URL+"/portal/stats"),
-		chromedp.WaitVisible(chromedp.CSS("#chart")),
-	)
-	bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#chart rect").length`))
-	require.NoError(t, err)
-	require.GreaterOrEqual(t, bars, 2, "this hour's succeeded and in-flight segments")
-	shoot(t, ctx, "stats")
-
 	// Framed by the provider's dashboard on another site: the framed link
 	// opens a session whose cookie the frame then sends.
 	do(t, ctx, chromedp.Navigate(dash+"/frame"), chromedp.WaitVisible(chromedp.CSS("#portal")))
@@ -281,4 +262,25 @@ func TestPortalInBrowser(t *testing.T) {
 		return err == nil && heading == "Delivery log"
 	}, 20*time.Second, 200*time.Millisecond, "the framed portal shows %q", heading)
 	shoot(t, ctx, "framed")
+
+	do(t, ctx,
+		chromedp.Navigate(e.srv.URL+"/portal/event-types"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-type="invoice.paid"]`)),
+		chromedp.Click(chromedp.CSS(`[data-type="invoice.paid"] summary`)),
+	)
+	shoot(t, ctx, "event-types")
+	// Spread over the day (created_at only: the log's order is by ID), so
+	// the chart has bars in several hours.
+	_, err = e.st.Pool().Exec(context.Background(), `UPDATE deliveries SET created_at = created_at - (abs(hashtext(id)) % 20) * interval '1 hour'
+		WHERE id <> $1 AND status = 'succeeded'`, dead)
+	require.NoError(t, err)
+	do(t, ctx,
+		chromedp.Navigate(e.srv.URL+"/portal/stats"),
+		chromedp.WaitVisible(chromedp.CSS("#chart")),
+	)
+	bars, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#chart rect").length`))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, bars, 2, "this hour's succeeded and in-flight segments")
+	shoot(t, ctx, "stats")
+
 }

@@ -213,30 +213,41 @@ func TestStaleWorkerCannotUndoAnotherWorkersCompletion(t *testing.T) {
 
 // TestHeartbeatKeepsALongHandlerSingle: a handler that runs longer than
 // its lease keeps it by heartbeat; another worker polling meanwhile never
-// runs the task.
+// runs the task. The handler runs until the task has stayed locked past
+// three of its original leases, observed in Postgres.
 func TestHeartbeatKeepsALongHandlerSingle(t *testing.T) {
 	pool := setup(t)
 	enqueue(t, pool, "evt_h")
 	ctx := context.Background()
+	const lease = 300 * time.Millisecond
 	var running, maxRunning, runs atomic.Int64
+	release := make(chan struct{})
 	handle := func(context.Context, inbox.Task) error {
 		runs.Add(1)
 		if n := running.Add(1); n > maxRunning.Load() {
 			maxRunning.Store(n)
 		}
 		defer running.Add(-1)
-		time.Sleep(900 * time.Millisecond) // three leases
+		<-release
 		return nil
 	}
-	a := &inbox.Worker{Pool: pool, Lease: 300 * time.Millisecond, Handle: handle}
-	b := &inbox.Worker{Pool: pool, Lease: 300 * time.Millisecond, Handle: handle}
+	a := &inbox.Worker{Pool: pool, Lease: lease, Handle: handle}
+	b := &inbox.Worker{Pool: pool, Lease: lease, Handle: handle}
 	go func() { _, _ = a.RunOnce(ctx) }()
 	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	claimed := time.Now()
 	require.Eventually(t, func() bool {
 		_, err := b.RunOnce(ctx)
 		require.NoError(t, err)
-		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == 1
+		var held bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT locked_until > now() FROM webhook_inbox_tasks`).Scan(&held))
+		require.True(t, held, "the lease lapsed while its handler ran")
+		return time.Since(claimed) > 3*lease
 	}, 10*time.Second, 50*time.Millisecond)
+	close(release)
+	require.Eventually(t, func() bool {
+		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == 1
+	}, 10*time.Second, 20*time.Millisecond)
 	require.Equal(t, int64(1), runs.Load(), "run once")
 	require.Equal(t, int64(1), maxRunning.Load(), "never twice at a time")
 }

@@ -113,7 +113,7 @@ func TestCancelGoesThroughTheOutbox(t *testing.T) {
 	h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d)
 	require.Equal(t, delivery.StatusCanceled, d.Status, "canceled at once in Postgres")
 	require.Equal(t, store.ReasonEndpointDisabled, *d.DeadLetterReason)
-	time.Sleep(500 * time.Millisecond) // two dispatcher polls, were one running
+	require.Nil(t, h.api.Dispatcher, "the API process runs no dispatcher")
 	var kind string
 	require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT kind FROM outbox WHERE delivery_id = $1`, dlv).Scan(&kind))
 	require.Equal(t, "cancel", kind, "the cancel waits in the outbox")
@@ -424,13 +424,15 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	require.GreaterOrEqual(t, took, time.Duration(float64(len(times)-1-rate)/rate*float64(time.Second)), "no faster than the limit on average")
 }
 
-// TestMaxInFlightBoundsConcurrency: an endpoint with max_in_flight 2 and a
-// receiver that takes 300 ms never sees more than two requests at once, and
-// every one of 20 events is still delivered.
+// TestMaxInFlightBoundsConcurrency: an endpoint with max_in_flight 2 never
+// sees more than two requests at once, and every one of 20 events is still
+// delivered. The receiver holds the first requests until two are in flight,
+// so the burst meets the bound full, then answers at once.
 func TestMaxInFlightBoundsConcurrency(t *testing.T) {
 	h := newHarness(t)
 	appID := h.createApp()
 	var now, most atomic.Int32
+	saturated := make(chan struct{})
 	rc := newReceiver(t, func(_ int, _ http.ResponseWriter, _ *http.Request) {
 		cur := now.Add(1)
 		defer now.Add(-1)
@@ -440,11 +442,13 @@ func TestMaxInFlightBoundsConcurrency(t *testing.T) {
 				break
 			}
 		}
-		time.Sleep(300 * time.Millisecond)
+		<-saturated
 	})
 	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "max_in_flight": 2})
 	const n = 20
 	ids := h.burst(appID, n, func(int) string { return "order.paid" })
+	require.Eventually(t, func() bool { return now.Load() == 2 }, time.Minute, 5*time.Millisecond, "two requests held")
+	close(saturated)
 	for _, id := range ids {
 		h.waitDelivery(appID, id, time.Minute, delivery.StatusSucceeded)
 	}

@@ -115,9 +115,12 @@ func (p Principal) ReachesApp(appID string) bool {
 	return p.Role == RoleAdmin || (p.Role == RoleApp && p.AppID == appID)
 }
 
+// Limited reports whether p is limited to some endpoints.
+func (p Principal) Limited() bool { return len(p.EndpointIDs) > 0 }
+
 // SeesEndpoint reports whether p may see endpoint id and its deliveries.
 func (p Principal) SeesEndpoint(id string) bool {
-	return len(p.EndpointIDs) == 0 || slices.Contains(p.EndpointIDs, id)
+	return !p.Limited() || slices.Contains(p.EndpointIDs, id)
 }
 
 type principalKey struct{}

@@ -103,11 +103,11 @@ func (p *Portal) deliveries(c *gin.Context) {
 	switch {
 	case f["endpoint_id"] != "":
 		if !sess.SeesEndpoint(f["endpoint_id"]) {
-			p.plain(c, http.StatusNotFound, "There is no such page.")
+			p.plain(c, http.StatusNotFound, msgNoSuchPage)
 			return
 		}
 		q.Set("endpoint_id", f["endpoint_id"])
-	case len(sess.EndpointIDs) > 0:
+	case sess.Limited():
 		q["endpoint_id"] = sess.EndpointIDs
 	}
 	var page list[store.Delivery]
@@ -171,7 +171,7 @@ func (p *Portal) loadDelivery(c *gin.Context) (store.Delivery, bool) {
 		return d, false
 	}
 	if !sessionOf(c).Principal().SeesEndpoint(d.EndpointID) {
-		p.plain(c, http.StatusNotFound, "There is no such page.")
+		p.plain(c, http.StatusNotFound, msgNoSuchPage)
 		return d, false
 	}
 	return d, true
@@ -245,14 +245,14 @@ func (p *Portal) endpoints(c *gin.Context) {
 		return
 	}
 	p.render(c, http.StatusOK, "endpoints", map[string]any{"Endpoints": eps, "Notice": notice(c.Query("done")),
-		"Limited": len(sessionOf(c).EndpointIDs) > 0})
+		"Limited": sessionOf(c).Principal().Limited()})
 }
 
 // loadEndpoint loads the endpoint the path names, if the session sees it.
 func (p *Portal) loadEndpoint(c *gin.Context) (api.EndpointView, bool) {
 	var e api.EndpointView
 	if !sessionOf(c).Principal().SeesEndpoint(c.Param("ep")) {
-		p.plain(c, http.StatusNotFound, "There is no such page.")
+		p.plain(c, http.StatusNotFound, msgNoSuchPage)
 		return e, false
 	}
 	if err := p.call(c, http.MethodGet, "/endpoints/"+seg(c.Param("ep")), nil, &e); err != nil {
@@ -312,10 +312,6 @@ func nonNilStrings(s []string) []string {
 }
 
 func (p *Portal) newEndpoint(c *gin.Context) {
-	if len(sessionOf(c).EndpointIDs) > 0 {
-		p.plain(c, http.StatusForbidden, "This portal link does not allow that.")
-		return
-	}
 	p.endpointFormPage(c, http.StatusOK, api.EndpointView{}, formOf(api.EndpointView{
 		RetrySchedule: durations(delivery.DefaultSchedule()), Deadline: delivery.DeadlineDefault.String(), RequestTimeout: delivery.RequestTimeoutDefault.String()}), nil)
 }
@@ -359,10 +355,6 @@ func (p *Portal) invalid(c *gin.Context, e api.EndpointView, f endpointForm, err
 }
 
 func (p *Portal) createEndpoint(c *gin.Context) {
-	if len(sessionOf(c).EndpointIDs) > 0 {
-		p.plain(c, http.StatusForbidden, "This portal link does not allow that.")
-		return
-	}
 	f := readForm(c)
 	var e api.EndpointView
 	if err := p.call(c, http.MethodPost, "/endpoints", f.request(), &e); err != nil {

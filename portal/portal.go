@@ -112,7 +112,7 @@ func (p *Portal) Handler() http.Handler {
 		p.plain(c, http.StatusInternalServerError, "Something went wrong. Try again.")
 	}))
 	r.Use(p.headers)
-	r.NoRoute(func(c *gin.Context) { p.plain(c, http.StatusNotFound, "There is no such page.") })
+	r.NoRoute(func(c *gin.Context) { p.plain(c, http.StatusNotFound, msgNoSuchPage) })
 	r.GET("/portal/static/*file", p.static)
 	r.GET("/portal/open", p.open)
 	g := r.Group("/portal", p.session)
@@ -120,7 +120,7 @@ func (p *Portal) Handler() http.Handler {
 	g.GET("/deliveries", p.deliveries)
 	g.GET("/deliveries/:dlv", p.delivery)
 	g.GET("/endpoints", p.endpoints)
-	g.GET("/endpoints/new", p.need(access.CapManageEndpoints), p.newEndpoint)
+	g.GET("/endpoints/new", p.need(access.CapManageEndpoints), p.allEndpoints, p.newEndpoint)
 	g.GET("/endpoints/:ep", p.endpoint)
 	g.GET("/endpoints/:ep/replay", p.need(access.CapResend), p.rangeReplay(true))
 	g.GET("/event-types", p.eventTypes)
@@ -128,7 +128,7 @@ func (p *Portal) Handler() http.Handler {
 	// Every change: a CSRF token, then the capability it needs.
 	post := g.Group("", p.csrf)
 	post.POST("/deliveries/:dlv/resend", p.need(access.CapResend), p.resend)
-	post.POST("/endpoints", p.need(access.CapManageEndpoints), p.createEndpoint)
+	post.POST("/endpoints", p.need(access.CapManageEndpoints), p.allEndpoints, p.createEndpoint)
 	post.POST("/endpoints/:ep", p.need(access.CapManageEndpoints), p.updateEndpoint)
 	post.POST("/endpoints/:ep/disable", p.need(access.CapManageEndpoints),
 		p.endpointAction(http.MethodPatch, "", map[string]any{"disabled": true}, "/portal/endpoints/{ep}", "disabled"))
@@ -242,11 +242,25 @@ func (p *Portal) csrf(c *gin.Context) {
 	}
 }
 
+// Plain answers shown in several places.
+const (
+	msgNoSuchPage = "There is no such page."
+	msgNotAllowed = "This portal link does not allow that."
+)
+
+// allEndpoints refuses a session limited to some endpoints: what it would
+// create would lie outside its own limit.
+func (p *Portal) allEndpoints(c *gin.Context) {
+	if sessionOf(c).Principal().Limited() {
+		p.plain(c, http.StatusForbidden, msgNotAllowed)
+	}
+}
+
 // need refuses a session without capability cp.
 func (p *Portal) need(cp access.Capability) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		if !sessionOf(c).Principal().Can(cp) {
-			p.plain(c, http.StatusForbidden, "This portal link does not allow that.")
+			p.plain(c, http.StatusForbidden, msgNotAllowed)
 		}
 	}
 }
@@ -351,7 +365,7 @@ func (p *Portal) failed(c *gin.Context, err error) {
 	if errors.As(err, &ae) {
 		switch {
 		case ae.Status == http.StatusNotFound:
-			p.plain(c, http.StatusNotFound, "There is no such page.")
+			p.plain(c, http.StatusNotFound, msgNoSuchPage)
 		case ae.Status >= 500:
 			p.plain(c, ae.Status, "The service is unavailable right now. Try again shortly.")
 		default:

@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"time"
@@ -55,11 +53,11 @@ func HashKey(key string) []byte {
 // NewKey returns a new random API key for role: "hr_admin_…" or "hr_app_…"
 // and 256 random bits.
 func NewKey(role access.Role) (string, error) {
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("generate API key: %w", err)
+	t, err := randomToken()
+	if err != nil {
+		return "", err
 	}
-	return "hr_" + string(role) + "_" + base64.RawURLEncoding.EncodeToString(b), nil
+	return "hr_" + string(role) + "_" + t, nil
 }
 
 // keyPrefix is what a key is recognised by in listings.

@@ -51,16 +51,21 @@ func (c *carried) firstAttempt() activities.SendRequest {
 	return sendRequest(c.in, c.set, 1, 1, c.deadline)
 }
 
+// sendOptions runs a carrier's first attempts once (a failure is judged,
+// not retried), bounded by their request timeout and recording.
+func sendOptions(ctx workflow.Context, requestTimeout time.Duration) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: requestTimeout + RecordSlack, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+	})
+}
+
 // sendEach makes each first attempt of group as its own SendSigned local
 // activity, all in parallel, into results and errs.
 func sendEach(ctx workflow.Context, group []*carried, results []activities.SendResult, errs []error) {
 	var a *activities.Activities
 	futures := make([]workflow.Future, len(group))
 	for i, c := range group {
-		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			ScheduleToCloseTimeout: c.set.RequestTimeout + RecordSlack, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-		})
-		futures[i] = workflow.ExecuteLocalActivity(lctx, a.SendSigned, c.firstAttempt())
+		futures[i] = workflow.ExecuteLocalActivity(sendOptions(ctx, c.set.RequestTimeout), a.SendSigned, c.firstAttempt())
 	}
 	for i := range group {
 		errs[i] = futures[i].Get(ctx, &results[i])
@@ -78,11 +83,8 @@ func sendGroup(ctx workflow.Context, group []*carried, results []activities.Send
 		reqs[i] = c.firstAttempt()
 		timeout = max(timeout, c.set.RequestTimeout)
 	}
-	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-		ScheduleToCloseTimeout: timeout + RecordSlack, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
-	})
 	var outs []activities.SendOutcome
-	if err := workflow.ExecuteLocalActivity(lctx, a.SendGroup, reqs).Get(ctx, &outs); err != nil || len(outs) != len(group) {
+	if err := workflow.ExecuteLocalActivity(sendOptions(ctx, timeout), a.SendGroup, reqs).Get(ctx, &outs); err != nil || len(outs) != len(group) {
 		return false
 	}
 	for i, o := range outs {

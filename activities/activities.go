@@ -6,6 +6,7 @@ package activities
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,9 +14,11 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/delivery"
@@ -52,6 +55,10 @@ const (
 	SlotWaitInActivity = time.Second
 	SlotLead           = 500 * time.Millisecond
 )
+
+// RecordSlack is the room an attempt has, beyond its request timeout, to
+// load its target and record its result.
+const RecordSlack = 5 * time.Second
 
 // FlightSlack is how much longer than the request timeout a max_in_flight
 // lease lasts before it expires (its holder died).
@@ -125,6 +132,7 @@ type Store interface {
 	ReserveSlot(ctx context.Context, endpointID string, rate int) (time.Time, error)
 	AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error)
 	ReleaseFlight(ctx context.Context, lease string) error
+	ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (bool, error)
 	RecordAttempts(ctx context.Context, as []store.Attempt) ([]error, error)
 	MarkDelivery(ctx context.Context, m store.Mark) (store.Marked, error)
 }
@@ -147,6 +155,37 @@ type Activities struct {
 	// Metrics receives the attempt and delivery series; nil records
 	// nothing.
 	Metrics *metrics.Sender
+	// Shares bounds open requests per endpoint and per worker; nil bounds
+	// nothing.
+	Shares *Shares
+	// Completer completes SendSigned activities asynchronously: with it, a
+	// regular SendSigned activity returns at once (freeing its task slot)
+	// and its request is made in a goroutine, so a slow receiver holds a
+	// goroutine and a socket, never a slot another endpoint needs. Nil
+	// makes every attempt inside its activity.
+	Completer Completer
+
+	// Open tracks asynchronous attempts not yet completed.
+	Open Open
+}
+
+// Open tracks asynchronous attempts (see Activities.Completer).
+type Open struct{ wg sync.WaitGroup }
+
+// Drain waits until every asynchronous attempt completed or ctx ended.
+func (o *Open) Drain(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { o.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Completer completes an activity that returned activity.ErrResultPending
+// (client.Client satisfies it).
+type Completer interface {
+	CompleteActivity(ctx context.Context, taskToken []byte, result any, err error) error
 }
 
 func (a *Activities) now() time.Time {
@@ -159,7 +198,37 @@ func (a *Activities) now() time.Time {
 // SendSigned makes one signed POST of a delivery and records it. Transport
 // and HTTP failures are results, not errors; an error means the attempt
 // could not be prepared or recorded (the workflow treats it as retryable).
+// As a regular activity with a Completer it completes asynchronously.
 func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResult, error) {
+	if a.Completer != nil && activity.IsActivity(ctx) {
+		if info := activity.GetInfo(ctx); !info.IsLocalActivity {
+			a.sendAsync(ctx, info.TaskToken, req)
+			return SendResult{}, activity.ErrResultPending
+		}
+	}
+	return a.send(ctx, req, 0)
+}
+
+// sendAsync makes req in a goroutine bounded by its timeout and record
+// slack, and completes the activity of token with its answer.
+func (a *Activities) sendAsync(ctx context.Context, token []byte, req SendRequest) {
+	a.Open.wg.Add(1)
+	go func() {
+		defer a.Open.wg.Done()
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.Timeout+RecordSlack)
+		defer cancel()
+		res, err := a.send(ctx, req, 0)
+		if err := a.Completer.CompleteActivity(ctx, token, res, err); err != nil {
+			// The activity times out and the workflow goes on; the record
+			// in Postgres stands.
+			a.logger().Warn("attempt not reported to its workflow; it times out", "delivery_id", req.DeliveryID, "err", err)
+		}
+	}()
+}
+
+// send makes req and records it; a sender's first attempt (outboxID > 0)
+// records its outcome on its outbox row in the same statement.
+func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64) (SendResult, error) {
 	started := a.now()
 	t, err := a.Store.LoadTarget(ctx, req.DeliveryID, started)
 	if err != nil {
@@ -168,6 +237,12 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	res, rec, err := a.attempt(ctx, req, t, started)
 	if err != nil || rec == nil {
 		return res, err
+	}
+	if outboxID > 0 {
+		rec.OutboxID = outboxID
+		if rec.Outcome, err = json.Marshal(Outcome(res, nil)); err != nil {
+			return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+		}
 	}
 	errs, err := a.record(ctx, []store.Attempt{*rec})
 	if err == nil {
@@ -178,6 +253,15 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 	}
 	a.recorded(ctx, req, t, res, rec.KeyIDs)
 	return res, nil
+}
+
+// SendFirst makes a delivery's first attempt for a sender that holds its
+// outbox row (outboxID) and records the attempt and its outcome on that row
+// in one statement: once the row has an outcome, the attempt is never made
+// again, whoever takes the row next.
+// It is a function, not a method, so it is not registered as an activity.
+func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int64) (SendResult, error) {
+	return a.send(ctx, req, outboxID)
 }
 
 // attempt makes one attempt of req to t, started at started, and returns
@@ -244,6 +328,22 @@ func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Targe
 	if len(t.Keys) == 0 {
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
 		return SendResult{}, nil, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)
+	}
+	release, ok := a.Shares.acquire(t.EndpointID)
+	if !ok {
+		res.Class = ClassEndpointBusy
+		res.Error = "this worker's share of requests to the endpoint is in use; nothing sent yet"
+		return res, nil, nil
+	}
+	defer release()
+	// The last check before the request is written: the delivery must
+	// still be in flight and its endpoint enabled.
+	if ok, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(req.Timeout+FlightSlack)); err != nil {
+		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+	} else if !ok {
+		res.Class = ClassEndpointDisabled
+		res.Error = "delivery canceled, or endpoint disabled or deleted; nothing sent"
+		return res, nil, nil
 	}
 	hdr, err := signing.Sign(t.EventID, started, t.Payload, t.Keys)
 	if err != nil {
@@ -316,6 +416,17 @@ func (a *Activities) record(ctx context.Context, recs []store.Attempt) (errs []e
 	wait := RecordRetryWait
 	for try := 0; ; try++ {
 		errs, err = a.Store.RecordAttempts(ctx, recs)
+		if err == nil {
+			// A follow-up that failed does not undo the record: the
+			// attempt is made, and must not be made again.
+			for i, e := range errs {
+				var fu *store.FollowUpError
+				if errors.As(e, &fu) {
+					a.logger().Warn("attempt recorded; its follow-up failed", "delivery_id", fu.DeliveryID, "err", fu.Err)
+					errs[i] = nil
+				}
+			}
+		}
 		if err == nil || try == RecordRetries || !store.IsUnavailable(err) {
 			return errs, err
 		}

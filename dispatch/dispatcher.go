@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"hookrelay/activities"
 	"hookrelay/delivery"
 	"hookrelay/ids"
 	"hookrelay/metrics"
@@ -75,6 +76,16 @@ type Dispatcher struct {
 	// CarrierMin is the fewest new deliveries a round must find to carry
 	// them. Defaults to CarrierMinDefault.
 	CarrierMin int
+	// Sender makes first attempts straight from the outbox, each at its own
+	// due time, under a lease on its start row (see first.go); only a
+	// delivery whose first attempt did not succeed gets a workflow. Nil
+	// carries first attempts in CarrierWorkflows instead.
+	Sender *activities.Activities
+	// firsts tracks first attempts in progress; firstDone and
+	// firstHandedOff count those that ended the delivery and those handed
+	// to a DeliveryWorkflow.
+	firsts                    sync.WaitGroup
+	firstDone, firstHandedOff atomic.Int64
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
 	// started and carried count new deliveries started in their own
@@ -93,8 +104,11 @@ func (d *Dispatcher) SetCarrierSize(n int) {
 }
 
 // Counts returns how many new deliveries were started in their own
-// DeliveryWorkflow and how many in carriers, since the dispatcher began.
-func (d *Dispatcher) Counts() (own, carried int64) { return d.started.Load(), d.carried.Load() }
+// DeliveryWorkflow, how many in carriers, and how many first attempts a
+// sender made (direct) since the dispatcher began.
+func (d *Dispatcher) Counts() (own, carried, direct int64) {
+	return d.started.Load(), d.carried.Load(), d.firstDone.Load() + d.firstHandedOff.Load()
+}
 
 // Run dispatches until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
@@ -112,6 +126,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if poll <= 0 {
 		poll = PollIntervalDefault
 	}
+	// First attempts in progress finish (their requests run to their own
+	// timeout); those not yet due go back to the outbox.
+	defer d.firsts.Wait()
 	wake := make(chan struct{}, 1)
 	go d.listen(ctx, wake)
 	backoff := time.Duration(0)
@@ -213,18 +230,33 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	}
 	var singles, fresh []outbox.Row
 	var done []int64
+	var firsts []first
+	var leaseIDs []int64
+	var leaseUntil []time.Time
 	stamped := map[string]bool{}
+	now := time.Now()
 	for _, it := range items {
 		switch {
 		case it.CarrierID != "":
 			stamped[it.CarrierID] = true
 		case it.Stale():
 			done = append(done, it.ID)
-		case it.Kind == outbox.KindStart:
+		case it.Kind == outbox.KindStart && d.Sender != nil && it.Outcome == nil:
+			f, ok := planFirst(it, now)
+			if !ok {
+				singles = append(singles, it)
+				continue
+			}
+			firsts = append(firsts, f)
+			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, f.leaseUntil())
+		case it.Kind == outbox.KindStart && d.Sender == nil:
 			fresh = append(fresh, it)
 		default:
 			singles = append(singles, it)
 		}
+	}
+	if err := outbox.Lease(ctx, tx, leaseIDs, leaseUntil); err != nil {
+		return 0, err
 	}
 	size := int(d.carrierSize.Load())
 	if size <= 1 || len(fresh) < cmp.Or(d.CarrierMin, CarrierMinDefault) {
@@ -261,6 +293,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	if err := tx.Commit(ctx); err != nil {
 		return 0, fmt.Errorf("commit dispatched rows: %w", err)
 	}
+	d.sendFirsts(ctx, firsts)
 	started, carryErr := d.carry(ctx, carried)
 	if len(started) > 0 {
 		if err := outbox.DoneCarriers(ctx, d.Pool, started); err != nil {
@@ -370,17 +403,8 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		// No running workflow: it has ended, or never started.
 		return nil
 	}
-	opts := client.StartWorkflowOptions{
-		ID:        in.DeliveryID,
-		TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			workflows.SAState.ValueSet(string(delivery.StatusPending)),
-			workflows.SAEndpoint.ValueSet(in.EndpointID),
-			workflows.SAEventType.ValueSet(in.EventType),
-			workflows.SAApp.ValueSet(in.AppID),
-		),
-	}
 	if it.Kind == outbox.KindReplay {
+		opts := client.StartWorkflowOptions{ID: in.DeliveryID, TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue)}
 		// A running (dead-lettered) workflow gets the signal and continues
 		// as the next cycle; a completed one is started again as that cycle.
 		// Either way the cycle runs with the endpoint's current settings and
@@ -389,12 +413,7 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		in.ReplayID = it.ID
 		settings := in.Settings
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
-		opts.TypedSearchAttributes = temporal.NewSearchAttributes(
-			workflows.SAState.ValueSet(string(delivery.StatusDelivering)),
-			workflows.SAEndpoint.ValueSet(in.EndpointID),
-			workflows.SAEventType.ValueSet(in.EventType),
-			workflows.SAApp.ValueSet(in.AppID),
-		)
+		opts.TypedSearchAttributes = searchAttributes(in, delivery.StatusDelivering)
 		sig := workflows.ReplaySignal{By: it.RequestedBy, ReplayID: it.ID, Settings: &settings, RequestedAt: it.CreatedAt}
 		_, err := d.Client.SignalWithStartWorkflow(ctx, in.DeliveryID, workflows.SignalReplay, sig, opts, workflows.WorkflowName, in)
 		if err != nil {
@@ -402,11 +421,34 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		}
 		return nil
 	}
-	in.Cycle = max(in.Cycle, 1)
+	return d.start(ctx, it, nil)
+}
+
+// start starts a new delivery's DeliveryWorkflow; resume is its first
+// attempt's outcome when a sender made it (nil: the workflow makes it, or
+// the row's recorded outcome when a sender recorded one before it died).
+func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activities.SendOutcome) error {
+	if resume == nil {
+		var err error
+		if resume, err = recordedOutcome(it); err != nil {
+			return err
+		}
+	}
+	in := d.input(it)
+	in.Resume = resume
+	status := delivery.StatusPending
+	if resume != nil {
+		status = delivery.StatusDelivering
+	}
 	// Reject a second run: a delivery whose workflow already completed must
 	// not be sent again because its outbox row was seen twice.
-	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
-	opts.EnableEagerStart = !d.NoEagerStart
+	opts := client.StartWorkflowOptions{
+		ID:                    in.DeliveryID,
+		TaskQueue:             cmp.Or(d.TaskQueue, workflows.TaskQueue),
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		EnableEagerStart:      !d.NoEagerStart,
+		TypedSearchAttributes: searchAttributes(in, status),
+	}
 	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
@@ -414,4 +456,14 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 	}
 	d.started.Add(1)
 	return nil
+}
+
+// searchAttributes are the attributes a delivery's workflow starts with.
+func searchAttributes(in workflows.Input, status delivery.Status) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		workflows.SAState.ValueSet(string(status)),
+		workflows.SAEndpoint.ValueSet(in.EndpointID),
+		workflows.SAEventType.ValueSet(in.EventType),
+		workflows.SAApp.ValueSet(in.AppID),
+	)
 }

@@ -28,7 +28,7 @@ func (h *harness) list(query string) []*workflowpb.WorkflowExecutionInfo {
 // that failed it goes on in its own DeliveryWorkflow, and the Temporal UI
 // finds a delivery's carrier by its ID.
 func TestCarriersCarryABurst(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, func(hc *harnessConfig) { hc.carriers = true })
 	appID := h.createApp()
 	var mu sync.Mutex
 	seen := map[string]int{}

@@ -110,6 +110,9 @@ type harnessConfig struct {
 	production bool
 	// maxBacklog makes ingest shed past this outbox size.
 	maxBacklog int
+	// carriers carries first attempts in CarrierWorkflows instead of
+	// sending them from the outbox.
+	carriers bool
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
@@ -138,6 +141,9 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	h.cfg.AdminKey, h.cfg.SecretKey = h.adminKey, secretKey
 	h.cfg.AllowPrivateTargets, h.cfg.MaxBacklog = !hc.production, hc.maxBacklog
 	h.cfg.ShutdownTimeout = 10 * time.Second
+	if hc.carriers {
+		h.cfg.FirstAttempts = config.FirstAttemptsCarrier
+	}
 	h.cfg.MetricsAddr = "127.0.0.1:0" // the worker process's /metrics
 	// The SDK logs warnings and errors (a failing workflow task) with the rest.
 	h.opts = app.Options{TaskQueue: h.queue, SDKLogger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}

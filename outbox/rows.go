@@ -51,15 +51,20 @@ type Row struct {
 	// CarrierID names the carrier workflow a start row was given to, once
 	// stamped (see Stamp); empty otherwise.
 	CarrierID string
+	// Outcome is the recorded first attempt of a start row (JSON of the
+	// sender's result), nil until it is recorded: a row with an outcome is
+	// handed to its DeliveryWorkflow, never sent again.
+	Outcome []byte
 }
 
 // Stale reports whether a claimed row has nothing left to do: its delivery
-// is gone, a start whose delivery was canceled before it began, or a replay
-// the workflow has already run. Such rows are only marked done.
+// is gone, a start whose delivery already finished (canceled before it
+// began, or its first attempt succeeded before its row was deleted), or a
+// replay the workflow has already run. Such rows are only marked done.
 func (r Row) Stale() bool {
 	switch r.Kind {
 	case KindStart:
-		return !r.Exists || r.Status == delivery.StatusCanceled
+		return !r.Exists || !r.Status.InFlight()
 	case KindReplay:
 		return !r.Exists || r.ID <= r.ReplayID
 	}
@@ -72,7 +77,7 @@ const rowSelect = `
 	       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
 	       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
 	       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0),
-	       COALESCE(o.carrier_id, '')
+	       COALESCE(o.carrier_id, ''), o.outcome
 	FROM outbox o
 	LEFT JOIN deliveries d ON d.id = o.delivery_id
 	LEFT JOIN endpoints e ON e.id = d.endpoint_id
@@ -85,7 +90,7 @@ func collectRows(rows pgx.Rows) ([]Row, error) {
 		var deadline, timeout int64
 		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
 			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
-			&it.CarrierID)
+			&it.CarrierID, &it.Outcome)
 		it.Settings = delivery.Settings{
 			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
 			RequestTimeout: time.Duration(timeout) * time.Millisecond,
@@ -99,20 +104,72 @@ func collectRows(rows pgx.Rows) ([]Row, error) {
 }
 
 // Claim locks up to limit rows in tx (FOR UPDATE SKIP LOCKED, so several
-// dispatchers can run). Rows of one delivery are handled in order: only
-// its oldest row is claimed, so a cancel is dispatched before a later
-// replay of the same delivery.
+// dispatchers can run), fairly across apps: each app's oldest rows are
+// taken in turn (its first, then every app's second, …), so a flood from
+// one app delays another app's rows by at most one round. Rows of one
+// delivery are handled in order: only its oldest row is claimed, so a
+// cancel is dispatched after the start a sender holds and before a later
+// replay of the same delivery. Rows leased to a sender (see Lease) are
+// left alone until their lease lapses; starts and replays of a paused
+// endpoint wait in the outbox.
 func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
-	// Starts and replays of a paused endpoint wait in the outbox.
-	rows, err := tx.Query(ctx, rowSelect+`
-		WHERE NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
-		  AND NOT (o.kind <> $2 AND COALESCE(e.paused, false))
-		ORDER BY o.id LIMIT $1
+	rows, err := tx.Query(ctx, `
+		WITH RECURSIVE apps(app_id) AS (
+		  (SELECT app_id FROM outbox ORDER BY app_id LIMIT 1)
+		  UNION ALL
+		  SELECT (SELECT o.app_id FROM outbox o WHERE o.app_id > apps.app_id ORDER BY o.app_id LIMIT 1)
+		  FROM apps WHERE apps.app_id IS NOT NULL
+		), picked AS (
+		  SELECT c.id FROM apps CROSS JOIN LATERAL (
+		    SELECT o.id, row_number() OVER (ORDER BY o.id) AS rn
+		    FROM outbox o
+		    LEFT JOIN deliveries d ON d.id = o.delivery_id
+		    LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		    WHERE o.app_id = apps.app_id
+		      AND (o.leased_until IS NULL OR o.leased_until < now())
+		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
+		      AND NOT (o.kind <> $2 AND COALESCE(e.paused, false))
+		    ORDER BY o.id LIMIT $1
+		  ) c
+		  WHERE apps.app_id IS NOT NULL
+		  ORDER BY c.rn, c.id LIMIT $1
+		)`+rowSelect+`
+		WHERE o.id IN (SELECT id FROM picked)
+		ORDER BY o.id
 		FOR UPDATE OF o SKIP LOCKED`, limit, KindCancel)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
 	return collectRows(rows)
+}
+
+// Lease leases start rows (ids) to a sender, each until its until, in tx:
+// no dispatcher claims them before their lease lapses.
+func Lease(ctx context.Context, tx pgx.Tx, ids []int64, until []time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE outbox o SET leased_until = v.until FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, until) WHERE o.id = v.id`, ids, until); err != nil {
+		return fmt.Errorf("lease outbox rows: %w", err)
+	}
+	return nil
+}
+
+// Release ends the lease of a start row whose first attempt was not made
+// or not handed off, so the next dispatcher round takes it again.
+func Release(ctx context.Context, q Querier, id int64) error {
+	if _, err := q.Exec(ctx, `UPDATE outbox SET leased_until = NULL WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("release outbox row %d: %w", id, err)
+	}
+	return Wake(ctx, q)
+}
+
+// DoneRow deletes one row whose work is done.
+func DoneRow(ctx context.Context, q Querier, id int64) error {
+	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("delete outbox row %d: %w", id, err)
+	}
+	return nil
 }
 
 // Stamp gives start rows (ids) to carriers (carrierIDs, one per row), in
@@ -187,7 +244,7 @@ func Replay(ctx context.Context, q Querier, appID string, deliveryIDs []string, 
 		  UPDATE deliveries SET status = $7, dead_letter_reason = NULL, next_attempt_at = NULL, updated_at = now()
 		  WHERE id IN (SELECT id FROM r)
 		), ob AS (
-		  INSERT INTO outbox (delivery_id, kind, requested_by) SELECT id, $8, $4 FROM r
+		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id) SELECT id, $8, $4, $1 FROM r
 		), wake AS (
 		  SELECT pg_notify($5, '') FROM (SELECT 1 FROM r LIMIT 1) AS any_replay
 		)
@@ -213,7 +270,8 @@ func Cancel(ctx context.Context, q Querier, deliveryIDs []string, by string) err
 	}
 	_, err := q.Exec(ctx, `
 		WITH ob AS (
-		  INSERT INTO outbox (delivery_id, kind, requested_by) SELECT unnest($1::text[]), $2, $3
+		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id)
+		  SELECT c.id, $2, $3, COALESCE(d.app_id, '') FROM unnest($1::text[]) AS c(id) LEFT JOIN deliveries d ON d.id = c.id
 		)
 		SELECT pg_notify($4, '')`, deliveryIDs, KindCancel, by, Channel)
 	if err != nil {

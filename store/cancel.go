@@ -31,7 +31,8 @@ const (
 )
 
 // cancelDeliveries marks an endpoint's in-flight deliveries (other than
-// except) canceled with reason and queues a cancel through the outbox for
+// except, and other than those with a request on the wire) canceled with
+// reason and queues a cancel through the outbox for
 // each workflow that may still run, all in tx. A start row whose delivery
 // is canceled here is dropped by the dispatcher instead of started, so
 // nothing is sent.
@@ -42,8 +43,11 @@ func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except
 		  WHERE endpoint_id = $1 AND id <> $3 AND (status = ANY ($5) OR ($4 AND status = $6))
 		  FOR UPDATE
 		), upd AS (
+		  -- A delivery whose request is on the wire stays delivering: its
+		  -- owner records the cancel once the answer is recorded.
 		  UPDATE deliveries d SET status = $7, dead_letter_reason = $2, next_attempt_at = NULL, updated_at = now()
 		  FROM target WHERE d.id = target.id AND target.status = ANY ($5)
+		    AND (d.inflight_until IS NULL OR d.inflight_until < now())
 		)
 		SELECT id FROM target`,
 		endpointID, reason, except, scope == withDeadLetters, delivery.InFlight(), delivery.StatusDeadLettered, delivery.StatusCanceled)

@@ -128,6 +128,45 @@ type Attempt struct {
 	// cycle (delivery.Plan), nil when there is none. It is written to the
 	// delivery, not to the attempt.
 	NextAttemptAt *time.Time `json:"-" db:"-"`
+	// OutboxID and Outcome record a sender's first attempt on its start row
+	// in the same statement (see outbox.Row.Outcome); zero and nil for an
+	// attempt a workflow made.
+	OutboxID int64  `json:"-" db:"-"`
+	Outcome  []byte `json:"-" db:"-"`
+}
+
+// FollowUpError is a recorded attempt's follow-up that failed: resetting
+// its endpoint's failure count after a 2xx, or disabling it after a 410.
+// The attempt itself is recorded and must not be made again.
+type FollowUpError struct {
+	DeliveryID string
+	Err        error
+}
+
+func (e *FollowUpError) Error() string {
+	return "follow-up of the attempt of " + e.DeliveryID + ": " + e.Err.Error()
+}
+
+func (e *FollowUpError) Unwrap() error { return e.Err }
+
+// ClaimAttempt marks a delivery's attempt as on the wire until until, just
+// before its request is written, and reports whether it may be sent: only
+// a pending or delivering delivery of an enabled endpoint may. Until the
+// attempt is recorded (RecordAttempts clears the mark) or until passes, a
+// cancel leaves the delivery delivering (see cancelDeliveries), so the log
+// never says canceled while a request is open. One statement; it waits for
+// a disable or delete that holds the row, so after either returned nothing
+// more is sent.
+func (s *Store) ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `
+		UPDATE deliveries d SET status = $3, inflight_until = $2
+		FROM endpoints e
+		WHERE d.id = $1 AND e.id = d.endpoint_id AND d.status = ANY ($4) AND NOT e.disabled AND e.deleted_at IS NULL`,
+		deliveryID, until, delivery.StatusDelivering, delivery.InFlight())
+	if err != nil {
+		return false, fmt.Errorf("claim attempt of %s: %w", deliveryID, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // RecordAttempt records one attempt (see RecordAttempts).
@@ -157,6 +196,8 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		codes, succeeded                                             []*int
 		statuses                                                     []delivery.Status
 		next                                                         []*time.Time
+		outboxIDs                                                    []int64
+		outcomes                                                     []*string
 	)
 	for _, a := range attempts {
 		if a.ID == "" {
@@ -172,6 +213,12 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		keyIDs = append(keyIDs, strings.Join(a.KeyIDs, ","))
 		cycles, numbers, started, durations = append(cycles, a.Cycle), append(numbers, a.Number), append(started, a.StartedAt), append(durations, a.DurationMS)
 		codes, succeeded, statuses, next = append(codes, a.StatusCode), append(succeeded, ok), append(statuses, status), append(next, nextAt)
+		var outcome *string
+		if a.Outcome != nil {
+			o := string(a.Outcome)
+			outcome = &o
+		}
+		outboxIDs, outcomes = append(outboxIDs, a.OutboxID), append(outcomes, outcome)
 	}
 	// The snapshot's count of attempts does not see the rows this statement
 	// inserts, so it adds one for each attempt that is new. Rows are locked
@@ -181,6 +228,9 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::bigint[], $7::int[], $8::text[],
 		                       $9::text[], $10::text[], $11::text[], $14::text[], $15::int[], $16::timestamptz[])
 		    AS t(id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids, status, succeeded, next_at)
+		), ob AS (
+		  UPDATE outbox o SET outcome = v.outcome::jsonb
+		  FROM unnest($17::bigint[], $18::text[]) AS v(id, outcome) WHERE o.id = v.id AND v.id > 0
 		), d AS (
 		  SELECT id, endpoint_id FROM deliveries WHERE id IN (SELECT delivery_id FROM i) ORDER BY id FOR UPDATE
 		), ins AS (
@@ -197,17 +247,17 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		    attempt_count = (SELECT count(*) FROM attempts a WHERE a.delivery_id = dl.id)
 		                  + (SELECT count(*) FROM ins WHERE ins.delivery_id = dl.id AND ins.inserted),
 		    last_status_code = i.status_code,
-		    status = CASE WHEN i.status = $13 OR NOT dl.status = ANY ($12) THEN i.status ELSE dl.status END,
-		    dead_letter_reason = CASE WHEN i.status = $13 THEN NULL ELSE dl.dead_letter_reason END,
-		    succeeded_attempt = COALESCE(i.succeeded, dl.succeeded_attempt),
-		    next_attempt_at = CASE WHEN i.status = $13 OR NOT dl.status = ANY ($12) THEN i.next_at ELSE NULL END,
+		    status = CASE WHEN dl.status = ANY ($12) THEN dl.status ELSE i.status END,
+		    succeeded_attempt = CASE WHEN dl.status = ANY ($12) THEN dl.succeeded_attempt ELSE COALESCE(i.succeeded, dl.succeeded_attempt) END,
+		    next_attempt_at = CASE WHEN dl.status = ANY ($12) THEN NULL ELSE i.next_at END,
+		    inflight_until = NULL,
 		    updated_at = now()
 		  FROM i WHERE dl.id = i.delivery_id AND dl.id IN (SELECT id FROM d)
 		)
 		SELECT i.delivery_id, d.endpoint_id, COALESCE(e.consecutive_failures, 0)
 		FROM i LEFT JOIN d ON d.id = i.delivery_id LEFT JOIN endpoints e ON e.id = d.endpoint_id`,
 		attemptIDs, deliveryIDs, cycles, numbers, started, durations, codes, classes, errTexts, excerpts, keyIDs,
-		delivery.Finished(), delivery.StatusSucceeded, statuses, succeeded, next)
+		delivery.Finished(), delivery.StatusSucceeded, statuses, succeeded, next, outboxIDs, outcomes)
 	if err != nil {
 		return nil, fmt.Errorf("record %d attempts: %w", n, err)
 	}
@@ -231,14 +281,22 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		case f.endpointID == nil:
 			errs[i] = fmt.Errorf("record attempt of %s: %w", a.DeliveryID, ErrNotFound)
 		case a.Class == string(delivery.ClassSuccess) && f.failures > 0:
-			errs[i] = s.recovered(ctx, *f.endpointID)
+			errs[i] = followUp(a.DeliveryID, s.recovered(ctx, *f.endpointID))
 		case a.StatusCode != nil && *a.StatusCode == http.StatusGone:
-			errs[i] = s.inTx(ctx, func(tx pgx.Tx) error {
+			errs[i] = followUp(a.DeliveryID, s.inTx(ctx, func(tx pgx.Tx) error {
 				return s.disable(ctx, tx, *f.endpointID, DisabledGone, "receiver answered 410 Gone", a.DeliveryID)
-			})
+			}))
 		}
 	}
 	return errs, nil
+}
+
+// followUp wraps a recorded attempt's follow-up failure, nil for none.
+func followUp(deliveryID string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &FollowUpError{DeliveryID: deliveryID, Err: err}
 }
 
 // MarkDelivery sets a delivery's state as its workflow decided and returns

@@ -41,7 +41,7 @@ const (
 	MarkMaximumInterval = time.Minute
 	// RecordSlack is the room an attempt's activity has, beyond the request
 	// timeout, to load its target and record its result.
-	RecordSlack = 5 * time.Second
+	RecordSlack = activities.RecordSlack
 )
 
 // Change IDs of workflow.GetVersion: each names a change of the command
@@ -53,7 +53,21 @@ const (
 	// versionContinueAsNew: a replay's cycle runs as a new run (before: in
 	// the same run).
 	versionContinueAsNew = "cycle-continue-as-new"
+	// versionAsyncSend: every attempt is a regular activity, which the
+	// worker completes asynchronously, so an open request holds no task
+	// slot (before: a local activity when Input.LocalActivity was set).
+	versionAsyncSend = "send-async"
+	// versionBoundedHolds: a run whose waits sent nothing (endpoint busy,
+	// paused or rate-limited) continues as new past HistoryBound events
+	// (before: it grew until Temporal terminated it).
+	versionBoundedHolds = "bounded-holds"
 )
+
+// HistoryBound is the most history events a run gathers while its
+// attempts send nothing (its endpoint busy, paused or rate-limited); past
+// it, the run continues as new with its progress, so a delivery that waits
+// for hours never reaches Temporal's history limit (51,200 events).
+const HistoryBound = 2000
 
 // Search attributes the workflow keeps current, so the Temporal UI can list
 // deliveries by state, endpoint, event type and app.
@@ -95,10 +109,22 @@ type Input struct {
 	// LocalActivity runs SendSigned as a local activity (fewer server round
 	// trips; still recorded in history as a marker).
 	LocalActivity bool
-	// Resume carries the first attempt a carrier made (see CarrierWorkflow):
-	// the run judges it and goes on from attempt 2. Nil for a run that makes
-	// its own first attempt.
+	// Resume carries the first attempt a sender or a carrier made: the run
+	// judges it and goes on from attempt 2. Nil for a run that makes its own
+	// first attempt.
 	Resume *Resume `json:",omitempty"`
+	// Progress carries a cycle on into a new run (see HistoryBound); nil
+	// for a run that starts its cycle.
+	Progress *Progress `json:",omitempty"`
+}
+
+// Progress is where a cycle stood when its run continued as new: the
+// attempt it was waiting to make and what it had recorded.
+type Progress struct {
+	Attempt     int
+	Slot        time.Time
+	Attempts    []activities.SendResult
+	LastFailure string
 }
 
 // Resume is a first attempt made elsewhere (by a carrier): its result, or
@@ -140,6 +166,10 @@ type run struct {
 	canceled   bool
 	// lastFailure is why the latest attempt (or activity) failed.
 	lastFailure string
+	// progress is the cycle's state when it continues in a new run.
+	progress *Progress
+	// queued are fresh replays that arrived before the run's first task.
+	queued []ReplaySignal
 }
 
 // outcome ends a cycle.
@@ -151,6 +181,8 @@ const (
 	outCanceled
 	// outGone: the delivery's row is gone (app deleted); nothing to record.
 	outGone
+	// outContinued: the cycle goes on in a new run (see HistoryBound).
+	outContinued
 )
 
 // DeliveryWorkflow drives one delivery. See CONTRACT §4–§6.
@@ -171,8 +203,13 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 		return r.state, fmt.Errorf("register state query: %w", err)
 	}
 	// A run started by a replay (SignalWithStart) carries that signal; the
-	// input already accounts for it.
-	for r.replayCh.ReceiveAsync(nil) {
+	// input already accounts for it. A newer replay buffered before the
+	// first task is kept for when this cycle ends.
+	var buffered ReplaySignal
+	for r.replayCh.ReceiveAsync(&buffered) {
+		if buffered.ReplayID > r.replayID {
+			r.queued = append(r.queued, buffered)
+		}
 	}
 	if in.Cycle > 1 {
 		if gone, err := r.startCycle(ctx); gone || err != nil {
@@ -183,6 +220,14 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 		var sig *ReplaySignal
 		stopRetention := func() {}
 		switch r.runCycle(ctx) {
+		case outContinued:
+			if !r.drainCancel() {
+				return r.state, workflow.NewContinueAsNewError(ctx, WorkflowName, r.continued())
+			}
+			if err := r.cancel(ctx); err != nil {
+				return r.state, err
+			}
+			sig = r.pendingReplay()
 		case outGone:
 			r.setStatus(ctx, delivery.StatusCanceled)
 			return r.state, nil
@@ -246,6 +291,21 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	return in
 }
 
+// continued is the input of the run that carries the current cycle on.
+func (r *run) continued() Input {
+	in := r.in
+	in.Cycle, in.ReplayID, in.AcceptedAt = r.state.Cycle, r.replayID, r.acceptedAt
+	in.Resume, in.Progress = nil, r.progress
+	return in
+}
+
+// pastBound reports whether the run's history passed HistoryBound, so a
+// wait that sends nothing continues in a new run.
+func (r *run) pastBound(ctx workflow.Context) bool {
+	return workflow.GetInfo(ctx).GetCurrentHistoryLength() > HistoryBound &&
+		workflow.GetVersion(ctx, versionBoundedHolds, workflow.DefaultVersion, 1) == 1
+}
+
 // fresh reports whether sig asks for a replay this run has not run yet.
 func (r *run) fresh(sig ReplaySignal) bool {
 	return sig.ReplayID == 0 || sig.ReplayID > r.replayID
@@ -253,6 +313,11 @@ func (r *run) fresh(sig ReplaySignal) bool {
 
 // pendingReplay takes a fresh replay signal that is already buffered.
 func (r *run) pendingReplay() *ReplaySignal {
+	if len(r.queued) > 0 {
+		sig := r.queued[0]
+		r.queued = r.queued[1:]
+		return &sig
+	}
 	var sig ReplaySignal
 	for r.replayCh.ReceiveAsync(&sig) {
 		if r.fresh(sig) {
@@ -284,7 +349,13 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 	// already reserved for it.
 	hold := false
 	var slot time.Time
-	if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) {
+	if p := r.in.Progress; p != nil && r.state.Cycle == max(r.in.Cycle, 1) {
+		attempt, slot, hold, r.lastFailure = p.Attempt, p.Slot, true, p.LastFailure
+		r.state.Attempts = append(r.state.Attempts, p.Attempts...)
+		if n := len(r.state.Attempts); n > 0 {
+			r.state.AttemptCount, r.state.LastAttempt = n, &r.state.Attempts[n-1]
+		}
+	} else if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) {
 		switch res.Result.Class {
 		case activities.ClassEndpointPaused, activities.ClassEndpointBusy:
 			// The carrier sent nothing: start over from attempt 1.
@@ -352,6 +423,10 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 				}
 			}
 			hold = true
+			if r.pastBound(ctx) {
+				r.progress = &Progress{Attempt: attempt, Slot: slot, Attempts: r.state.Attempts, LastFailure: r.lastFailure}
+				return outContinued
+			}
 			attempt--
 			continue
 		}
@@ -470,7 +545,7 @@ func (r *run) send(ctx workflow.Context, attempt int, deadline, slot time.Time) 
 	noRetry := &temporal.RetryPolicy{MaximumAttempts: 1}
 	timeout := r.set.RequestTimeout + RecordSlack
 	var fut workflow.Future
-	if r.in.LocalActivity {
+	if r.in.LocalActivity && workflow.GetVersion(ctx, versionAsyncSend, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: timeout, RetryPolicy: noRetry,
 		})
@@ -520,6 +595,9 @@ func (r *run) drainCancel() bool {
 // cancel or the retention timer (nil). The caller stops the retention timer
 // with stop once the replay's cycle is recorded.
 func (r *run) awaitReplay(ctx workflow.Context) (sig *ReplaySignal, stop func(), err error) {
+	if len(r.queued) > 0 {
+		return r.pendingReplay(), func() {}, nil
+	}
 	tctx, stop := workflow.WithCancel(ctx)
 	retention := workflow.NewTimer(tctx, r.set.Retention)
 	expired := false

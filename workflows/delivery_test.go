@@ -33,11 +33,17 @@ type scripted struct {
 	marks   []activities.MarkRequest
 	// markStatus answers a mark; nil answers the status asked for.
 	markStatus func(activities.MarkRequest) (delivery.Status, error)
+	// eventsPerSend, when set, grows the run's history length by this much
+	// per attempt (the test environment does not count it).
+	eventsPerSend int
 }
 
 func (s *scripted) send(_ context.Context, req activities.SendRequest) (activities.SendResult, error) {
 	i := len(s.calls)
 	s.calls = append(s.calls, s.env.Now().Sub(s.start))
+	if s.eventsPerSend > 0 {
+		s.env.SetCurrentHistoryLength(s.eventsPerSend * len(s.calls))
+	}
 	s.reqs = append(s.reqs, req)
 	if i < len(s.errs) && s.errs[i] != nil {
 		return activities.SendResult{}, s.errs[i]
@@ -468,4 +474,46 @@ func TestReplayRacingSuccess(t *testing.T) {
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	require.Equal(t, 2, continued(t, env).Cycle)
 	require.Len(t, s.reqs, 1)
+}
+
+// TestBusyEndpointContinuesAsNew: an endpoint that stays busy for hours
+// sends nothing; the run continues as new past HistoryBound events with
+// the attempt it waits to make, instead of growing to Temporal's limit.
+func TestBusyEndpointContinuesAsNew(t *testing.T) {
+	busy := activities.SendResult{Class: activities.ClassEndpointBusy}
+	results := make([]activities.SendResult, 5000)
+	for i := range results {
+		results[i] = busy
+	}
+	env, s, in := setup(t, false, results...)
+	s.eventsPerSend = 6
+	in.Settings = delivery.Settings{Schedule: []time.Duration{0, time.Second}, Deadline: 3 * time.Hour}
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	next := continued(t, env)
+	require.NotNil(t, next.Progress)
+	require.Equal(t, 1, next.Progress.Attempt, "still waiting to make attempt 1")
+	require.Empty(t, next.Progress.Attempts)
+	require.False(t, next.AcceptedAt.IsZero(), "the deadline keeps counting from the first run's acceptance")
+	require.LessOrEqual(t, 6*len(s.calls), workflows.HistoryBound+6)
+
+	// The next run makes that attempt when the endpoint has room.
+	env2, s2, _ := setup(t, false, ok())
+	env2.ExecuteWorkflow(workflows.DeliveryWorkflow, next)
+	st := result(t, env2)
+	require.Equal(t, delivery.StatusSucceeded, st.Status)
+	require.Equal(t, 1, s2.reqs[0].Number)
+}
+
+// TestReplayBufferedBeforeFirstTaskIsKept: a newer replay that reached a
+// replay's run before its first task is run when this cycle ends, not
+// dropped with the signal that started the run.
+func TestReplayBufferedBeforeFirstTaskIsKept(t *testing.T) {
+	env, _, in := setup(t, false, ok())
+	in.Cycle, in.ReplayID = 2, 9
+	env.RegisterDelayedCallback(func() {
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin", ReplayID: 9})
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{By: "key_admin", ReplayID: 12})
+	}, 0)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, int64(12), continued(t, env).ReplayID)
 }

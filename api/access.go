@@ -91,47 +91,61 @@ func principal(c *gin.Context) access.Principal {
 
 // authenticate makes the request act as a principal: the portal's session
 // (set in-process, never from the network), else the API key of
-// "Authorization: Bearer <key>". Every failure answers the same bare 401.
-// A client address past AuthFailuresPerMinute failures gets a bare 429 for
-// the rest of the minute; each failure is logged without the key or any
-// part of it.
+// "Authorization: Bearer <key>". The key is checked first: a valid key is
+// served whatever other requests from its address did. A request without a
+// valid key answers a bare 401, or a bare 429 with Retry-After once its
+// client address (see Options.TrustedProxies) is past
+// AuthFailuresPerMinute failures this minute; each failure is logged
+// without the key or any part of it.
 func (s *Server) authenticate(c *gin.Context) {
 	if _, ok := access.FromContext(c.Request.Context()); ok {
 		return
 	}
 	now := time.Now()
-	client := c.ClientIP()
+	key, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+	if !ok {
+		key = ""
+	}
+	p, why, err := s.verify(c.Request.Context(), key, now)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if why == "" {
+		c.Request = c.Request.WithContext(access.NewContext(c.Request.Context(), p))
+		return
+	}
+	client := s.proxies.clientAddr(c.Request)
 	if until, over := s.authFailures.blocked(client, now); over {
 		c.Header("Retry-After", retryAfter(until, now))
 		problem(c, http.StatusTooManyRequests, "")
 		return
 	}
-	unauthorized := func(why string) {
-		s.authFailures.fail(client, now)
-		s.logger.Warn("authentication failed", "client", client, "route", c.FullPath(), "why", why)
-		problem(c, http.StatusUnauthorized, "")
-	}
-	key, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-	if !ok || key == "" {
-		unauthorized("no bearer key")
-		return
+	s.authFailures.fail(client, now)
+	s.logger.Warn("authentication failed", "client", client, "route", c.FullPath(), "why", why)
+	problem(c, http.StatusUnauthorized, "")
+}
+
+// verify finds the principal of an API key: why says why there is none
+// ("" when there is), err that the database could not answer.
+func (s *Server) verify(ctx context.Context, key string, now time.Time) (p access.Principal, why string, err error) {
+	if key == "" {
+		return p, "no bearer key", nil
 	}
 	hash := string(store.HashKey(key))
-	p, ok := s.keys.get(hash, now)
-	if !ok {
-		k, err := s.store.Authenticate(c.Request.Context(), key)
-		if err != nil {
-			if store.IsUnavailable(err) {
-				s.fail(c, err)
-				return
-			}
-			unauthorized("unknown or revoked key")
-			return
-		}
-		p = k.Principal()
-		s.keys.put(hash, p, now)
+	if p, ok := s.keys.get(hash, now); ok {
+		return p, "", nil
 	}
-	c.Request = c.Request.WithContext(access.NewContext(c.Request.Context(), p))
+	k, err := s.store.Authenticate(ctx, key)
+	switch {
+	case store.IsUnavailable(err):
+		return p, "", err
+	case err != nil:
+		return p, "unknown or revoked key", nil
+	}
+	p = k.Principal()
+	s.keys.put(hash, p, now)
+	return p, "", nil
 }
 
 // appScoped reports whether an app-bound principal may reach op: the routes

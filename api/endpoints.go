@@ -3,11 +3,14 @@ package api
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"golang.org/x/net/http/httpguts"
 
 	"hookrelay/delivery"
 	"hookrelay/internal/netguard"
@@ -153,10 +156,8 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 		*f.out = d
 	}
 	if req.Headers != nil {
-		for k := range *req.Headers {
-			if delivery.ReservedHeader(k) {
-				return bad("headers", fmt.Sprintf("%q is set by hookrelay and cannot be overridden", k))
-			}
+		if field, msg := checkHeaders(*req.Headers); field != "" {
+			return bad(field, msg)
 		}
 		e.Headers = *req.Headers
 	}
@@ -167,6 +168,27 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 		return bad(fe.Field, fe.Reason)
 	}
 	return true
+}
+
+// checkHeaders finds the first custom header (by name) that cannot be
+// sent as given, and returns the field at fault and why ("" when every
+// header can be sent): a header hookrelay sets itself ("headers"), or a
+// name that is not an HTTP token or a value that is not a valid field value
+// (RFC 9110: no control characters but tab), "headers.<name>". Such a
+// header would otherwise fail every attempt before it reached the
+// receiver.
+func checkHeaders(h map[string]string) (field, msg string) {
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		switch {
+		case delivery.ReservedHeader(k):
+			return "headers", fmt.Sprintf("%q is set by hookrelay and cannot be overridden", k)
+		case !httpguts.ValidHeaderFieldName(k):
+			return "headers." + k, fmt.Sprintf("%q is not a valid HTTP header name", k)
+		case !httpguts.ValidHeaderFieldValue(h[k]):
+			return "headers." + k, fmt.Sprintf("the value of %q is not a valid HTTP header value (no control characters such as CR or LF)", k)
+		}
+	}
+	return "", ""
 }
 
 // checkURL enforces http(s), no credentials, ≤ 2 KiB and, outside dev

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"hookrelay/access"
 	"hookrelay/delivery"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
@@ -49,8 +50,11 @@ func decodeEvent(body []byte, idempotencyKey string) (outbox.Event, *Problem) {
 	return ev, nil
 }
 
+// createEvent publishes an event: refused first by the cheapest checks
+// (the key's ingest rate, then its app's backlog), then validated, its type
+// admitted to the app's catalog, and published.
 func (s *Server) createEvent(c *gin.Context) {
-	if s.shed(c) {
+	if s.limited(c) || s.shed(c) {
 		s.metrics.Ingested(metrics.IngestShed)
 		return
 	}
@@ -65,7 +69,15 @@ func (s *Server) createEvent(c *gin.Context) {
 		problem(c, p.Status, p.Detail, p.Fields...)
 		return
 	}
-	pub, err := outbox.PublishNow(c.Request.Context(), s.store.Pool(), c.Param("app"), ev)
+	ctx, app := c.Request.Context(), c.Param("app")
+	if err := s.types.admit(ctx, app, ev.Type); err != nil {
+		if invalid(err) != nil {
+			s.metrics.Ingested(metrics.IngestInvalid)
+		}
+		s.fail(c, err)
+		return
+	}
+	pub, err := outbox.PublishNow(ctx, s.store.Pool(), app, ev)
 	if err != nil {
 		if errors.Is(err, delivery.ErrConflict) {
 			s.metrics.Ingested(metrics.IngestConflict)
@@ -77,9 +89,28 @@ func (s *Server) createEvent(c *gin.Context) {
 	outcome := metrics.IngestAccepted
 	if pub.Duplicate {
 		status, outcome = http.StatusOK, metrics.IngestRepeat
+	} else {
+		s.backlogs.added(app, len(pub.Deliveries))
 	}
 	s.metrics.Ingested(outcome)
 	c.JSON(status, pub)
+}
+
+// limited answers 429 with Retry-After when an app key publishes past its
+// ingest rate. Admin keys and portal sessions are not limited.
+func (s *Server) limited(c *gin.Context) bool {
+	p := principal(c)
+	if p.Kind != access.KindKey || p.Role != access.RoleApp {
+		return false
+	}
+	now := time.Now()
+	next, ok := s.ingest.take(p.ID, now)
+	if ok {
+		return false
+	}
+	c.Header("Retry-After", retryAfter(next, now))
+	problem(c, http.StatusTooManyRequests, fmt.Sprintf("this key publishes past its ingest rate (%g events/s, bursts of %g); retry after the Retry-After seconds", s.ingest.rate, s.ingest.burst))
+	return true
 }
 
 // eventView is the API form of a stored event: its frozen envelope.

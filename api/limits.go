@@ -3,6 +3,7 @@ package api
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -23,9 +24,16 @@ const (
 	IdleTimeoutDefault = 60 * time.Second
 	// ConnsPerClientDefault bounds one client address's open connections.
 	ConnsPerClientDefault = 128
+	// IngestRateDefault is how many events per second one app key may
+	// publish, sustained.
+	IngestRateDefault = 1000
+	// IngestBurstDefault is how many events one app key may publish at
+	// once, above the sustained rate.
+	IngestBurstDefault = 2000
 	// authWindow is the span failures are counted over.
 	authWindow = time.Minute
-	// maxTrackedClients bounds the failure table; past it, it starts over.
+	// maxTrackedClients bounds the failure table and the ingest buckets;
+	// past it, the table starts over.
 	maxTrackedClients = 10000
 )
 
@@ -71,9 +79,54 @@ func (l *authLimiter) fail(addr string, now time.Time) {
 	w.n++
 }
 
-// retryAfter is the Retry-After value, in whole seconds, until t.
+// retryAfter is the Retry-After value, in whole seconds (at least 1), until t.
 func retryAfter(t, now time.Time) string {
-	return strconv.Itoa(max(1, int(t.Sub(now).Round(time.Second)/time.Second)))
+	wait := t.Sub(now)
+	return strconv.Itoa(max(1, int((wait+time.Second-1)/time.Second)))
+}
+
+// tokenBuckets is a token bucket per key: rate tokens a second, at most
+// burst stored, one taken per request.
+type tokenBuckets struct {
+	rate, burst float64
+	mu          sync.Mutex
+	m           map[string]*bucket
+}
+
+type bucket struct {
+	tokens float64
+	at     time.Time
+}
+
+// newTokenBuckets returns buckets of rate and burst; rate <= 0 never
+// refuses.
+func newTokenBuckets(rate, burst int) *tokenBuckets {
+	return &tokenBuckets{rate: float64(rate), burst: float64(max(burst, 1))}
+}
+
+// take takes a token of key's bucket at now; when it has none it reports
+// false and when the next one comes.
+func (b *tokenBuckets) take(key string, now time.Time) (time.Time, bool) {
+	if b.rate <= 0 {
+		return now, true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.m == nil || len(b.m) > maxTrackedClients {
+		b.m = map[string]*bucket{}
+	}
+	k, ok := b.m[key]
+	if !ok {
+		k = &bucket{tokens: b.burst, at: now}
+		b.m[key] = k
+	}
+	k.tokens = min(b.burst, k.tokens+now.Sub(k.at).Seconds()*b.rate)
+	k.at = now
+	if k.tokens < 1 {
+		return now.Add(time.Duration((1 - k.tokens) / b.rate * float64(time.Second))), false
+	}
+	k.tokens--
+	return now, true
 }
 
 // ServerOptions configure the HTTP server the API runs in.
@@ -105,19 +158,23 @@ func NewHTTPServer(handler http.Handler, o ServerOptions) *http.Server {
 }
 
 // LimitListener closes, at once, a connection past perClient open ones from
-// the same address, so one client cannot hold every connection.
-func LimitListener(l net.Listener, perClient int) net.Listener {
+// the same address, so one client cannot hold every connection. It counts
+// TCP peers and cannot see X-Forwarded-For: behind a reverse proxy every
+// producer's connection is the proxy's, so connections from the trusted
+// proxies are not counted at all (the proxy bounds its own clients).
+func LimitListener(l net.Listener, perClient int, trusted ...netip.Prefix) net.Listener {
 	if perClient <= 0 {
 		perClient = ConnsPerClientDefault
 	}
-	return &limitListener{Listener: l, per: perClient, open: map[string]int{}}
+	return &limitListener{Listener: l, per: perClient, trusted: trusted, open: map[string]int{}}
 }
 
 type limitListener struct {
 	net.Listener
-	per  int
-	mu   sync.Mutex
-	open map[string]int
+	per     int
+	trusted proxies
+	mu      sync.Mutex
+	open    map[string]int
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -127,6 +184,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		host := clientHost(c.RemoteAddr())
+		if a, ok := parseHop(host); ok && l.trusted.trusts(a) {
+			return c, nil
+		}
 		l.mu.Lock()
 		if l.open[host] >= l.per {
 			l.mu.Unlock()

@@ -1,14 +1,17 @@
 package api_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -22,8 +25,10 @@ import (
 )
 
 // TestFailedAuthIsRateLimited: past the limit a client address gets a bare
-// 429 with Retry-After, even with a valid key; another address is still
-// served; no failure is logged with the key.
+// 429 with Retry-After for every request without a valid key, while a
+// valid key from the same address is still served; another address is
+// served; an X-Forwarded-For from a client that is not a trusted proxy
+// changes nothing; no failure is logged with the key.
 func TestFailedAuthIsRateLimited(t *testing.T) {
 	ctx := context.Background()
 	st, err := pg.Store(ctx, "auth")
@@ -33,10 +38,10 @@ func TestFailedAuthIsRateLimited(t *testing.T) {
 	require.NoError(t, st.EnsureAdminKey(ctx, good))
 	var logs bytes.Buffer
 	h := api.New(api.Options{Store: st, AuthFailuresPerMinute: 5, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Handler()
-	call := func(from, key string) *httptest.ResponseRecorder {
+	call := func(from, forwarded, key string) *httptest.ResponseRecorder {
 		req := httptest.NewRequest(http.MethodGet, "/v1/apps", nil)
 		req.RemoteAddr = from + ":4242"
-		req.Header.Set("X-Forwarded-For", "203.0.113.9") // not trusted
+		req.Header.Set("X-Forwarded-For", forwarded) // not trusted
 		if key != "" {
 			req.Header.Set("Authorization", "Bearer "+key)
 		}
@@ -45,18 +50,119 @@ func TestFailedAuthIsRateLimited(t *testing.T) {
 		return rec
 	}
 	for i := range 5 {
-		rec := call("192.0.2.1", fmt.Sprintf("hr_wrong_guess_%d", i))
+		rec := call("192.0.2.1", fmt.Sprintf("203.0.113.%d", i), fmt.Sprintf("hr_wrong_guess_%d", i))
 		require.Equal(t, http.StatusUnauthorized, rec.Code)
 		require.NotContains(t, rec.Body.String(), "detail", "a bare 401")
 	}
-	rec := call("192.0.2.1", good)
-	require.Equal(t, http.StatusTooManyRequests, rec.Code, "over the limit, even a valid key waits")
+	rec := call("192.0.2.1", "203.0.113.99", "hr_wrong_guess_again")
+	require.Equal(t, http.StatusTooManyRequests, rec.Code, "over the limit, a wrong key waits")
 	require.NotEmpty(t, rec.Header().Get("Retry-After"))
-	require.Equal(t, http.StatusOK, call("192.0.2.2", good).Code, "another address is served")
-	require.Equal(t, http.StatusUnauthorized, call("192.0.2.2", "").Code)
+	require.NotContains(t, rec.Body.String(), "detail", "a bare 429")
+	require.Equal(t, http.StatusTooManyRequests, call("192.0.2.1", "", "").Code, "so does no key")
+	require.Equal(t, http.StatusOK, call("192.0.2.1", "", good).Code, "a valid key is never refused for other requests' failures")
+	require.Equal(t, http.StatusOK, call("192.0.2.2", "", good).Code, "another address is served")
+	require.Equal(t, http.StatusUnauthorized, call("192.0.2.2", "", "").Code)
 	require.Contains(t, logs.String(), "authentication failed")
-	require.NotContains(t, logs.String(), "hr_wrong_guess")
+	require.Contains(t, logs.String(), "client=192.0.2.1")
+	require.NotContains(t, logs.String(), "203.0.113", "an untrusted X-Forwarded-For is ignored")
 	require.NotContains(t, logs.String(), "hr_wrong")
+}
+
+// TestClientAddressBehindTrustedProxies: on a connection from a trusted
+// proxy the client is the right-most address of X-Forwarded-For (else
+// Forwarded) that is not a trusted proxy, so one misconfigured producer
+// behind the proxy is limited alone and a valid key behind it is served.
+func TestClientAddressBehindTrustedProxies(t *testing.T) {
+	ctx := context.Background()
+	st, err := pg.Store(ctx, "proxy")
+	require.NoError(t, err)
+	t.Cleanup(st.Pool().Close)
+	const good = "hr_good_proxy_key_0123456789"
+	require.NoError(t, st.EnsureAdminKey(ctx, good))
+	trusted, err := api.ParseTrustedProxies("10.0.0.0/8, 2001:db8:ffff::/48,192.0.2.10")
+	require.NoError(t, err)
+	var logs bytes.Buffer
+	h := api.New(api.Options{Store: st, AuthFailuresPerMinute: 2, TrustedProxies: trusted, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Handler()
+	call := func(from string, header http.Header, key string) int {
+		req := httptest.NewRequest(http.MethodGet, "/v1/apps", nil)
+		req.RemoteAddr = from
+		maps.Copy(req.Header, header)
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	xff := func(v ...string) http.Header { return http.Header{"X-Forwarded-For": v} }
+	fwd := func(v string) http.Header { return http.Header{"Forwarded": {v}} }
+	const proxy = "10.1.2.3:5555"
+
+	for _, tc := range []struct {
+		name   string
+		from   string
+		header http.Header
+		client string
+	}{
+		{"one producer behind the proxy", proxy, xff("198.51.100.7"), "198.51.100.7"},
+		{"a chain of trusted proxies", proxy, xff("198.51.100.8, 10.9.9.9", "192.0.2.10"), "198.51.100.8"},
+		{"a spoofed left-most entry", proxy, xff("6.6.6.6, 198.51.100.9"), "198.51.100.9"},
+		{"Forwarded, IPv6 with a port", "[2001:db8:ffff::1]:443", fwd(`for=192.0.2.60;proto=https, for="[2001:db8:cafe::17]:4711"`), "2001:db8:cafe::17"},
+		{"no header: the proxy itself", proxy, nil, "10.1.2.3"},
+		{"garbage stops at the proxy that wrote it", proxy, xff("198.51.100.10, unknown"), "10.1.2.3"},
+		{"a direct client cannot pick its address", "203.0.113.5:1", xff("198.51.100.11"), "203.0.113.5"},
+	} {
+		logs.Reset()
+		require.Equal(t, http.StatusUnauthorized, call(tc.from, tc.header, "hr_wrong"), tc.name)
+		require.Contains(t, logs.String(), "client="+tc.client+" ", tc.name)
+	}
+
+	// Two failures block 198.51.100.7 alone: other producers behind the
+	// same proxy, and its own valid key, are served.
+	require.Equal(t, http.StatusUnauthorized, call(proxy, xff("198.51.100.7"), "hr_wrong"))
+	require.Equal(t, http.StatusTooManyRequests, call(proxy, xff("198.51.100.7"), "hr_wrong"))
+	require.Equal(t, http.StatusOK, call(proxy, xff("198.51.100.7"), good))
+	require.Equal(t, http.StatusUnauthorized, call(proxy, xff("198.51.100.77"), "hr_wrong"), "another producer is not blocked")
+	require.Equal(t, http.StatusOK, call(proxy, xff("198.51.100.77"), good))
+
+	_, err = api.ParseTrustedProxies("10.0.0.0/8,not-a-cidr")
+	require.ErrorContains(t, err, "not-a-cidr")
+}
+
+// TestConnectionBoundSkipsTrustedProxies: the per-client connection bound
+// counts TCP peers, so it closes a third connection from one untrusted
+// address but not a fourth from a trusted proxy, which carries many
+// producers.
+func TestConnectionBoundSkipsTrustedProxies(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := api.NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }), api.ServerOptions{})
+	go func() { _ = srv.Serve(api.LimitListener(ln, 2, netip.MustParsePrefix("127.0.0.1/32"))) }()
+	t.Cleanup(func() { srv.Close() })
+	// open holds a connection from local and reports whether the server
+	// answers a request on it.
+	open := func(local string) (net.Conn, bool) {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(local)}, Timeout: 5 * time.Second}
+		c, err := d.Dial("tcp", ln.Addr().String())
+		require.NoError(t, err)
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			return c, false
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		return c, err == nil && strings.HasPrefix(line, "HTTP/1.1 204")
+	}
+	for i := range 4 {
+		_, ok := open("127.0.0.1")
+		require.True(t, ok, "trusted proxy connection %d", i+1)
+	}
+	for i := range 2 {
+		_, ok := open("127.0.0.2")
+		require.True(t, ok, "untrusted connection %d", i+1)
+	}
+	_, ok := open("127.0.0.2")
+	require.False(t, ok, "a third from one untrusted address is closed")
 }
 
 // TestSlowClientsCannotHoldTheAPI holds 500 connections that trickle their

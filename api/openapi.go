@@ -46,10 +46,10 @@ func operations() []operation {
 		{"GET", "/v1/apps/{app}", "Get an app", nil, 200, ref("App"), nil},
 		{"PATCH", "/v1/apps/{app}", "Change an app's name or retention", ref("AppRequest"), 200, ref("App"), nil},
 		{"DELETE", "/v1/apps/{app}", "Delete an app and everything it owns", nil, 204, nil, nil},
-		{"POST", "/v1/event-types", "Add an event type to the catalog", ref("EventTypeRequest"), 201, ref("EventType"), nil},
-		{"GET", "/v1/event-types", "List event types", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
+		{"POST", "/v1/event-types", "Add an event type to the operator's catalog, which every app sees", ref("EventTypeRequest"), 201, ref("EventType"), nil},
+		{"GET", "/v1/event-types", "List every event type: the operator's and those any app's events used", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
 		{"GET", "/v1/event-types/{name}", "Get an event type", nil, 200, ref("EventType"), nil},
-		{"PATCH", "/v1/event-types/{name}", "Update an event type", ref("EventTypeRequest"), 200, ref("EventType"), nil},
+		{"PATCH", "/v1/event-types/{name}", "Describe an event type; it joins the operator's catalog", ref("EventTypeRequest"), 200, ref("EventType"), nil},
 		{"POST", "/v1/apps/{app}/endpoints", "Create an endpoint (the secret is returned once)", ref("EndpointRequest"), 201, ref("EndpointWithSecret"), nil},
 		{"GET", "/v1/apps/{app}/endpoints", "List endpoints", nil, 200, listOf("Endpoint"), []string{"limit", "cursor"}},
 		{"GET", "/v1/apps/{app}/endpoints/{ep}", "Get an endpoint", nil, 200, ref("Endpoint"), nil},
@@ -72,7 +72,7 @@ func operations() []operation {
 		{"DELETE", "/v1/api-keys/{key}", "Revoke an API key (admin only): its next request is refused", nil, 204, nil, nil},
 		{"POST", "/v1/apps/{app}/portal-links", "Make a single-use, expiring link into the app's portal", ref("PortalLinkRequest"), 201, ref("PortalLink"), nil},
 		{"GET", "/v1/apps/{app}/audit-log", "Every state-changing call on the app and who made it", nil, 200, listOf("AuditEntry"), []string{"limit", "cursor"}},
-		{"GET", "/v1/apps/{app}/event-types", "The event-type catalog as the app's endpoints can subscribe to it (operational types only for app_operations)", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
+		{"GET", "/v1/apps/{app}/event-types", "The event-type catalog as the app's endpoints can subscribe to it: the operator's types and those the app's own events used, never another app's (operational types only for app_operations)", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/test", "Send the endpoint a test event (webhook.test), whatever its filter", nil, 202, ref("Event"), nil},
 	}
 }
@@ -211,6 +211,7 @@ func OpenAPI() obj {
 				"401":                   problemResp("missing or wrong API key"),
 				"404":                   problemResp("no such object in this app"),
 				"422":                   problemResp("invalid field (named in fields)"),
+				"429":                   problemResp("too many failed authentications from this client, or (ingest) the key's rate or the app's backlog is past its bound; retry after Retry-After"),
 				"503":                   problemResp("database unavailable; retry"),
 			},
 		}

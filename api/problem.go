@@ -31,6 +31,8 @@ func problem(c *gin.Context, status int, detail string, fields ...string) {
 		typ = "https://hookrelay.dev/problems/conflict"
 	case http.StatusServiceUnavailable:
 		typ = "https://hookrelay.dev/problems/unavailable"
+	case http.StatusTooManyRequests:
+		typ = "https://hookrelay.dev/problems/too-many-requests"
 	}
 	c.Abort()
 	c.Render(status, problemJSON{Problem{Type: typ, Title: http.StatusText(status), Status: status, Detail: detail, Fields: fields}})
@@ -49,15 +51,22 @@ func (problemJSON) WriteContentType(w http.ResponseWriter) {
 }
 
 // invalid is the problem of invalid input: 413 for a payload over its
-// limit, 422 for a field at fault; nil for any other error.
+// limit, 422 for a field at fault (an event type past its app's bound names
+// type, a page cursor no list gave names cursor); nil for any other error.
 func invalid(err error) *Problem {
 	var tooLarge *delivery.TooLargeError
 	var field *delivery.FieldError
+	var types *store.EventTypeLimitError
+	var cursor *store.CursorError
 	switch {
 	case errors.As(err, &tooLarge):
 		return &Problem{Status: http.StatusRequestEntityTooLarge, Detail: err.Error(), Fields: []string{tooLarge.Field}}
 	case errors.As(err, &field):
 		return &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error(), Fields: []string{field.Field}}
+	case errors.As(err, &types):
+		return &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error(), Fields: []string{"type"}}
+	case errors.As(err, &cursor):
+		return &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error(), Fields: []string{"cursor"}}
 	}
 	return nil
 }

@@ -147,9 +147,14 @@ func jsonKind(k reflect.Kind) string {
 	}
 }
 
-// page reads ?limit=&cursor=.
+// page reads ?limit=&cursor=. A cursor that no list could have given
+// (not UTF-8, or with a NUL, which Postgres text cannot hold) is a 422.
 func page(c *gin.Context) (store.Page, bool) {
 	p := store.Page{Limit: PageLimitDefault, Cursor: c.Query("cursor")}
+	if !utf8.ValidString(p.Cursor) || strings.ContainsRune(p.Cursor, 0) {
+		problem(c, http.StatusUnprocessableEntity, "cursor must be a next_cursor a list answered", "cursor")
+		return p, false
+	}
 	if l := c.Query("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > MaxPageLimit {

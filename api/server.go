@@ -6,11 +6,11 @@ package api
 import (
 	"cmp"
 	"context"
-	"fmt"
+	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -19,7 +19,6 @@ import (
 
 	"hookrelay/access"
 	"hookrelay/metrics"
-	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
@@ -47,10 +46,12 @@ type Server struct {
 	logger *slog.Logger
 	// allowPrivate permits loopback/private endpoint URLs (dev mode).
 	allowPrivate bool
-	maxBacklog   int
-	backlog      atomic.Int64 // sampled outbox size
+	backlogs     *backlogs
 	keys         keyCache
 	authFailures authLimiter
+	proxies      proxies
+	ingest       *tokenBuckets
+	types        *typeBound
 	metrics      *metrics.Sender
 	gatherer     prometheus.Gatherer
 	retention    time.Duration
@@ -69,9 +70,27 @@ type Options struct {
 	Logger *slog.Logger
 	// AllowPrivateTargets permits http and private addresses (dev mode).
 	AllowPrivateTargets bool
-	// MaxBacklog is the outbox size past which ingest sheds (0 = never);
-	// it takes effect while WatchBacklog runs.
+	// MaxBacklog is how many outbox rows of one app (its events' starts,
+	// the held rows of its paused endpoints, its replays and cancels) past
+	// which that app's ingest answers 429 with Retry-After; other apps are
+	// not affected. 0 never sheds. WatchBacklog keeps the counts fresh.
 	MaxBacklog int
+	// IngestRate is how many events per second one app key may publish,
+	// sustained; past it (and IngestBurst) ingest answers 429 with
+	// Retry-After. Defaults to IngestRateDefault; negative disables it.
+	IngestRate int
+	// IngestBurst is how many events an app key may publish at once.
+	// Defaults to IngestBurstDefault.
+	IngestBurst int
+	// MaxAppEventTypes bounds the event types an app's own events may add
+	// to its catalog (the operator's types aside); an event of one more new
+	// type is a 422 naming type. Defaults to MaxAppEventTypesDefault.
+	MaxAppEventTypes int
+	// TrustedProxies are the reverse proxies and load balancers (CIDRs)
+	// whose X-Forwarded-For or Forwarded header names the client, for the
+	// authentication-failure limit (give LimitListener the same list).
+	// Defaults to none: the client is the connection's peer.
+	TrustedProxies []netip.Prefix
 	// Retention is how long finished deliveries are kept: a delivery
 	// asked for past it answers 410. Zero answers 404.
 	Retention time.Duration
@@ -81,8 +100,9 @@ type Options struct {
 	// serves no /metrics.
 	Gatherer prometheus.Gatherer
 	// AuthFailuresPerMinute is how many failed authentications a client
-	// address may make per minute; past it every request from it is a bare
-	// 429 with Retry-After until the minute ends. Defaults to
+	// address (see TrustedProxies) may make per minute; past it every
+	// request from it without a valid key is a bare 429 with Retry-After
+	// until the minute ends, while a valid key is still served. Defaults to
 	// AuthFailuresPerMinuteDefault; negative disables the limit.
 	AuthFailuresPerMinute int
 	// LinkSigner signs portal link tokens.
@@ -94,21 +114,21 @@ type Options struct {
 
 // New returns the API server.
 func New(opts Options) *Server {
-	limit := opts.AuthFailuresPerMinute
-	if limit == 0 {
-		limit = AuthFailuresPerMinuteDefault
-	}
 	return &Server{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()),
-		allowPrivate: opts.AllowPrivateTargets, maxBacklog: opts.MaxBacklog, authFailures: authLimiter{limit: limit},
-		metrics: opts.Metrics, gatherer: opts.Gatherer, retention: opts.Retention, links: opts.LinkSigner, publicBase: opts.PublicURL}
+		allowPrivate: opts.AllowPrivateTargets, backlogs: newBacklogs(opts.Store, opts.MaxBacklog),
+		authFailures: authLimiter{limit: cmp.Or(opts.AuthFailuresPerMinute, AuthFailuresPerMinuteDefault)},
+		proxies:      opts.TrustedProxies,
+		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
+		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
+		metrics:      opts.Metrics, gatherer: opts.Gatherer, retention: opts.Retention, links: opts.LinkSigner, publicBase: opts.PublicURL}
 }
 
 // Handler returns the HTTP handler with every route.
 func (s *Server) Handler() http.Handler {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	// The client address is the connection's: no X-Forwarded-For from an
-	// untrusted client picks its own rate-limit bucket.
+	// gin's ClientIP is not used: limits count s.proxies.clientAddr, which
+	// reads X-Forwarded-For only from a trusted proxy.
 	_ = r.SetTrustedProxies(nil)
 	// Order: recover first so a panic in any later middleware becomes a
 	// 500, then the access log, then (per group) authentication.
@@ -185,42 +205,6 @@ func ginPath(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)
 }
 
-// backlogInterval is how often WatchBacklog samples the outbox.
-const backlogInterval = 250 * time.Millisecond
-
-// WatchBacklog samples the outbox size until ctx ends; ingest sheds load
-// with 503 + Retry-After while it exceeds MaxBacklog, so a stalled
-// dispatcher never hides behind fast 2xx answers.
-func (s *Server) WatchBacklog(ctx context.Context) {
-	if s.maxBacklog <= 0 {
-		return
-	}
-	t := time.NewTicker(backlogInterval)
-	defer t.Stop()
-	for {
-		// Counting stops at the bound: past it the exact size does not matter.
-		n, err := outbox.Backlog(ctx, s.store.Pool(), s.maxBacklog+1)
-		if err == nil {
-			s.backlog.Store(n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// shed answers 503 when the outbox backlog is past its bound.
-func (s *Server) shed(c *gin.Context) bool {
-	if s.maxBacklog > 0 && s.backlog.Load() > int64(s.maxBacklog) {
-		c.Header("Retry-After", "1")
-		problem(c, http.StatusServiceUnavailable, fmt.Sprintf("delivery backlog is over %d events; retry shortly (nothing already accepted is affected)", s.maxBacklog))
-		return true
-	}
-	return false
-}
-
 func (s *Server) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
@@ -243,6 +227,12 @@ func (s *Server) ready(c *gin.Context) {
 		status = http.StatusServiceUnavailable
 	} else if err := s.engine.Healthy(ctx); err != nil {
 		checks["temporal"] = "unreachable"
+		// A namespace without hookrelay's search attributes would take no
+		// workflow start: say which are missing.
+		var missing interface{ MissingSearchAttributes() []string }
+		if errors.As(err, &missing) {
+			checks["temporal"] = err.Error()
+		}
 		status = http.StatusServiceUnavailable
 	} else {
 		checks["temporal"] = "ok"

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hookrelay/activities"
 	"hookrelay/api"
 	"hookrelay/dispatch"
 	"hookrelay/store"
 	"hookrelay/worker"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -31,6 +33,14 @@ const (
 	DBMaxConnsDefault        = 32
 	MaxBacklogDefault        = 20000
 	LogLevelDefault          = "info"
+)
+
+// Ways of making first attempts (Config.FirstAttempts).
+const (
+	// FirstAttemptsSender makes them straight from the outbox.
+	FirstAttemptsSender = "sender"
+	// FirstAttemptsCarrier carries them many to a CarrierWorkflow.
+	FirstAttemptsCarrier = "carrier"
 )
 
 // Config holds every setting of every subcommand.
@@ -102,9 +112,32 @@ type Config struct {
 	// to carry them. Defaults to dispatch.CarrierMinDefault.
 	// Env HOOKRELAY_CARRIER_MIN.
 	CarrierMin int
-	// MaxBacklog is the outbox backlog past which ingest answers 503 with
-	// Retry-After (0 disables). Env HOOKRELAY_MAX_BACKLOG.
+	// FirstAttempts is how first attempts are made: FirstAttemptsSender
+	// (straight from the outbox, each at its own due time, with no
+	// workflow unless it fails) or FirstAttemptsCarrier (carried many to a
+	// CarrierWorkflow). Defaults to FirstAttemptsSender.
+	// Env HOOKRELAY_FIRST_ATTEMPTS.
+	FirstAttempts string
+	// EndpointShare is how many requests one endpoint may have open from
+	// one worker at once. Defaults to activities.EndpointShareDefault.
+	// Env HOOKRELAY_ENDPOINT_SHARE.
+	EndpointShare int
+	// MaxBacklog is one app's outbox backlog past which that app's ingest
+	// answers 429 with Retry-After (0 disables). Defaults to
+	// MaxBacklogDefault. Env HOOKRELAY_MAX_BACKLOG.
 	MaxBacklog int
+	// IngestRate is how many events per second one app key may publish.
+	// Defaults to api.IngestRateDefault. Env HOOKRELAY_INGEST_RATE.
+	IngestRate int
+	// IngestBurst is how many events one app key may publish at once.
+	// Defaults to api.IngestBurstDefault. Env HOOKRELAY_INGEST_BURST.
+	IngestBurst int
+	// TrustedProxies are the reverse proxies and load balancers whose
+	// X-Forwarded-For (or Forwarded) header names the client, for the
+	// per-client limits; their own connections are not counted against
+	// the per-client connection bound. Defaults to none.
+	// Env HOOKRELAY_TRUSTED_PROXIES (comma-separated CIDRs).
+	TrustedProxies []netip.Prefix
 	// WorkerConcurrency bounds concurrent attempts per worker. Defaults to
 	// worker.MaxConcurrentActivitiesDefault.
 	// Env HOOKRELAY_WORKER_CONCURRENCY.
@@ -197,6 +230,19 @@ func (b *builder) boolean(p *bool, name, env string, def bool, usage string) {
 	b.add(name, env, strconv.FormatBool(def), usage)
 }
 
+// prefixes registers a comma-separated CIDR list (none by default).
+func (b *builder) prefixes(p *[]netip.Prefix, name, env, usage string) {
+	*p = fromEnv(b, env, nil, api.ParseTrustedProxies, "comma-separated CIDRs")
+	b.fs.Func(name, usage+" (env "+env+")", func(s string) error {
+		v, err := api.ParseTrustedProxies(s)
+		if err == nil {
+			*p = v
+		}
+		return err
+	})
+	b.add(name, env, "", usage)
+}
+
 func (b *builder) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
 	positive := func(s string) (time.Duration, error) {
 		d, err := time.ParseDuration(s)
@@ -219,6 +265,7 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 		"metrics-addr":           "off",
 		"public-url":             "the request's own scheme and host",
 		"portal-frame-ancestors": "`'self'` only",
+		"trusted-proxies":        "none: the client is the connection's peer",
 	}}
 	b.str(&c.DataDir, "data-dir", "HOOKRELAY_DATA_DIR", DataDirDefault, "dev stack state directory")
 	b.str(&c.HTTPAddr, "http-addr", "HOOKRELAY_HTTP_ADDR", HTTPAddrDefault, "REST API listen address")
@@ -240,7 +287,11 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", dispatch.BatchDefault, "outbox rows claimed per dispatcher round")
 	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", dispatch.CarrierSizeDefault, "most first attempts one carrier workflow makes, at most 50 (1 = one workflow per delivery)")
 	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", dispatch.CarrierMinDefault, "fewest new deliveries a dispatcher round carries together")
-	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "outbox backlog past which ingest answers 503 + Retry-After (0 = never)")
+	b.str(&c.FirstAttempts, "first-attempts", "HOOKRELAY_FIRST_ATTEMPTS", FirstAttemptsSender, "how first attempts are made: sender (from the outbox at their due time) or carrier (carried many to a workflow)")
+	b.num(&c.EndpointShare, "endpoint-share", "HOOKRELAY_ENDPOINT_SHARE", activities.EndpointShareDefault, "requests one endpoint may have open from one worker at once")
+	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "one app's outbox backlog past which that app's ingest answers 429 + Retry-After (0 = never)")
+	b.num(&c.IngestRate, "ingest-rate", "HOOKRELAY_INGEST_RATE", api.IngestRateDefault, "events per second one app key may publish, sustained (429 + Retry-After past it; negative = no limit)")
+	b.num(&c.IngestBurst, "ingest-burst", "HOOKRELAY_INGEST_BURST", api.IngestBurstDefault, "events one app key may publish at once above its ingest rate")
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
 	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", store.RetentionDefault, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
 	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", store.FailingAfterDefault, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
@@ -248,7 +299,8 @@ func define(name string, c *Config, getenv func(string) string) *builder {
 	b.boolean(&c.MetricsEndpointLabels, "metrics-endpoint-labels", "HOOKRELAY_METRICS_ENDPOINT_LABELS", false, "also count attempts per endpoint ID (one series per endpoint)")
 	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
 	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
-	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before 429")
+	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before requests without a valid key from it get 429")
+	b.prefixes(&c.TrustedProxies, "trusted-proxies", "HOOKRELAY_TRUSTED_PROXIES", "reverse proxies and load balancers (comma-separated CIDRs) whose X-Forwarded-For or Forwarded names the client for per-client limits; their connections skip the per-client connection bound")
 	b.duration(&c.ShutdownTimeout, "shutdown-timeout", "HOOKRELAY_SHUTDOWN_TIMEOUT", ShutdownTimeoutDefault, "graceful stop bound")
 	b.str(&c.LogLevel, "log-level", "HOOKRELAY_LOG_LEVEL", LogLevelDefault, "debug, info, warn or error")
 	return b
@@ -294,6 +346,12 @@ func Load(name string, dev bool, args []string, getenv func(string) string) (Con
 	}
 	if c.DispatchBatch <= 0 || c.DBMaxConns <= 0 {
 		errs = append(errs, "dispatch-batch and db-max-conns must be positive")
+	}
+	if c.FirstAttempts != FirstAttemptsSender && c.FirstAttempts != FirstAttemptsCarrier {
+		errs = append(errs, fmt.Sprintf("first-attempts %q: want %s or %s", c.FirstAttempts, FirstAttemptsSender, FirstAttemptsCarrier))
+	}
+	if c.EndpointShare <= 0 {
+		errs = append(errs, "endpoint-share must be positive")
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("config: %s", strings.Join(errs, "; "))

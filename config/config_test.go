@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"flag"
+	"net/netip"
 	"os"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"hookrelay/api"
 	"hookrelay/config"
 )
 
@@ -79,4 +81,29 @@ func TestEveryDefaultIsTheFlagDefault(t *testing.T) {
 	}
 	require.Equal(t, 4, c.TemporalShards)
 	require.Equal(t, 30*time.Second, c.ShutdownTimeout)
+}
+
+// TestTrustedProxiesAndIngestLimits: --trusted-proxies takes
+// comma-separated CIDRs (a bare address is its own host route) from the
+// flag or HOOKRELAY_TRUSTED_PROXIES, none by default; a bad entry names the
+// setting. The ingest limits default to the API's.
+func TestTrustedProxiesAndIngestLimits(t *testing.T) {
+	c, err := config.Load("dev", true, nil, env(nil))
+	require.NoError(t, err)
+	require.Empty(t, c.TrustedProxies)
+	require.Equal(t, api.IngestRateDefault, c.IngestRate)
+	require.Equal(t, api.IngestBurstDefault, c.IngestBurst)
+
+	c, err = config.Load("dev", true, nil, env(map[string]string{"HOOKRELAY_TRUSTED_PROXIES": "10.0.0.0/8, 192.0.2.1,2001:db8::/32", "HOOKRELAY_INGEST_RATE": "50"}))
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.1/32"), netip.MustParsePrefix("2001:db8::/32")}, c.TrustedProxies)
+	require.Equal(t, 50, c.IngestRate)
+	c, err = config.Load("dev", true, []string{"--trusted-proxies", "172.16.0.0/12"}, env(map[string]string{"HOOKRELAY_TRUSTED_PROXIES": "10.0.0.0/8"}))
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}, c.TrustedProxies, "the flag wins")
+
+	_, err = config.Load("dev", true, nil, env(map[string]string{"HOOKRELAY_TRUSTED_PROXIES": "10.0.0.0/8,proxy.internal"}))
+	require.ErrorContains(t, err, "HOOKRELAY_TRUSTED_PROXIES")
+	_, err = config.Load("dev", true, []string{"--trusted-proxies", "10.0.0.0/33"}, env(nil))
+	require.ErrorContains(t, err, "trusted-proxies")
 }

@@ -86,6 +86,8 @@ type Dispatcher struct {
 	// to a DeliveryWorkflow.
 	firsts                    sync.WaitGroup
 	firstDone, firstHandedOff atomic.Int64
+	// carrying turns the Sender off while running (see UseCarriers).
+	carrying atomic.Bool
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
 	// started and carried count new deliveries started in their own
@@ -102,6 +104,11 @@ type Dispatcher struct {
 func (d *Dispatcher) SetCarrierSize(n int) {
 	d.carrierSize.Store(int64(min(max(n, 1), workflows.CarrierSizeMax)))
 }
+
+// UseCarriers carries first attempts in CarrierWorkflows (on) or makes
+// them with the Sender (off) from the next round on (the bench measures
+// both on one server).
+func (d *Dispatcher) UseCarriers(on bool) { d.carrying.Store(on) }
 
 // Counts returns how many new deliveries were started in their own
 // DeliveryWorkflow, how many in carriers, and how many first attempts a
@@ -235,13 +242,14 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	var leaseUntil []time.Time
 	stamped := map[string]bool{}
 	now := time.Now()
+	sender := d.Sender != nil && !d.carrying.Load()
 	for _, it := range items {
 		switch {
 		case it.CarrierID != "":
 			stamped[it.CarrierID] = true
 		case it.Stale():
 			done = append(done, it.ID)
-		case it.Kind == outbox.KindStart && d.Sender != nil && it.Outcome == nil:
+		case it.Kind == outbox.KindStart && sender && it.Outcome == nil:
 			f, ok := planFirst(it, now)
 			if !ok {
 				singles = append(singles, it)
@@ -249,7 +257,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			}
 			firsts = append(firsts, f)
 			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, f.leaseUntil())
-		case it.Kind == outbox.KindStart && d.Sender == nil:
+		case it.Kind == outbox.KindStart && !sender && it.Outcome == nil:
 			fresh = append(fresh, it)
 		default:
 			singles = append(singles, it)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -139,24 +140,55 @@ func TestAuth(t *testing.T) {
 	_ = ready
 }
 
+// TestTemporalOutage: while Temporal is unreachable, first attempts still
+// go out straight from the outbox; a first attempt that fails is recorded
+// once and waits in the outbox (with its outcome) for its workflow, which
+// takes it over when Temporal is back, without sending it again.
 func TestTemporalOutage(t *testing.T) {
 	h := newHarness(t)
 	appID := h.createApp()
-	rc := newReceiver(t, nil)
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})
-	rc.setSecrets(ep.Secret)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("webhook-id")
+		mu.Lock()
+		seen[id]++
+		first := seen[id] == 1
+		mu.Unlock()
+		if first && r.URL.Query().Get("flaky") != "" {
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	})
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"payment.succeeded"}, "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})
+	flakyEp := h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=1", "event_types": []string{"payment.failed"}, "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})
+	rc.setSecrets(ep.Secret, flakyEp.Secret)
 
 	h.proxy.Close() // Temporal is unreachable from hookrelay from here on.
-	const n = 200
-	var dlvs []string
+	const n, failing = 200, 20
+	var dlvs, failed []string
 	for i := 0; i < n; i++ {
-		ev := h.send(appID, "payment.succeeded", map[string]any{"i": i})
-		dlvs = append(dlvs, ev.Deliveries[0].ID)
+		typ := "payment.succeeded"
+		if i%(n/failing) == 0 {
+			typ = "payment.failed"
+		}
+		id := h.send(appID, typ, map[string]any{"i": i}).Deliveries[0].ID
+		dlvs = append(dlvs, id)
+		if typ == "payment.failed" {
+			failed = append(failed, id)
+		}
 	}
-	var queued int
-	require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&queued))
-	require.Equal(t, n, queued, "accepted events wait in the outbox")
-	require.Empty(t, rc.receipts())
+	for _, id := range dlvs {
+		if !slices.Contains(failed, id) {
+			h.waitDelivery(appID, id, 30*time.Second, delivery.StatusSucceeded)
+		}
+	}
+	var waiting, withOutcome int
+	require.Eventually(t, func() bool {
+		require.NoError(t, h.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*), count(outcome) FROM outbox`).Scan(&waiting, &withOutcome))
+		return waiting == failing && withOutcome == failing
+	}, 30*time.Second, 50*time.Millisecond, "the failed first attempts wait, recorded, for their workflows")
+	require.Len(t, rc.byID(), n, "every event was sent once while Temporal was down")
 
 	require.NoError(t, h.proxy.Open())
 	for _, id := range dlvs {
@@ -168,8 +200,12 @@ func TestTemporalOutage(t *testing.T) {
 	for _, c := range byID {
 		dups += c - 1
 	}
-	t.Logf("outage: %d events accepted while Temporal was down, %d delivered, %d duplicate receipts", n, len(byID), dups)
-	require.Zero(t, dups)
+	t.Logf("outage: %d events accepted while Temporal was down, %d delivered during it, %d failed first attempts taken over after it, %d receipts beyond the first",
+		n, n-failing, failing, dups)
+	require.Equal(t, failing, dups, "each failed first attempt was sent once more, by its workflow")
+	for _, id := range failed {
+		require.Len(t, h.attempts(appID, id), 2, id)
+	}
 }
 
 func TestRotation(t *testing.T) {

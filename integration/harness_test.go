@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -113,6 +114,8 @@ type harnessConfig struct {
 	// carriers carries first attempts in CarrierWorkflows instead of
 	// sending them from the outbox.
 	carriers bool
+	// trustedProxies are the API's trusted reverse proxies.
+	trustedProxies []netip.Prefix
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
@@ -144,6 +147,7 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	if hc.carriers {
 		h.cfg.FirstAttempts = config.FirstAttemptsCarrier
 	}
+	h.cfg.TrustedProxies = hc.trustedProxies
 	h.cfg.MetricsAddr = "127.0.0.1:0" // the worker process's /metrics
 	// The SDK logs warnings and errors (a failing workflow task) with the rest.
 	h.opts = app.Options{TaskQueue: h.queue, SDKLogger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}

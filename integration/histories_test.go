@@ -16,6 +16,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"hookrelay/config"
 	"hookrelay/delivery"
 	"hookrelay/workflows"
 )
@@ -112,12 +113,12 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	endpoint("p.retry", "flaky=1", "0s", "1s")
 	retried := send("p.retry")
 	wait(retried, delivery.StatusSucceeded)
-	h.keepHistory("v2-retry-then-success", retried, "")
+	h.keepHistory("v4-retry-then-success", retried, "")
 
 	endpoint("p.throttle", "throttle=1", "0s", "1h")
 	throttled := send("p.throttle")
 	wait(throttled, delivery.StatusSucceeded)
-	h.keepHistory("v2-throttled-then-success", throttled, "")
+	h.keepHistory("v4-throttled-then-success", throttled, "")
 
 	deadEp := endpoint("p.dead", "code=404", "0s")
 	dead := send("p.dead")
@@ -126,29 +127,31 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dead+"/replay", nil, nil))
 	require.Eventually(t, func() bool { return h.runID(dead) != first && len(h.attempts(appID, dead)) == 2 }, 20*time.Second, 50*time.Millisecond)
 	h.waitDelivery(appID, dead, 20*time.Second, delivery.StatusDeadLettered)
-	h.keepHistory("v2-dead-letter-then-replay", dead, first)
+	h.keepHistory("v4-dead-letter-then-replay", dead, first)
 
 	// The replayed cycle's run, ended by a cancel while it is parked: the
 	// endpoint is deleted.
 	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID+"/endpoints/"+deadEp, nil, nil))
 	require.Eventually(t, func() bool { return !h.workflowOpen(dead) }, 20*time.Second, 50*time.Millisecond)
-	h.keepHistory("v2-replayed-cycle-canceled-while-parked", dead, "")
+	h.keepHistory("v4-replayed-cycle-canceled-while-parked", dead, "")
 
 	waitingEp := endpoint("p.wait", "code=503", "0s", "1h")
 	waiting := send("p.wait")
 	require.Eventually(t, func() bool { return len(h.attempts(appID, waiting)) == 1 }, 20*time.Second, 50*time.Millisecond)
 	h.patchEndpoint(appID, waitingEp, map[string]any{"disabled": true})
 	wait(waiting, delivery.StatusCanceled)
-	h.keepHistory("v2-canceled-while-waiting", waiting, "")
+	h.keepHistory("v4-canceled-while-waiting", waiting, "")
 
-	slowEp := endpoint("p.slow", "slow=1", "0s")
+	// The first attempt (the sender's) fails; the second, the workflow's,
+	// is on the wire when the disable comes, and its 2xx wins.
+	slowEp := endpoint("p.slow", "flaky=slow&slow=1", "0s", "0s")
 	slow := send("p.slow")
-	require.Eventually(t, func() bool { return count("slow=1") == 1 }, 20*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return count("flaky=slow&slow=1") == 2 }, 20*time.Second, 20*time.Millisecond)
 	h.patchEndpoint(appID, slowEp, map[string]any{"disabled": true})
 	h.cancelDispatched(slow)
 	close(release)
 	wait(slow, delivery.StatusSucceeded)
-	h.keepHistory("v2-success-during-cancel", slow, "")
+	h.keepHistory("v4-success-during-cancel", slow, "")
 
 	// Retention: a run of the same delivery under another workflow ID with
 	// a 2 s retention parks its dead letter, then completes.
@@ -163,14 +166,16 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	var st workflows.State
 	require.NoError(t, run.Get(context.Background(), &st))
 	require.Equal(t, delivery.StatusDeadLettered, st.Status)
-	h.keepHistory("v2-retention-expiry", run.GetID(), "")
+	h.keepHistory("v4-retention-expiry", run.GetID(), "")
 
 	// A carrier: two new deliveries found in one round (queued while the
 	// worker process is down); the first request fails and is handed off.
 	endpoint("p.carried", "flaky=carrier", "0s", "1s")
 	h.stopWorker()
 	burst := []string{send("p.carried"), send("p.carried")}
+	h.cfg.FirstAttempts = config.FirstAttemptsCarrier
 	h.startWorker()
+	h.cfg.FirstAttempts = config.FirstAttemptsSender
 	for _, id := range burst {
 		h.waitDelivery(appID, id, 20*time.Second, delivery.StatusSucceeded)
 	}
@@ -183,12 +188,12 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 		return carrierID != ""
 	}, 10*time.Second, 100*time.Millisecond, "the burst went through a carrier")
 	require.Eventually(t, func() bool { return !h.workflowOpen(carrierID) }, 10*time.Second, 50*time.Millisecond)
-	h.keepHistory("v3-carrier-groups-with-hand-off", carrierID, "")
+	h.keepHistory("v4-carrier-groups-with-hand-off", carrierID, "")
 	handedOff := 0
 	for _, id := range burst {
 		if _, err := h.client.DescribeWorkflowExecution(context.Background(), id, ""); err == nil {
 			require.Eventually(t, func() bool { return !h.workflowOpen(id) }, 10*time.Second, 50*time.Millisecond)
-			h.keepHistory("v2-handed-off-then-success", id, "")
+			h.keepHistory("v4-handed-off-then-success", id, "")
 			handedOff++
 		}
 	}
@@ -200,5 +205,5 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	require.Eventually(t, func() bool { return len(h.attempts(appID, deleted)) == 1 }, 20*time.Second, 50*time.Millisecond)
 	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID, nil, nil))
 	require.Eventually(t, func() bool { return !h.workflowOpen(deleted) }, 20*time.Second, 50*time.Millisecond)
-	h.keepHistory("v2-app-deleted", deleted, "")
+	h.keepHistory("v4-app-deleted", deleted, "")
 }

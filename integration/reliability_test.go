@@ -283,7 +283,7 @@ func TestBackpressure(t *testing.T) {
 		switch resp.StatusCode {
 		case http.StatusAccepted:
 			accepted = append(accepted, "ok")
-		case http.StatusServiceUnavailable:
+		case http.StatusTooManyRequests:
 			shed++
 			require.Equal(t, "1", resp.Header.Get("Retry-After"))
 		default:

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enums "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
 
 	"hookrelay/delivery"
 	"hookrelay/internal/app"
@@ -47,10 +49,27 @@ func (h *harness) cancelDispatched(id string) {
 	}, 20*time.Second, 20*time.Millisecond, "cancel of %s dispatched", id)
 }
 
-// workflowOpen reports whether the delivery's latest run is still running.
+// cancelQueued waits until the delivery's cancel is in the outbox (it is
+// handed to its owner after the start a sender holds).
+func (h *harness) cancelQueued(id string) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		var n int
+		require.NoError(h.t, h.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FROM outbox WHERE delivery_id = $1 AND kind = 'cancel'`, id).Scan(&n))
+		return n > 0
+	}, 20*time.Second, 20*time.Millisecond, "cancel of %s queued", id)
+}
+
+// workflowOpen reports whether the delivery's latest run is still running
+// (false when it has none: its first attempt succeeded in the sender).
 func (h *harness) workflowOpen(id string) bool {
 	h.t.Helper()
 	resp, err := h.client.DescribeWorkflowExecution(context.Background(), id, "")
+	var notFound *serviceerror.NotFound
+	if errors.As(err, &notFound) {
+		return false
+	}
 	require.NoError(h.t, err)
 	return resp.WorkflowExecutionInfo.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING
 }
@@ -148,7 +167,8 @@ func TestSuccessDuringCancelStaysSucceeded(t *testing.T) {
 	dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
 	<-inRequest
 	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
-	h.cancelDispatched(dlv)
+	h.cancelQueued(dlv)
+	h.waitDelivery(appID, dlv, time.Second, delivery.StatusDelivering) // the request is open
 	close(release)
 	require.Eventually(t, func() bool { return !h.workflowOpen(dlv) }, 20*time.Second, 50*time.Millisecond)
 	d := h.waitDelivery(appID, dlv, time.Second, delivery.StatusSucceeded)

@@ -99,10 +99,11 @@ func TestPortalInBrowser(t *testing.T) {
 	dash := d.origin
 	e := newEnv(t, envConfig{tls: true, frameAncestors: []string{dash}})
 
-	_, err := e.st.Pool().Exec(context.Background(), `INSERT INTO event_types (name, description, schema) VALUES
-		('invoice.paid', 'An invoice was paid in full.', '{"type":"object","required":["invoice_id","amount"],"properties":{"invoice_id":{"type":"string"},"amount":{"type":"integer"}}}'),
-		('invoice.voided', 'An invoice was voided before payment.', NULL)`)
-	require.NoError(t, err)
+	// The operator's catalog, which every app sees.
+	require.Equal(t, http.StatusCreated, e.call("POST", "/v1/event-types", map[string]any{"name": "invoice.paid", "description": "An invoice was paid in full.",
+		"schema": map[string]any{"type": "object", "required": []string{"invoice_id", "amount"},
+			"properties": map[string]any{"invoice_id": map[string]any{"type": "string"}, "amount": map[string]any{"type": "integer"}}}}, nil))
+	require.Equal(t, http.StatusCreated, e.call("POST", "/v1/event-types", map[string]any{"name": "invoice.voided", "description": "An invoice was voided before payment."}, nil))
 	orders := e.endpoint("https://orders.acme.test/webhooks", "invoice.paid")
 	ledger := e.endpoint("https://ledger.acme.test/hooks")
 	var dead string

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,11 +39,28 @@ func (s *Store) Audit(ctx context.Context, e AuditEntry) error {
 	return nil
 }
 
+// CursorError is a page cursor that no list answer gave.
+type CursorError struct {
+	Cursor string
+}
+
+func (e *CursorError) Error() string {
+	return fmt.Sprintf("cursor %.64q is not one a list answered (next_cursor)", e.Cursor)
+}
+
 // ListAudit lists what was done to app, newest first; the page cursor is
-// an entry's ID.
+// an entry's ID (a *CursorError when it is not).
 func (s *Store) ListAudit(ctx context.Context, appID string, p Page) ([]AuditEntry, error) {
+	var before *int64
+	if p.Cursor != "" {
+		id, err := strconv.ParseInt(p.Cursor, 10, 64)
+		if err != nil || id <= 0 {
+			return nil, &CursorError{Cursor: p.Cursor}
+		}
+		before = &id
+	}
 	rows, err := s.pool.Query(ctx, `SELECT id, at, coalesce(app_id, ''), actor_kind, actor_id, actor_name, method, route, path, status
-		FROM audit_log WHERE app_id = $1 AND ($2 = '' OR id < $2::bigint) ORDER BY id DESC LIMIT $3`, appID, p.Cursor, p.Limit)
+		FROM audit_log WHERE app_id = $1 AND ($2::bigint IS NULL OR id < $2) ORDER BY id DESC LIMIT $3`, appID, before, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list audit log: %w", err)
 	}

@@ -248,6 +248,7 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		                  + (SELECT count(*) FROM ins WHERE ins.delivery_id = dl.id AND ins.inserted),
 		    last_status_code = i.status_code,
 		    status = CASE WHEN dl.status = ANY ($12) THEN dl.status ELSE i.status END,
+		    dead_letter_reason = CASE WHEN i.status = $13 AND NOT dl.status = ANY ($12) THEN NULL ELSE dl.dead_letter_reason END,
 		    succeeded_attempt = CASE WHEN dl.status = ANY ($12) THEN dl.succeeded_attempt ELSE COALESCE(i.succeeded, dl.succeeded_attempt) END,
 		    next_attempt_at = CASE WHEN dl.status = ANY ($12) THEN NULL ELSE i.next_at END,
 		    inflight_until = NULL,

@@ -156,8 +156,8 @@ func TestMarkNeverOverwritesAFinishedDelivery(t *testing.T) {
 	f.attempt(t, late, 1, 1, 200, delivery.ClassSuccess)
 	d, err := f.st.GetDelivery(ctx, f.app.ID, late)
 	require.NoError(t, err)
-	require.Equal(t, delivery.StatusSucceeded, d.Status, "a 2xx received during a cancel wins")
-	require.Nil(t, d.DeadLetterReason)
+	require.Equal(t, delivery.StatusCanceled, d.Status, "a final status never changes but by a replay")
+	require.Equal(t, 1, d.AttemptCount, "the request that went out is still an attempt")
 
 	_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: "dlv_missing", Status: delivery.StatusCanceled, Cycle: 1})
 	require.ErrorIs(t, err, store.ErrNotFound)
@@ -589,4 +589,34 @@ func TestRecordAttemptsInOneStatement(t *testing.T) {
 			require.Equal(t, one, tg)
 		}
 	}
+}
+
+// TestCancelWaitsForTheOpenRequest: a disable while an attempt is claimed
+// (its request on the wire) leaves the delivery delivering; its recorded
+// answer decides. A delivery not on the wire is canceled at once, and a
+// canceled delivery can no longer be claimed, so it is never sent.
+func TestCancelWaitsForTheOpenRequest(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	open, idle := f.publish(t), f.publish(t)
+	ok, err := f.st.ClaimAttempt(ctx, open, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, ok)
+	disabled := true
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &disabled})
+	require.NoError(t, err)
+	for id, want := range map[string]delivery.Status{open: delivery.StatusDelivering, idle: delivery.StatusCanceled} {
+		d, err := f.st.GetDelivery(ctx, f.app.ID, id)
+		require.NoError(t, err)
+		require.Equal(t, want, d.Status, id)
+	}
+	ok, err = f.st.ClaimAttempt(ctx, idle, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.False(t, ok, "a canceled delivery is never sent")
+	f.attempt(t, open, 1, 1, 200, delivery.ClassSuccess)
+	d, err := f.st.GetDelivery(ctx, f.app.ID, open)
+	require.NoError(t, err)
+	require.Equal(t, delivery.StatusSucceeded, d.Status, "the open request's 2xx decides")
+	require.Equal(t, map[string]int{"start": 2, "cancel": 2}, f.outboxKinds(t), "both workflows still get their cancel")
 }

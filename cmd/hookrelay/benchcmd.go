@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -25,7 +26,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	schedule := fs.String("schedule", "0s,5s,30s,2m,10m,1h", "every endpoint's retry schedule (first wait first)")
 	fs.BoolVar(&o.LocalActivity, "local-activity", true, "run SendSigned as a local activity")
 	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")
-	fs.BoolVar(&o.Carriers, "carriers", true, "also measure carrier workflows (the default shape) after one workflow per delivery, on the same server; false measures only the latter")
+	fs.BoolVar(&o.Carriers, "carriers", true, "also measure carrier workflows before the sender (the default shape: first attempts straight from the outbox), on the same server; false measures only the sender")
+	noisy := fs.Bool("noisy", false, "measure app B's first-attempt lateness alone and beside an app A whose endpoint answers after 5 s, then never (--rate is B's rate, default 80/s; --events B's events per phase)")
 	fs.IntVar(&o.Shards, "temporal-shards", 4, "embedded Temporal history shards")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 32, "pgx pool size")
 	fs.BoolVar(&o.TemporalSQLite, "temporal-sqlite", false, "embedded Temporal on SQLite (WAL) instead of Postgres")
@@ -50,6 +52,9 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *noisy {
+		return noisyBench(ctx, o, *out, stdout, stderr)
+	}
 	rep, err := bench.Run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "\nhookrelay bench:", err)
@@ -68,5 +73,25 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if rep.Lost > 0 {
 		return 1
 	}
+	return 0
+}
+
+// noisyBench runs `hookrelay bench --noisy` and writes its report to out.
+func noisyBench(ctx context.Context, o bench.Options, out string, stdout, stderr io.Writer) int {
+	rep, err := bench.RunNoisy(ctx, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "\nhookrelay bench:", err)
+		return 1
+	}
+	rep.WriteTable(stdout)
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err == nil {
+		err = os.WriteFile(out, raw, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "hookrelay bench:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "\n  wrote %s\n", out)
 	return 0
 }

@@ -313,6 +313,8 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 			UserAgent: "hookrelay/" + api.Version,
 			Logger:    logger.With("component", "delivery"),
 			Metrics:   series,
+			Shares:    &activities.Shares{PerEndpoint: cfg.EndpointShare},
+			Completer: tc,
 		}
 		w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency, StopTimeout: cfg.ShutdownTimeout / 2})
 		if err != nil {
@@ -324,12 +326,20 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 		st.services.run("worker", func(ctx context.Context) error {
 			<-ctx.Done()
 			w.Stop()
+			// Requests on the wire finish and are recorded (each is bounded
+			// by its own timeout).
+			dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout/2)
+			defer cancel()
+			acts.Open.Drain(dctx)
 			return nil
 		})
 		d := &dispatch.Dispatcher{Pool: pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
 			NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
 			Metrics: series}
 		d.SetCarrierSize(cmp.Or(cfg.CarrierSize, dispatch.CarrierSizeDefault))
+		if cfg.FirstAttempts != config.FirstAttemptsCarrier {
+			d.Sender = acts
+		}
 		st.Dispatcher = d
 		st.services.run("dispatcher", d.Run)
 		st.services.run("pruner", func(ctx context.Context) error {
@@ -342,10 +352,11 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 		}
 	}
 	if roles&RoleAPI != 0 {
-		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc}, Logger: logger.With("component", "api"),
+		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
 			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 			Metrics: series, Gatherer: st.Metrics, Retention: cmp.Or(cfg.Retention, store.RetentionDefault),
-			LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL})
+			LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,
+			IngestRate: cfg.IngestRate, IngestBurst: cfg.IngestBurst, TrustedProxies: cfg.TrustedProxies})
 		st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
 		st.services.run("revocation watcher", func(ctx context.Context) error { srv.WatchRevocations(ctx); return nil })
 		apiHandler := srv.Handler()
@@ -362,7 +373,7 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
 		}
 		st.APIAddr = l.Addr().String()
-		l = api.LimitListener(l, api.ConnsPerClientDefault)
+		l = api.LimitListener(l, api.ConnsPerClientDefault, cfg.TrustedProxies...)
 		httpSrv := api.NewHTTPServer(mux, api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
 		st.services.run("http", func(ctx context.Context) error {
 			go func() {

@@ -54,9 +54,9 @@ type Options struct {
 	LocalActivity bool
 	// NoEagerStart turns eager workflow start off.
 	NoEagerStart bool
-	// Carriers measures the carrier shape (the default) after the
-	// per-delivery shape, on the same server in the same run; false
-	// measures the per-delivery shape only.
+	// Carriers measures the carrier shape before the sender shape (the
+	// default: first attempts straight from the outbox), on the same server
+	// in the same run; false measures the sender shape only.
 	Carriers bool
 	// Shards is the embedded server's history shard count (default 4).
 	Shards int
@@ -122,15 +122,19 @@ type Report struct {
 	EagerStart    bool     `json:"eager_start"`
 	Shards        int      `json:"temporal_shards"`
 	TemporalStore string   `json:"temporal_store"`
-	// Shape is "carriers" or "per_delivery"; CarriedShare is the share of
-	// first attempts made in a carrier.
-	Shape               string  `json:"shape"`
-	CarriedShare        float64 `json:"carried_share"`
+	// Shape is "sender" or "carriers"; CarriedShare and DirectShare are
+	// the shares of first attempts made in a carrier and by the sender.
+	Shape        string  `json:"shape"`
+	CarriedShare float64 `json:"carried_share"`
+	DirectShare  float64 `json:"direct_share"`
+	// LatenessMS is first-attempt lateness: the request's start minus its
+	// due time (acceptance plus the jittered first wait).
+	LatenessMS          Latency `json:"first_attempt_lateness_ms"`
 	DeliveriesPerSecond float64 `json:"deliveries_per_second"`
 	LatencyMS           Latency `json:"latency_ms"`
 	IngestPerSecond     float64 `json:"ingest_per_second"`
 	IngestLatencyMS     Latency `json:"ingest_latency_ms"`
-	Shed                int     `json:"shed_503"`
+	Shed                int     `json:"shed_429"`
 	CPUMSPerDelivery    float64 `json:"cpu_ms_per_delivery"`
 	CPUSeconds          float64 `json:"cpu_seconds"`
 	// PostgresCPUMSPerDelivery is the Postgres processes' part of
@@ -150,12 +154,12 @@ type Report struct {
 	CeilingUnstable            bool    `json:"ceiling_unstable"`
 	RatioToTemporalCeiling     float64 `json:"ratio_to_temporal_ceiling"`
 	ThroughputPerSecond        []int   `json:"throughput_per_second"`
-	// PerDelivery is the per-delivery shape measured in the same run, and
-	// the ratios of this shape to it.
-	PerDelivery           *Report   `json:"per_delivery,omitempty"`
-	SpeedupVsPerDelivery  float64   `json:"speedup_vs_per_delivery,omitempty"`
-	CPURatioVsPerDelivery float64   `json:"cpu_ratio_vs_per_delivery,omitempty"`
-	LatencySamplesMS      []float64 `json:"-"`
+	// Compared is the carrier shape measured in the same run, and the
+	// ratios of this shape to it.
+	Compared           *Report   `json:"compared,omitempty"`
+	SpeedupVsCompared  float64   `json:"speedup_vs_compared,omitempty"`
+	CPURatioVsCompared float64   `json:"cpu_ratio_vs_compared,omitempty"`
+	LatencySamplesMS   []float64 `json:"-"`
 }
 
 // sink is the receivers' shared record of first receipts.
@@ -236,35 +240,54 @@ func (rs *receiverSet) stop() {
 }
 
 // Run executes a full bench.
-func Run(ctx context.Context, o Options) (*Report, error) {
-	o.withDefaults()
+// startStack starts the dev stack a run measures, on a fresh private
+// Postgres and embedded Temporal; cleanup stops it and removes its data.
+func startStack(ctx context.Context, o Options) (stack *app.Stack, cleanup func(), err error) {
 	dir := o.DataDir
+	var base string
 	if dir == "" {
-		base, err := os.MkdirTemp("", "hookrelay-bench-")
-		if err != nil {
-			return nil, err
+		if base, err = os.MkdirTemp("", "hookrelay-bench-"); err != nil {
+			return nil, nil, err
 		}
-		defer os.RemoveAll(base)
 		if err := os.Chmod(base, 0o755); err != nil {
-			return nil, err
+			os.RemoveAll(base)
+			return nil, nil, err
 		}
 		dir = filepath.Join(base, "data")
 	}
+	removeBase := func() {
+		if base != "" {
+			os.RemoveAll(base)
+		}
+	}
 	pgPort, err := pgcluster.FreePort()
 	if err != nil {
-		return nil, err
+		removeBase()
+		return nil, nil, err
 	}
 	cfg := config.Config{
 		Dev: true, DataDir: dir, HTTPAddr: "127.0.0.1:0", PostgresPort: pgPort, TemporalAddress: "127.0.0.1:0",
 		TemporalNamespace: "default", AllowPrivateTargets: true, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart,
 		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: dispatch.BatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: config.MaxBacklogDefault,
-		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin",
+		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin", IngestRate: -1,
 	}
-	stack, err := app.StartDev(ctx, cfg, o.Logger)
+	stack, err = app.StartDev(ctx, cfg, o.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("start dev stack: %w", err)
+		removeBase()
+		return nil, nil, fmt.Errorf("start dev stack: %w", err)
 	}
-	defer stack.Close()
+	return stack, func() { stack.Close(); removeBase() }, nil
+}
+
+// Run measures hookrelay on a dev stack of its own (see Options).
+func Run(ctx context.Context, o Options) (*Report, error) {
+	o.withDefaults()
+	stack, cleanup, err := startStack(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	cfg := stack.Config
 
 	s := &sink{first: map[string]time.Time{}}
 	rs, err := startReceivers(o.Receivers, s)
@@ -293,21 +316,20 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.TemporalCeilingPerSec, err = ceiling(ctx, stack.Client, o.CeilingWorkflows, o.Concurrency); err != nil {
 		return nil, err
 	}
-	// Both shapes on the same server: one workflow per delivery first,
-	// then carriers.
-	shapes := []int{1}
+	// Both shapes on the same server: carriers first, then the sender.
+	shapes := []string{"sender"}
 	if o.Carriers {
-		shapes = append(shapes, cmp.Or(stack.Config.CarrierSize, dispatch.CarrierSizeDefault))
+		shapes = []string{"carriers", "sender"}
 	}
 	var prev *Report
-	for _, size := range shapes {
+	for i, shape := range shapes {
 		run := *rep
-		run.Shape = map[bool]string{true: "per_delivery", false: "carriers"}[size == 1]
+		run.Shape = shape
 		b.progress("hookrelay: %s", run.Shape)
-		stack.Dispatcher.SetCarrierSize(size)
-		own0, carried0 := stack.Dispatcher.Counts()
+		stack.Dispatcher.UseCarriers(shape == "carriers")
+		own0, carried0, direct0 := stack.Dispatcher.Counts()
 		s.reset()
-		profiling := o.CPUProfile != nil && size == shapes[len(shapes)-1]
+		profiling := o.CPUProfile != nil && i == len(shapes)-1
 		if profiling {
 			if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
 				return nil, fmt.Errorf("cpu profile: %w", err)
@@ -320,17 +342,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
-		own1, carried1 := stack.Dispatcher.Counts()
-		if n := float64(own1 - own0 + carried1 - carried0); n > 0 {
+		own1, carried1, direct1 := stack.Dispatcher.Counts()
+		if n := float64(own1 - own0 + carried1 - carried0 + direct1 - direct0); n > 0 {
 			run.CarriedShare = float64(carried1-carried0) / n
+			run.DirectShare = float64(direct1-direct0) / n
 		}
 		if prev != nil {
-			run.PerDelivery = prev
+			run.Compared = prev
 			if prev.DeliveriesPerSecond > 0 {
-				run.SpeedupVsPerDelivery = run.DeliveriesPerSecond / prev.DeliveriesPerSecond
+				run.SpeedupVsCompared = run.DeliveriesPerSecond / prev.DeliveriesPerSecond
 			}
 			if prev.CPUMSPerDelivery > 0 {
-				run.CPURatioVsPerDelivery = run.CPUMSPerDelivery / prev.CPUMSPerDelivery
+				run.CPURatioVsCompared = run.CPUMSPerDelivery / prev.CPUMSPerDelivery
 			}
 		}
 		prev = &run
@@ -528,7 +551,7 @@ func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
 			t0 := time.Now()
 			var ev struct{ ID string }
 			code, err := b.call(ctx, "POST", "/v1/apps/"+b.appID+"/events", map[string]any{"type": typ, "data": map[string]any{"n": i, "amount": 9900}}, &ev)
-			if err == nil && code == http.StatusServiceUnavailable {
+			if err == nil && code == http.StatusTooManyRequests {
 				shed.Add(1)
 				time.Sleep(time.Second) // Retry-After
 				continue
@@ -571,6 +594,15 @@ func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
 	rep.Shed = int(shed.Load())
 	rep.LatencyMS = summarize(lat)
 	rep.LatencySamplesMS = lat
+	ids := make([]string, 0, len(accepted))
+	for id := range accepted {
+		ids = append(ids, id)
+	}
+	late, err := lateness(ctx, b.stack.Pool, ids)
+	if err != nil {
+		return err
+	}
+	rep.LatenessMS = summarize(late)
 	rep.IngestLatencyMS = summarize(ingestLat)
 	rep.IngestPerSecond = float64(len(accepted)) / ingestDur
 	rep.CPUSeconds = cpu1 - cpu0

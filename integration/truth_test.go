@@ -1,0 +1,318 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/delivery"
+	"hookrelay/store"
+)
+
+// The delivery log tells the truth, and tenants do not share limits: each
+// test here pins one path on the real stack (Postgres, the embedded
+// Temporal server, receivers on 127.0.0.1).
+
+// TestFinalStateNeverChanges disables an endpoint 1.2 s after an event was
+// accepted, while its first request (answered after 3 s) is on the wire,
+// and reads the delivery every 100 ms to its end: it says delivering while
+// the request is open, and once it says succeeded or canceled it never
+// says anything else.
+func TestFinalStateNeverChanges(t *testing.T) {
+	for _, code := range []int{http.StatusOK, http.StatusInternalServerError} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			h := newHarness(t)
+			appID := h.createApp()
+			rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+				select {
+				case <-time.After(3 * time.Second):
+				case <-r.Context().Done():
+				}
+				w.WriteHeader(code)
+			})
+			ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s", "1s"}})
+			accepted := time.Now()
+			dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
+			time.Sleep(time.Until(accepted.Add(1200 * time.Millisecond)))
+			h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
+			var seen []string
+			var final delivery.Status
+			for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				var d store.Delivery
+				require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlv, nil, &d))
+				if now := fmt.Sprintf("%s/%d", d.Status, d.AttemptCount); len(seen) == 0 || seen[len(seen)-1] != now {
+					seen = append(seen, now)
+				}
+				if final != "" {
+					require.Equal(t, final, d.Status, "a final status changed: %v", seen)
+				}
+				if !d.Status.InFlight() {
+					final = d.Status
+					require.Equal(t, 1, d.AttemptCount, "the request that went out is recorded when the status is final: %v", seen)
+				}
+			}
+			want := delivery.StatusSucceeded
+			if code != http.StatusOK {
+				want = delivery.StatusCanceled
+			}
+			require.Equal(t, want, final, "statuses seen: %v", seen)
+			require.Len(t, rc.receipts(), 1, "nothing sent after the disable")
+			t.Logf("status/attempts read every 100 ms from the disable, changes only: %v", seen)
+		})
+	}
+}
+
+// TestCancelReachesHeldFirstAttempts disables an endpoint while the sender
+// holds its deliveries' first attempts (due 2 s after acceptance) and
+// enables it again before they are due: none is sent, every one is
+// canceled with no attempt.
+func TestCancelReachesHeldFirstAttempts(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc := newReceiver(t, nil)
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"2s", "1s"}})
+	const n = 24
+	dlvs := h.burst(appID, n, func(int) string { return "order.paid" })
+	require.Eventually(t, func() bool {
+		var leased int
+		require.NoError(t, h.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FROM outbox WHERE delivery_id = ANY ($1) AND leased_until > now()`, dlvs).Scan(&leased))
+		return leased == n
+	}, 5*time.Second, 10*time.Millisecond, "the sender holds every first attempt")
+	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
+	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": false})
+	time.Sleep(4 * time.Second) // past every first attempt's due time
+	for _, id := range dlvs {
+		d := h.waitDelivery(appID, id, 10*time.Second, delivery.StatusCanceled)
+		require.Zero(t, d.AttemptCount, id)
+	}
+	require.Empty(t, rc.receipts(), "a canceled delivery is never sent")
+}
+
+// flaky answers a request by a hash of its webhook ID and its count: a
+// third fail with 500, some with 429 (with and without Retry-After), the
+// rest succeed.
+func flaky(seen map[string]int, mu *sync.Mutex) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("webhook-id")
+		mu.Lock()
+		seen[id]++
+		n := seen[id]
+		mu.Unlock()
+		f := fnv.New32a()
+		fmt.Fprintf(f, "%s/%d/%s", id, n, r.URL.Path)
+		switch v := f.Sum32() % 12; {
+		case v < 4:
+			w.WriteHeader(http.StatusInternalServerError)
+		case v == 4:
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		case v == 5:
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	}
+}
+
+// TestBurstAttemptsEqualTheWire: 500 events to two endpoints whose
+// receivers fail at random; once every delivery has ended, the attempts
+// Postgres holds equal the requests each receiver saw, delivery by
+// delivery.
+func TestBurstAttemptsEqualTheWire(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	var mu sync.Mutex
+	seenA, seenB := map[string]int{}, map[string]int{}
+	rcA, rcB := newReceiver(t, flaky(seenA, &mu)), newReceiver(t, flaky(seenB, &mu))
+	epA := h.createEndpoint(appID, map[string]any{"url": rcA.URL(), "retry_schedule": []string{"0s", "1s", "1s", "2s"}})
+	epB := h.createEndpoint(appID, map[string]any{"url": rcB.URL() + "b", "retry_schedule": []string{"1s", "1s", "1s", "2s"}})
+	const n = 500
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	events := make([]eventResp, n)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			events[i] = h.send(appID, "order.paid", map[string]any{"i": i})
+		}()
+	}
+	wg.Wait()
+	ctx := context.Background()
+	require.Eventually(t, func() bool {
+		var open int
+		require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE app_id = $1 AND status = ANY ($2)`,
+			appID, delivery.InFlight()).Scan(&open))
+		return open == 0
+	}, 2*time.Minute, 100*time.Millisecond)
+	rows, err := h.store.Pool().Query(ctx, `SELECT d.event_id, d.endpoint_id, count(a.id) FROM deliveries d
+		LEFT JOIN attempts a ON a.delivery_id = d.id WHERE d.app_id = $1 GROUP BY 1, 2`, appID)
+	require.NoError(t, err)
+	recorded := map[string]int{}
+	for rows.Next() {
+		var ev, ep string
+		var c int
+		require.NoError(t, rows.Scan(&ev, &ep, &c))
+		recorded[ep+"/"+ev] = c
+	}
+	require.NoError(t, rows.Err())
+	mu.Lock()
+	defer mu.Unlock()
+	total, mismatched := 0, []string{}
+	for _, ev := range events {
+		for ep, seen := range map[string]map[string]int{epA.ID: seenA, epB.ID: seenB} {
+			total += seen[ev.ID]
+			if recorded[ep+"/"+ev.ID] != seen[ev.ID] {
+				mismatched = append(mismatched, fmt.Sprintf("%s/%s: %d recorded, %d sent", ep, ev.ID, recorded[ep+"/"+ev.ID], seen[ev.ID]))
+			}
+		}
+	}
+	require.Empty(t, mismatched)
+	t.Logf("%d deliveries, %d requests on the wire, %d attempts recorded: equal delivery by delivery", 2*n, total, total)
+}
+
+// lateness is each first attempt's lateness (its start minus its due time)
+// for an app's deliveries, sorted.
+func (h *harness) lateness(appID string) []time.Duration {
+	h.t.Helper()
+	rows, err := h.store.Pool().Query(context.Background(), `
+		SELECT d.id, d.created_at, a.started_at, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
+		FROM deliveries d JOIN attempts a ON a.delivery_id = d.id AND a.cycle = 1 AND a.number = 1
+		JOIN endpoints e ON e.id = d.endpoint_id WHERE d.app_id = $1`, appID)
+	require.NoError(h.t, err)
+	var out []time.Duration
+	for rows.Next() {
+		var id string
+		var created, started time.Time
+		var sched []int64
+		var deadline, timeout int64
+		require.NoError(h.t, rows.Scan(&id, &created, &started, &sched, &deadline, &timeout))
+		set := delivery.Settings{Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
+			RequestTimeout: time.Duration(timeout) * time.Millisecond}.WithDefaults()
+		out = append(out, started.Sub(delivery.Plan(set, id, 1, nil, created, created.Add(set.Deadline)).At))
+	}
+	require.NoError(h.t, rows.Err())
+	slices.Sort(out)
+	return out
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	return d[min(len(d)-1, int(p*float64(len(d))))]
+}
+
+// TestFloodDoesNotDelayAnotherApp: while app A's 20,000 events queue in the
+// outbox, app B's first attempts go out within a dispatcher round of their
+// due time: the outbox is claimed fairly across apps. Figures, not a
+// clock, decide: B's p99 lateness must be below A's median.
+func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
+	h := newHarness(t)
+	appA, appB := h.createApp(), h.createApp()
+	rc := newReceiver(t, nil)
+	h.createEndpoint(appA, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "5s"}})
+	h.createEndpoint(appB, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "5s"}})
+	// A's flood comes through the API from 8 clients, as fast as it is
+	// accepted; B publishes 40 events at 20/s meanwhile.
+	ctx := context.Background()
+	const flood = 20000
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var fw sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for i := range flood {
+			sem <- struct{}{}
+			fw.Go(func() {
+				defer func() { <-sem }()
+				h.send(appA, "flood.made", map[string]any{"i": i})
+			})
+		}
+		fw.Wait()
+	})
+	time.Sleep(2 * time.Second) // A's backlog builds
+	for i := range 40 {
+		h.send(appB, "order.paid", map[string]any{"i": i})
+		time.Sleep(50 * time.Millisecond)
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		var open int
+		require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&open))
+		return open == 0
+	}, 5*time.Minute, 200*time.Millisecond)
+	la, lb := h.lateness(appA), h.lateness(appB)
+	require.Len(t, lb, 40)
+	require.Len(t, la, flood)
+	t.Logf("flood of %d from app A: A's first-attempt lateness p50 %s p99 %s; app B's p50 %s p99 %s",
+		flood, pct(la, .5), pct(la, .99), pct(lb, .5), pct(lb, .99))
+	require.Less(t, pct(lb, .99), pct(la, .5), "B is not queued behind A's flood")
+}
+
+// TestBacklogBoundIsPerApp: with no worker, an app past its outbox bound is
+// answered 429 with Retry-After; another app's ingest is still 202.
+func TestBacklogBoundIsPerApp(t *testing.T) {
+	h := newHarness(t, func(hc *harnessConfig) { hc.maxBacklog = 10 })
+	appA, appB := h.createApp(), h.createApp()
+	rc := newReceiver(t, nil)
+	h.createEndpoint(appA, map[string]any{"url": rc.URL()})
+	h.createEndpoint(appB, map[string]any{"url": rc.URL()})
+	h.stopWorker()
+	shed := 0
+	for i := 0; i < 100 && shed == 0; i++ {
+		req, err := http.NewRequest("POST", h.url+"/v1/apps/"+appA+"/events", strings.NewReader(`{"type":"order.paid","data":{}}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+h.adminKey)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			shed++
+			require.NotEmpty(t, resp.Header.Get("Retry-After"))
+			continue
+		}
+		require.Equal(t, http.StatusAccepted, resp.StatusCode)
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, 1, shed, "app A sheds past its own bound")
+	h.send(appB, "order.paid", map[string]any{}) // 202: B's backlog is its own
+}
+
+// TestBadKeysBehindAProxyDoNotStopOthers: behind a trusted proxy, one
+// producer's stream of bad keys makes that producer's bad requests 429;
+// another producer's valid requests, and even the first producer's valid
+// ones, are still accepted.
+func TestBadKeysBehindAProxyDoNotStopOthers(t *testing.T) {
+	h := newHarness(t, func(hc *harnessConfig) { hc.trustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
+	appID := h.createApp()
+	rc := newReceiver(t, nil)
+	h.createEndpoint(appID, map[string]any{"url": rc.URL()})
+	post := func(key, client string) int {
+		req, err := http.NewRequest("POST", h.url+"/v1/apps/"+appID+"/events", strings.NewReader(`{"type":"order.paid","data":{}}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("X-Forwarded-For", client)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	codes := map[int]int{}
+	for range 200 {
+		codes[post("hr_admin_wrong", "203.0.113.5")]++
+	}
+	require.Positive(t, codes[http.StatusTooManyRequests], "the failing producer is limited: %v", codes)
+	require.Equal(t, http.StatusAccepted, post(h.adminKey, "203.0.113.6"), "another producer behind the same proxy")
+	require.Equal(t, http.StatusUnauthorized, post("hr_admin_wrong", "203.0.113.6"), "another producer's own failures are its own")
+	require.Equal(t, http.StatusAccepted, post(h.adminKey, "203.0.113.5"), "a valid key is never refused for others' failures")
+	t.Logf("200 bad keys from one producer behind the proxy: %v", codes)
+}

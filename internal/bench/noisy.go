@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"hookrelay/delivery"
+)
+
+// lateness is each first attempt's lateness in ms (its request's start
+// minus its due time: acceptance plus the jittered first wait) for the
+// deliveries of the given events.
+func lateness(ctx context.Context, pool *pgxpool.Pool, eventIDs []string) ([]float64, error) {
+	rows, err := pool.Query(ctx, `
+		SELECT d.id, d.created_at, a.started_at, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
+		FROM deliveries d
+		JOIN attempts a ON a.delivery_id = d.id AND a.cycle = 1 AND a.number = 1
+		JOIN endpoints e ON e.id = d.endpoint_id
+		WHERE d.event_id = ANY ($1)`, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("lateness: %w", err)
+	}
+	defer rows.Close()
+	var out []float64
+	for rows.Next() {
+		var id string
+		var created, started time.Time
+		var sched []int64
+		var deadline, timeout int64
+		if err := rows.Scan(&id, &created, &started, &sched, &deadline, &timeout); err != nil {
+			return nil, fmt.Errorf("lateness: %w", err)
+		}
+		set := delivery.Settings{Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
+			RequestTimeout: time.Duration(timeout) * time.Millisecond}.WithDefaults()
+		due := delivery.Plan(set, id, 1, nil, created, created.Add(set.Deadline)).At
+		out = append(out, float64(started.Sub(due).Microseconds())/1000)
+	}
+	return out, rows.Err()
+}
+
+// NoisyReport is what `hookrelay bench --noisy` measures: app B's
+// first-attempt lateness alone, beside app A whose endpoint answers after
+// 5 s, and beside app A whose endpoint never answers (until the request
+// timeout).
+type NoisyReport struct {
+	Date     string  `json:"date"`
+	Machine  string  `json:"machine"`
+	RateB    float64 `json:"rate_b"`
+	RateA    float64 `json:"rate_a"`
+	Seconds  float64 `json:"seconds"`
+	Schedule []string
+	// Phases are B alone, B beside a slow A, B beside a silent A.
+	Phases []NoisyPhase `json:"phases"`
+}
+
+// NoisyPhase is one phase of a noisy-neighbour run.
+type NoisyPhase struct {
+	Name string `json:"name"`
+	// LatenessMS is B's first-attempt lateness; RatioP99 its p99 over the
+	// alone phase's p99.
+	LatenessMS Latency `json:"b_lateness_ms"`
+	RatioP99   float64 `json:"ratio_p99"`
+	// Delivered is B's first attempts made; Sent is B's events.
+	Delivered, Sent int
+}
+
+// RunNoisy runs the noisy-neighbour measurement on one server: app B at
+// o.Rate alone, then B while app A (at half B's rate) has an endpoint that
+// answers after 5 s, then while A's endpoint never answers until the
+// request timeout. Each phase lasts o.Events/o.Rate seconds.
+func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
+	o.withDefaults()
+	if o.Rate <= 0 {
+		o.Rate = 80
+	}
+	stack, cleanup, err := startStack(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer fast.Close()
+	// A's receiver: ?slow=1 answers after 5 s; otherwise it never answers
+	// (the request timeout ends it).
+	stop := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		wait := time.Hour
+		if r.URL.Query().Get("slow") != "" {
+			wait = 5 * time.Second
+		}
+		select {
+		case <-time.After(wait):
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	defer slow.Close()
+	defer close(stop)
+	b := &runner{o: o, stack: stack, api: "http://" + stack.APIAddr, key: stack.Config.AdminKey}
+	appB, err := b.app(ctx, "tenant-b", fast.URL)
+	if err != nil {
+		return nil, err
+	}
+	appSlow, err := b.app(ctx, "tenant-a-slow", slow.URL+"?slow=1")
+	if err != nil {
+		return nil, err
+	}
+	appSilent, err := b.app(ctx, "tenant-a-silent", slow.URL)
+	if err != nil {
+		return nil, err
+	}
+	rep := &NoisyReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), RateB: o.Rate, RateA: o.Rate / 2,
+		Seconds: float64(o.Events) / o.Rate, Schedule: o.Schedule}
+	phases := []struct{ name, noisy string }{{"B alone", ""}, {"B beside A answering after 5 s", appSlow}, {"B beside A never answering (10 s timeout)", appSilent}}
+	for _, ph := range phases {
+		b.progress("noisy: %s", ph.name)
+		p, err := b.noisyPhase(ctx, appB, ph.noisy)
+		if err != nil {
+			return nil, err
+		}
+		p.Name = ph.name
+		if len(rep.Phases) > 0 && rep.Phases[0].LatenessMS.P99 > 0 {
+			p.RatioP99 = p.LatenessMS.P99 / rep.Phases[0].LatenessMS.P99
+		}
+		rep.Phases = append(rep.Phases, p)
+		// Let A's open requests end before the next phase.
+		time.Sleep(12 * time.Second)
+	}
+	b.progress("")
+	return rep, nil
+}
+
+// app creates an app with one endpoint to url on the bench's schedule.
+func (b *runner) app(ctx context.Context, name, url string) (string, error) {
+	var app struct{ ID string }
+	if code, err := b.call(ctx, "POST", "/v1/apps", map[string]any{"name": name}, &app); err != nil || code != http.StatusCreated {
+		return "", fmt.Errorf("create app %s: %d %v", name, code, err)
+	}
+	if code, err := b.call(ctx, "POST", "/v1/apps/"+app.ID+"/endpoints", map[string]any{"url": url, "retry_schedule": b.o.Schedule}, nil); err != nil || code != http.StatusCreated {
+		return "", fmt.Errorf("create endpoint of %s: %d %v", name, code, err)
+	}
+	return app.ID, nil
+}
+
+// noisyPhase sends o.Events events to appB at o.Rate and, when noisy is
+// set, events to noisy at half that rate, and measures B's lateness.
+func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase, error) {
+	var p NoisyPhase
+	done := make(chan struct{})
+	if noisy != "" {
+		go func() {
+			defer close(done)
+			fanOut(b.o.Concurrency, b.o.Events/2, b.o.Rate/2, func(i int) {
+				_, _ = b.call(ctx, "POST", "/v1/apps/"+noisy+"/events", map[string]any{"type": "noise.made", "data": map[string]any{"i": i}}, nil)
+			})
+		}()
+	} else {
+		close(done)
+	}
+	var mu sync.Mutex
+	var ids []string
+	fanOut(b.o.Concurrency, b.o.Events, b.o.Rate, func(i int) {
+		var ev struct{ ID string }
+		if code, err := b.call(ctx, "POST", "/v1/apps/"+appB+"/events", map[string]any{"type": "order.paid", "data": map[string]any{"i": i}}, &ev); err == nil && code == http.StatusAccepted {
+			mu.Lock()
+			ids = append(ids, ev.ID)
+			mu.Unlock()
+		}
+	})
+	<-done
+	// B's last first attempts are due within its first wait.
+	time.Sleep(3 * time.Second)
+	late, err := lateness(ctx, b.stack.Pool, ids)
+	if err != nil {
+		return p, err
+	}
+	p.LatenessMS, p.Delivered, p.Sent = summarize(late), len(late), len(ids)
+	return p, nil
+}
+
+// WriteTable prints the noisy-neighbour table.
+func (r *NoisyReport) WriteTable(w io.Writer) {
+	fmt.Fprintf(w, "\nhookrelay bench --noisy — %s, %s\n", r.Date, r.Machine)
+	fmt.Fprintf(w, "  app B at %.0f events/s, app A at %.0f events/s, %.0f s per phase, schedule %v\n\n", r.RateB, r.RateA, r.Seconds, r.Schedule)
+	fmt.Fprintf(w, "  %-44s %28s %10s %12s\n", "phase", "B lateness p50/p95/p99 (ms)", "p99 ratio", "B delivered")
+	for _, p := range r.Phases {
+		ratio := "—"
+		if p.RatioP99 > 0 {
+			ratio = fmt.Sprintf("× %.2f", p.RatioP99)
+		}
+		fmt.Fprintf(w, "  %-44s %28s %10s %7d/%d\n", p.Name,
+			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, p.Delivered, p.Sent)
+	}
+}

@@ -60,6 +60,9 @@ const (
 // load its target and record its result.
 const RecordSlack = 5 * time.Second
 
+// CompleteTimeout bounds reporting an asynchronous attempt to its workflow.
+const CompleteTimeout = 10 * time.Second
+
 // FlightSlack is how much longer than the request timeout a max_in_flight
 // lease lasts before it expires (its holder died).
 const FlightSlack = 5 * time.Second
@@ -215,10 +218,13 @@ func (a *Activities) sendAsync(ctx context.Context, token []byte, req SendReques
 	a.Open.wg.Add(1)
 	go func() {
 		defer a.Open.wg.Done()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), req.Timeout+RecordSlack)
+		base := context.WithoutCancel(ctx)
+		sctx, cancel := context.WithTimeout(base, req.Timeout+RecordSlack)
 		defer cancel()
-		res, err := a.send(ctx, req, 0)
-		if err := a.Completer.CompleteActivity(ctx, token, res, err); err != nil {
+		res, err := a.send(sctx, req, 0)
+		cctx, cancelComplete := context.WithTimeout(base, CompleteTimeout)
+		defer cancelComplete()
+		if err := a.Completer.CompleteActivity(cctx, token, res, err); err != nil {
 			// The activity times out and the workflow goes on; the record
 			// in Postgres stands.
 			a.logger().Warn("attempt not reported to its workflow; it times out", "delivery_id", req.DeliveryID, "err", err)

@@ -24,6 +24,7 @@ import (
 	"hookrelay/activities"
 	"hookrelay/delivery"
 	"hookrelay/ids"
+	"hookrelay/internal/coalesce"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
 	"hookrelay/workflows"
@@ -46,6 +47,9 @@ const (
 	// is picked up by lingering, doubling up to the poll interval, instead
 	// of waiting for the poll.
 	lingerFirst = 2 * time.Millisecond
+	// heldWait is how often a dispatcher whose sender holds HeldMax rows
+	// looks again.
+	heldWait = 10 * time.Millisecond
 	// startConcurrency bounds concurrent workflow starts per batch.
 	startConcurrency = 32
 )
@@ -88,6 +92,18 @@ type Dispatcher struct {
 	firstDone, firstHandedOff atomic.Int64
 	// carrying turns the Sender off while running (see UseCarriers).
 	carrying atomic.Bool
+	// AppShare is how many first attempts of one app the Sender makes at
+	// once. Defaults to AppShareDefault.
+	AppShare int
+	// HeldMax bounds the start rows the Sender holds at once. Defaults to
+	// HeldMaxDefault.
+	HeldMax int
+	// held counts the start rows the Sender holds; lanes bound each app's;
+	// doneRows deletes the rows of ended first attempts in shared
+	// statements.
+	held     atomic.Int64
+	lanes    lanes
+	doneRows *coalesce.Coalescer[int64, struct{}]
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
 	// started and carried count new deliveries started in their own
@@ -135,13 +151,27 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	// First attempts in progress finish (their requests run to their own
 	// timeout); those not yet due go back to the outbox.
+	d.doneRows = coalesce.New(d.deleteRows)
+	defer d.doneRows.Close()
 	defer d.firsts.Wait()
+	d.lanes = lanes{share: cmp.Or(d.AppShare, AppShareDefault), open: map[string]int{}, wait: map[string][]chan struct{}{}}
+	heldMax := int64(cmp.Or(d.HeldMax, HeldMaxDefault))
 	wake := make(chan struct{}, 1)
 	go d.listen(ctx, wake)
 	backoff := time.Duration(0)
 	linger := time.Duration(0)
 	for {
-		n, err := d.dispatch(ctx, batch)
+		room := heldMax - d.held.Load()
+		if room <= 0 {
+			// The sender holds its bound: claim nothing until some rows end.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(heldWait):
+			}
+			continue
+		}
+		n, err := d.dispatch(ctx, int(min(int64(batch), room)))
 		if n > 0 || err != nil {
 			d.Metrics.Round(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -24,7 +26,73 @@ const (
 	// row's lease lasts, for recording and the hand-off. After a worker
 	// dies, its rows are taken again once their leases lapse.
 	LeaseSlack = 10 * time.Second
+	// AppShareDefault is how many first attempts of one app a worker makes
+	// at once; the app's other due first attempts queue behind them, while
+	// other apps' go at once.
+	AppShareDefault = 128
+	// QueueMax is the longest a due first attempt waits behind its app's
+	// share; past it the delivery goes to its own workflow with nothing
+	// sent (its deadline still counts), well inside its row's lease.
+	QueueMax = 2 * time.Second
+	// HeldMaxDefault bounds the start rows one dispatcher holds at once
+	// (waiting for their due time or being sent); past it, rounds claim
+	// no start rows until some end.
+	HeldMaxDefault = 4096
 )
+
+// lanes bound each app's first attempts in progress (see AppShareDefault):
+// a flood from one app queues in its own lane and never delays another
+// app's attempts.
+type lanes struct {
+	share int
+	mu    sync.Mutex
+	open  map[string]int
+	wait  map[string][]chan struct{}
+}
+
+// enter waits for a place in app's lane until ctx ends or until passes;
+// ok is false when none came. leave gives the place back.
+func (l *lanes) enter(ctx context.Context, app string, until time.Time) (ok bool) {
+	l.mu.Lock()
+	if l.open[app] < l.share {
+		l.open[app]++
+		l.mu.Unlock()
+		return true
+	}
+	ch := make(chan struct{})
+	l.wait[app] = append(l.wait[app], ch)
+	l.mu.Unlock()
+	t := time.NewTimer(time.Until(until))
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i := slices.Index(l.wait[app], ch); i >= 0 {
+		l.wait[app] = slices.Delete(l.wait[app], i, i+1)
+		return false
+	}
+	return true // handed a place just as the wait ended
+}
+
+// leave hands app's place to its oldest waiter, or frees it.
+func (l *lanes) leave(app string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if q := l.wait[app]; len(q) > 0 {
+		close(q[0])
+		l.wait[app] = q[1:]
+		return
+	}
+	if l.open[app]--; l.open[app] <= 0 {
+		delete(l.open, app)
+		delete(l.wait, app)
+	}
+}
 
 // first is one start row a sender holds: its first attempt is made at its
 // due time, straight from the outbox, with no workflow.
@@ -59,8 +127,12 @@ func (f first) leaseUntil() time.Time {
 // goroutine: a slow receiver holds a goroutine and a socket, and never
 // delays another delivery's attempt.
 func (d *Dispatcher) sendFirsts(ctx context.Context, fs []first) {
+	d.held.Add(int64(len(fs)))
 	for _, f := range fs {
-		d.firsts.Go(func() { d.sendFirst(ctx, f) })
+		d.firsts.Go(func() {
+			defer d.held.Add(-1)
+			d.sendFirst(ctx, f)
+		})
 	}
 }
 
@@ -84,6 +156,22 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		d.handOff(ctx, f.row, nil)
 		return
 	}
+	if !d.lanes.enter(ctx, f.row.AppID, f.due.Add(QueueMax)) {
+		if ctx.Err() != nil {
+			d.release(f.row.ID)
+			return
+		}
+		busy := activities.SendOutcome{Result: activities.SendResult{Number: 1, StartedAt: time.Now(), Class: activities.ClassEndpointBusy,
+			Error: "this worker's share of the app's first attempts was in use; nothing sent yet"}}
+		d.handOff(ctx, f.row, &busy)
+		return
+	}
+	defer d.lanes.leave(f.row.AppID)
+	// Every wait is followed by the deadline check.
+	if f.set.TooLate(time.Now(), f.deadline) {
+		d.handOff(ctx, f.row, nil)
+		return
+	}
 	req := activities.SendRequest{
 		DeliveryID: f.row.DeliveryID, Cycle: 1, Number: 1, Timeout: f.set.RequestTimeout, Settings: f.set, Deadline: f.deadline,
 	}
@@ -92,8 +180,11 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 	var appErr *temporal.ApplicationError
 	switch {
 	case err == nil && res.Class == activities.ClassSuccess,
+		// Nothing sent: the delivery was canceled (its endpoint disabled or
+		// deleted in the same transaction), or its app deleted.
+		err == nil && res.Class == activities.ClassEndpointDisabled,
 		errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone:
-		if err := outbox.DoneRow(context.WithoutCancel(ctx), d.Pool, f.row.ID); err != nil {
+		if _, err := d.doneRows.Do(context.WithoutCancel(ctx), f.row.ID); err != nil {
 			// The lease lapses; the next claim finds the row stale.
 			d.Logger.Warn("first attempt done; its outbox row stays until its lease lapses", "delivery_id", f.row.DeliveryID, "err", err)
 		}
@@ -113,7 +204,7 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 	ctx = context.WithoutCancel(ctx)
 	err := d.start(ctx, row, o)
 	if err == nil {
-		err = outbox.DoneRow(ctx, d.Pool, row.ID)
+		_, err = d.doneRows.Do(ctx, row.ID)
 	}
 	if err != nil {
 		d.Logger.Warn("first attempt not handed off yet; its row goes back to the outbox", "delivery_id", row.DeliveryID, "err", err)
@@ -143,4 +234,13 @@ func recordedOutcome(row outbox.Row) (*activities.SendOutcome, error) {
 		return nil, fmt.Errorf("outcome of outbox row %d: %w", row.ID, err)
 	}
 	return &o, nil
+}
+
+// deleteRows deletes a batch of start rows whose first attempts ended (a
+// coalesce.Func).
+func (d *Dispatcher) deleteRows(ctx context.Context, ids []int64) ([]struct{}, []error, error) {
+	if err := outbox.Done(ctx, d.Pool, ids); err != nil {
+		return nil, nil, err
+	}
+	return make([]struct{}, len(ids)), nil, nil
 }

@@ -247,7 +247,7 @@ func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
 	wg.Wait()
 	require.Eventually(t, func() bool {
 		var open int
-		require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&open))
+		require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE status = ANY ($1)`, delivery.InFlight()).Scan(&open))
 		return open == 0
 	}, 5*time.Minute, 200*time.Millisecond)
 	la, lb := h.lateness(appA), h.lateness(appB)

@@ -164,14 +164,6 @@ func Release(ctx context.Context, q Querier, id int64) error {
 	return Wake(ctx, q)
 }
 
-// DoneRow deletes one row whose work is done.
-func DoneRow(ctx context.Context, q Querier, id int64) error {
-	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE id = $1`, id); err != nil {
-		return fmt.Errorf("delete outbox row %d: %w", id, err)
-	}
-	return nil
-}
-
 // Stamp gives start rows (ids) to carriers (carrierIDs, one per row), in
 // one statement in tx: once tx commits, each batch is named, and a
 // dispatcher that restarts it (CarrierRows) starts the same carrier with the
@@ -215,9 +207,9 @@ func Wake(ctx context.Context, q Querier) error {
 	return nil
 }
 
-// Done deletes dispatched rows in tx.
-func Done(ctx context.Context, tx pgx.Tx, ids []int64) error {
-	if _, err := tx.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, ids); err != nil {
+// Done deletes rows whose work is done.
+func Done(ctx context.Context, q Querier, ids []int64) error {
+	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, ids); err != nil {
 		return fmt.Errorf("delete dispatched rows: %w", err)
 	}
 	return nil

@@ -158,15 +158,8 @@ func (e *FollowUpError) Unwrap() error { return e.Err }
 // a disable or delete that holds the row, so after either returned nothing
 // more is sent.
 func (s *Store) ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (bool, error) {
-	tag, err := s.pool.Exec(ctx, `
-		UPDATE deliveries d SET status = $3, inflight_until = $2
-		FROM endpoints e
-		WHERE d.id = $1 AND e.id = d.endpoint_id AND d.status = ANY ($4) AND NOT e.disabled AND e.deleted_at IS NULL`,
-		deliveryID, until, delivery.StatusDelivering, delivery.InFlight())
-	if err != nil {
-		return false, fmt.Errorf("claim attempt of %s: %w", deliveryID, err)
-	}
-	return tag.RowsAffected() == 1, nil
+	claimed, err := s.claimAttempts(ctx, []string{deliveryID}, []time.Time{until})
+	return claimed[deliveryID], err
 }
 
 // RecordAttempt records one attempt (see RecordAttempts).

@@ -307,8 +307,10 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	series := metrics.NewSender(st.Metrics, cfg.MetricsEndpointLabels)
 	metrics.NewState(st.Metrics, pool)
 	if roles&RoleWorker != 0 {
+		// Concurrent attempts load, claim and record in shared statements.
+		batched := store.NewBatched(st.Store)
 		acts := &activities.Activities{
-			Store:     st.Store,
+			Store:     batched,
 			HTTP:      activities.NewHTTPClient(!cfg.AllowPrivateTargets),
 			UserAgent: "hookrelay/" + api.Version,
 			Logger:    logger.With("component", "delivery"),
@@ -331,6 +333,7 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 			dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout/2)
 			defer cancel()
 			acts.Open.Drain(dctx)
+			batched.Close()
 			return nil
 		})
 		d := &dispatch.Dispatcher{Pool: pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,

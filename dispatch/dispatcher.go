@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -42,11 +43,14 @@ const (
 	// CarrierMinDefault is the fewest new deliveries a round must find to
 	// carry them; a round with fewer starts one DeliveryWorkflow each.
 	CarrierMinDefault = 2
-	// lingerFirst is the first short wait after a busy round: ingest wakes
-	// only an idle dispatcher, so a row committed just after a round ended
-	// is picked up by lingering, doubling up to the poll interval, instead
-	// of waiting for the poll.
-	lingerFirst = 2 * time.Millisecond
+	// linger is how long after a round that claimed rows the dispatcher
+	// looks for the earliest row left: ingest wakes the dispatcher only
+	// when no unleased row would be claimed before its own, so a row whose
+	// ingest overlapped the round (and saw its rows still unleased) is
+	// found by that look instead of waiting for the poll. A look, not a
+	// round: at everyday rates a round per event would cost a claim
+	// statement per event.
+	linger = 10 * time.Millisecond
 	// heldWait is how often a dispatcher whose sender holds HeldMax rows
 	// looks again.
 	heldWait = 10 * time.Millisecond
@@ -156,10 +160,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.firsts.Wait()
 	d.lanes = lanes{share: cmp.Or(d.AppShare, AppShareDefault), open: map[string]int{}, wait: map[string][]chan struct{}{}}
 	heldMax := int64(cmp.Or(d.HeldMax, HeldMaxDefault))
-	wake := make(chan struct{}, 1)
-	go d.listen(ctx, wake)
+	w := &wakeup{signal: make(chan struct{}, 1)}
+	go d.listen(ctx, w)
 	backoff := time.Duration(0)
-	linger := time.Duration(0)
 	for {
 		room := heldMax - d.held.Load()
 		if room <= 0 {
@@ -171,6 +174,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		w.take()
 		n, err := d.dispatch(ctx, int(min(int64(batch), room)))
 		if n > 0 || err != nil {
 			d.Metrics.Round(err)
@@ -182,39 +186,111 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			d.Logger.Warn("outbox dispatch failed; will retry", "err", err, "retry_in", backoff)
 		case n > 0:
-			// Keep draining until a round finds nothing: ingest only wakes
-			// an idle dispatcher (see Publish).
-			backoff, linger = 0, lingerFirst
-			continue
+			backoff = 0
+			// Rows whose ingest overlapped this round saw its rows still
+			// unleased and woke nobody (see Publish); once that overlap has
+			// passed, ask for a round by the earliest row left (at once when
+			// the batch left rows behind).
+			if !sleepCtx(ctx, linger) {
+				return nil
+			}
+			if at, ok, err := outbox.NextClaim(ctx, d.Pool); err != nil {
+				d.Logger.Warn("next claim not read; the poll takes the rows", "err", err)
+			} else if ok {
+				w.request(at)
+			}
 		default:
 			backoff = 0
 		}
 		wait := poll
-		switch {
-		case backoff > 0:
+		if backoff > 0 {
 			wait = backoff
-		case linger > 0 && linger < poll:
-			wait, linger = linger, 2*linger
 		}
-		select {
-		case <-ctx.Done():
+		if !w.sleep(ctx, time.Now().Add(wait), backoff) {
 			return nil
-		case <-wake:
-			if backoff > 0 {
-				// Still honour the backoff after a failure.
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-time.After(backoff):
-				}
-			}
-		case <-time.After(wait):
 		}
 	}
 }
 
-// listen turns NOTIFYs into wake-ups; it reconnects after failures.
-func (d *Dispatcher) listen(ctx context.Context, wake chan<- struct{}) {
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// wakeup holds the earliest time a NOTIFY asked for a round (zero: none):
+// rows whose first attempts are due later wait in the outbox, so one round
+// claims many.
+type wakeup struct {
+	mu     sync.Mutex
+	at     time.Time
+	signal chan struct{}
+}
+
+// request asks for a round by at.
+func (w *wakeup) request(at time.Time) {
+	w.mu.Lock()
+	if w.at.IsZero() || at.Before(w.at) {
+		w.at = at
+	}
+	w.mu.Unlock()
+	select {
+	case w.signal <- struct{}{}:
+	default:
+	}
+}
+
+// take clears the request a round is about to serve.
+func (w *wakeup) take() {
+	w.mu.Lock()
+	w.at = time.Time{}
+	w.mu.Unlock()
+}
+
+func (w *wakeup) next() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.at
+}
+
+// sleep waits until until or the earliest requested round, whichever is
+// first (never shorter than backoff after a failure); false when ctx ended.
+func (w *wakeup) sleep(ctx context.Context, until time.Time, backoff time.Duration) bool {
+	for {
+		at := until
+		if r := w.next(); !r.IsZero() && r.Before(at) {
+			at = r
+		}
+		wait := time.Until(at)
+		if wait <= 0 {
+			wait = backoff
+		}
+		if wait <= 0 {
+			return true
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-w.signal:
+			t.Stop()
+			// A new request: wait again, for it if it is earlier.
+		case <-t.C:
+			return true
+		}
+	}
+}
+
+// listen turns NOTIFYs into requests for a round (by the time a payload
+// names, or now); it reconnects after failures.
+func (d *Dispatcher) listen(ctx context.Context, w *wakeup) {
 	for ctx.Err() == nil {
 		err := func() error {
 			conn, err := d.Pool.Acquire(ctx)
@@ -226,14 +302,16 @@ func (d *Dispatcher) listen(ctx context.Context, wake chan<- struct{}) {
 				return err
 			}
 			for {
-				if _, err := conn.Conn().WaitForNotification(ctx); err != nil {
+				n, err := conn.Conn().WaitForNotification(ctx)
+				if err != nil {
 					conn.Conn().Close(context.Background()) //nolint:errcheck // discard the listening conn
 					return err
 				}
-				select {
-				case wake <- struct{}{}:
-				default:
+				at := time.Now()
+				if ms, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+					at = time.UnixMilli(ms)
 				}
+				w.request(at)
 			}
 		}()
 		if ctx.Err() != nil {

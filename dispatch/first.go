@@ -109,8 +109,10 @@ type first struct {
 func planFirst(row outbox.Row, now time.Time) (f first, ok bool) {
 	f = first{row: row, set: row.Settings.WithDefaults()}
 	f.deadline = row.CreatedAt.Add(f.set.Deadline)
-	next := delivery.Plan(f.set, row.DeliveryID, 1, nil, now, f.deadline)
-	if next.DeadLetter != "" || next.Wait > HoldMax {
+	// The first wait counts from acceptance, not from the claim: a row that
+	// waited in the outbox for its round is not sent any later for it.
+	next := delivery.Plan(f.set, row.DeliveryID, 1, nil, row.CreatedAt, f.deadline)
+	if next.DeadLetter != "" || next.At.Sub(now) > HoldMax {
 		return f, false
 	}
 	f.due = next.At

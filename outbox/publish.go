@@ -239,19 +239,29 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		  WHERE NOT e.disabled AND e.deleted_at IS NULL
 		    AND CASE WHEN $10 = '' THEN cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types) ELSE e.id = $10 END
 		  RETURNING id, endpoint_id
+		), cb AS (
+		  -- The latest a dispatcher may claim the rows and still send each
+		  -- first attempt on time: the earliest due (first wait less its
+		  -- jitter), less ClaimGuard, at most ClaimAheadMax away.
+		  SELECT now() + LEAST(GREATEST(min(COALESCE(e.retry_schedule_ms[1], $11)) * (1 - $12::float8) - $13, 0), $14) * interval '1 millisecond' AS at
+		  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
 		), ob AS (
-		  INSERT INTO outbox (delivery_id, kind, app_id) SELECT id, $9, $1 FROM dl
+		  INSERT INTO outbox (delivery_id, kind, app_id, claim_by) SELECT id, $9, $1, (SELECT at FROM cb) FROM dl
 		), wake AS (
-		  -- Only an idle dispatcher needs waking: one with rows to do keeps
-		  -- draining without it. NOTIFY serialises commits on a global lock,
-		  -- so skipping it under load lifts ingest (913 → 3029 events/s measured).
-		  SELECT pg_notify($7, '') FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery
-		  WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE leased_until IS NULL)
+		  -- Only a dispatcher that would not claim these rows in time needs
+		  -- waking: one with an unleased row to claim no later than these
+		  -- takes them in that round. NOTIFY serialises commits on a global
+		  -- lock, so skipping it under load lifts ingest (913 → 3029
+		  -- events/s measured). The payload says by when to claim.
+		  SELECT pg_notify($7, (extract(epoch FROM (SELECT at FROM cb)) * 1000)::bigint::text)
+		  FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery
+		  WHERE NOT EXISTS (SELECT 1 FROM outbox WHERE leased_until IS NULL AND claim_by <= (SELECT at FROM cb))
 		)
 		SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM wake),
 		       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}')
 		FROM dl`,
-		appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint).Scan(&inserted, new(int), &dlvIDs, &endpoints)
+		appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
+		delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds()).Scan(&inserted, new(int), &dlvIDs, &endpoints)
 	if err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23503" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -195,4 +196,40 @@ func TestPublishRefusesWhatReceiversCannotVerify(t *testing.T) {
 		_, err := publish(t, b, outbox.Event{Type: "a.b", Data: json.RawMessage(data)})
 		require.NoError(t, err, data)
 	}
+}
+
+// TestClaimByFollowsTheFirstWait: a start row may wait in the outbox for
+// its first wait less its jitter and ClaimGuard; the NOTIFY of the first
+// row says by when, and a later row due no sooner wakes nobody.
+func TestClaimByFollowsTheFirstWait(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	conn, err := b.st.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "LISTEN "+outbox.Channel)
+	require.NoError(t, err)
+	_, err = publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	var ahead time.Duration
+	var ms int64
+	require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT (extract(epoch FROM max(claim_by - created_at)) * 1000)::bigint FROM outbox`).Scan(&ms))
+	ahead = time.Duration(ms) * time.Millisecond
+	first := delivery.DefaultSchedule()[0]
+	want := time.Duration(float64(first)*(1-delivery.JitterFraction)) - outbox.ClaimGuard
+	require.InDelta(t, float64(want), float64(ahead), float64(5*time.Millisecond), "claim_by %s after acceptance", ahead)
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	n, err := conn.Conn().WaitForNotification(wctx)
+	require.NoError(t, err)
+	at, err := strconv.ParseInt(n.Payload, 10, 64)
+	require.NoError(t, err)
+	require.WithinDuration(t, time.Now().Add(want), time.UnixMilli(at), time.Second)
+
+	_, err = publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	wctx2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	_, err = conn.Conn().WaitForNotification(wctx2)
+	require.Error(t, err, "a row claimed with an earlier one wakes nobody")
 }

@@ -10,8 +10,21 @@ import (
 	"hookrelay/delivery"
 )
 
-// Channel is the LISTEN/NOTIFY channel that wakes the dispatcher.
+// Channel is the LISTEN/NOTIFY channel that wakes the dispatcher. A
+// payload is the time (Unix milliseconds) by which the new rows must be
+// claimed; an empty one means now.
 const Channel = "hookrelay_outbox"
+
+// Bounds of a start row's claim_by (see Publish).
+const (
+	// ClaimGuard is how much earlier than its first attempt's earliest due
+	// time a start row is claimed: room for the round, the lease and a late
+	// timer.
+	ClaimGuard = 150 * time.Millisecond
+	// ClaimAheadMax is the longest a start row waits in the outbox before
+	// its claim, whatever its first wait.
+	ClaimAheadMax = 5 * time.Second
+)
 
 // Kind is what an outbox row asks of a delivery's workflow.
 type Kind string
@@ -141,6 +154,24 @@ func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
 	return collectRows(rows)
+}
+
+// NextClaim is the earliest claim_by of the rows a round could claim (not
+// leased, not held by a paused endpoint); ok is false when there are none.
+func NextClaim(ctx context.Context, q Querier) (at time.Time, ok bool, err error) {
+	var next *time.Time
+	err = q.QueryRow(ctx, `
+		SELECT min(o.claim_by) FROM outbox o
+		LEFT JOIN deliveries d ON d.id = o.delivery_id
+		LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		WHERE (o.leased_until IS NULL OR o.leased_until < now()) AND NOT (o.kind <> $1 AND COALESCE(e.paused, false))`, KindCancel).Scan(&next)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next claim: %w", err)
+	}
+	if next == nil {
+		return time.Time{}, false, nil
+	}
+	return *next, true, nil
 }
 
 // Lease leases start rows (ids) to a sender, each until its until, in tx:

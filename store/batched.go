@@ -147,11 +147,11 @@ func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.T
 		WITH v AS (
 		  SELECT * FROM unnest($1::text[], $2::timestamptz[]) AS v(id, until)
 		), l AS (
-		  SELECT d.id FROM deliveries d WHERE d.id IN (SELECT id FROM v) ORDER BY d.id FOR UPDATE OF d
+		  SELECT d.id FROM deliveries d WHERE d.id = ANY ($1) ORDER BY d.id FOR UPDATE OF d
 		)
 		UPDATE deliveries d SET status = $3, inflight_until = v.until
 		FROM v, endpoints e
-		WHERE d.id = v.id AND d.id IN (SELECT id FROM l) AND e.id = d.endpoint_id
+		WHERE d.id = v.id AND d.id = ANY ($1) AND d.id IN (SELECT id FROM l) AND e.id = d.endpoint_id
 		  AND d.status = ANY ($4) AND NOT e.disabled AND e.deleted_at IS NULL
 		RETURNING d.id`, ids, untils, delivery.StatusDelivering, delivery.InFlight())
 	if err != nil {

@@ -225,7 +225,7 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		  UPDATE outbox o SET outcome = v.outcome::jsonb
 		  FROM unnest($17::bigint[], $18::text[]) AS v(id, outcome) WHERE o.id = v.id AND v.id > 0
 		), d AS (
-		  SELECT id, endpoint_id FROM deliveries WHERE id IN (SELECT delivery_id FROM i) ORDER BY id FOR UPDATE
+		  SELECT id, endpoint_id FROM deliveries WHERE id = ANY ($2) ORDER BY id FOR UPDATE
 		), ins AS (
 		  INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids)
 		  SELECT i.id, i.delivery_id, i.cycle, i.number, i.started_at, i.duration_ms, i.status_code, i.class, i.error, i.response_excerpt,
@@ -246,7 +246,7 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		    next_attempt_at = CASE WHEN dl.status = ANY ($12) THEN NULL ELSE i.next_at END,
 		    inflight_until = NULL,
 		    updated_at = now()
-		  FROM i WHERE dl.id = i.delivery_id AND dl.id IN (SELECT id FROM d)
+		  FROM i WHERE dl.id = i.delivery_id AND dl.id = ANY ($2) AND dl.id IN (SELECT id FROM d)
 		)
 		SELECT i.delivery_id, d.endpoint_id, COALESCE(e.consecutive_failures, 0)
 		FROM i LEFT JOIN d ON d.id = i.delivery_id LEFT JOIN endpoints e ON e.id = d.endpoint_id`,

@@ -29,7 +29,7 @@ const (
 	// AppShareDefault is how many first attempts of one app a worker makes
 	// at once; the app's other due first attempts queue behind them, while
 	// other apps' go at once.
-	AppShareDefault = 128
+	AppShareDefault = 512
 	// QueueMax is the longest a due first attempt waits behind its app's
 	// share; past it the delivery goes to its own workflow with nothing
 	// sent (its deadline still counts), well inside its row's lease.

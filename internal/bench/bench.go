@@ -429,12 +429,17 @@ func (b *runner) call(ctx context.Context, method, path string, body any, out an
 	return resp.StatusCode, nil
 }
 
+// apiClient is the load generator's client of the API.
+func apiClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 256
+	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+}
+
 // setup creates one app and one endpoint per receiver, each subscribed to
 // its own event type, so every event is exactly one delivery.
 func (b *runner) setup(ctx context.Context) error {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 256
-	b.client = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	b.client = apiClient()
 	var a struct{ ID string }
 	if code, err := b.call(ctx, "POST", "/v1/apps", map[string]any{"name": "bench"}, &a); err != nil || code != 201 {
 		return fmt.Errorf("create app: %d %v", code, err)

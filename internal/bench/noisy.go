@@ -105,7 +105,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	}))
 	defer slow.Close()
 	defer close(stop)
-	b := &runner{o: o, stack: stack, api: "http://" + stack.APIAddr, key: stack.Config.AdminKey}
+	b := &runner{o: o, stack: stack, api: "http://" + stack.APIAddr, key: stack.Config.AdminKey, client: apiClient()}
 	appB, err := b.app(ctx, "tenant-b", fast.URL)
 	if err != nil {
 		return nil, err

@@ -56,12 +56,19 @@ const (
 	SlotLead           = 500 * time.Millisecond
 )
 
+// ReasonCanceled is the reason a delivery canceled by its owner records.
+const ReasonCanceled = "canceled: endpoint disabled or deleted"
+
 // RecordSlack is the room an attempt has, beyond its request timeout, to
 // load its target and record its result.
 const RecordSlack = 5 * time.Second
 
-// CompleteTimeout bounds reporting an asynchronous attempt to its workflow.
-const CompleteTimeout = 10 * time.Second
+// CompleteTimeout bounds reporting an asynchronous attempt to its workflow;
+// reportSlack is the part of the activity's time kept for that report.
+const (
+	CompleteTimeout = 10 * time.Second
+	reportSlack     = time.Second
+)
 
 // FlightSlack is how much longer than the request timeout a max_in_flight
 // lease lasts before it expires (its holder died).
@@ -135,7 +142,7 @@ type Store interface {
 	ReserveSlot(ctx context.Context, endpointID string, rate int) (time.Time, error)
 	AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error)
 	ReleaseFlight(ctx context.Context, lease string) error
-	ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (bool, error)
+	ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (store.Claim, error)
 	RecordAttempts(ctx context.Context, as []store.Attempt) ([]error, error)
 	MarkDelivery(ctx context.Context, m store.Mark) (store.Marked, error)
 }
@@ -219,7 +226,14 @@ func (a *Activities) sendAsync(ctx context.Context, token []byte, req SendReques
 	go func() {
 		defer a.Open.wg.Done()
 		base := context.WithoutCancel(ctx)
-		sctx, cancel := context.WithTimeout(base, req.Timeout+RecordSlack)
+		// The answer must reach the workflow before the activity's own
+		// deadline: the attempt gets what is left of it, less the time to
+		// report.
+		deadline := time.Now().Add(req.Timeout + RecordSlack)
+		if d := activity.GetInfo(ctx).Deadline; !d.IsZero() {
+			deadline = d.Add(-reportSlack)
+		}
+		sctx, cancel := context.WithDeadline(base, deadline)
 		defer cancel()
 		res, err := a.send(sctx, req, 0)
 		cctx, cancelComplete := context.WithTimeout(base, CompleteTimeout)
@@ -344,9 +358,14 @@ func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Targe
 	defer release()
 	// The last check before the request is written: the delivery must
 	// still be in flight and its endpoint enabled.
-	if ok, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(req.Timeout+FlightSlack)); err != nil {
+	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(req.Timeout+FlightSlack)); {
+	case err != nil:
 		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
-	} else if !ok {
+	case claim == store.ClaimOnTheWire:
+		res.Class = ClassEndpointBusy
+		res.Error = "another request of this delivery is on the wire; nothing sent yet"
+		return res, nil, nil
+	case claim != store.Claimed:
 		res.Class = ClassEndpointDisabled
 		res.Error = "delivery canceled, or endpoint disabled or deleted; nothing sent"
 		return res, nil, nil

@@ -53,7 +53,9 @@ func (f *flakyStore) LoadTargets(_ context.Context, ids []string, _ time.Time) (
 	return out, f.loadErr
 }
 
-func (f *flakyStore) ClaimAttempt(context.Context, string, time.Time) (bool, error) { return true, nil }
+func (f *flakyStore) ClaimAttempt(context.Context, string, time.Time) (store.Claim, error) {
+	return store.Claimed, nil
+}
 
 func (f *flakyStore) RecordAttempts(_ context.Context, as []store.Attempt) ([]error, error) {
 	f.recordCalls++

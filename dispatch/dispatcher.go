@@ -364,7 +364,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 				continue
 			}
 			firsts = append(firsts, f)
-			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, f.leaseUntil())
+			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, f.leaseUntil(now))
 		case it.Kind == outbox.KindStart && !sender && it.Outcome == nil:
 			fresh = append(fresh, it)
 		default:

@@ -119,10 +119,18 @@ func planFirst(row outbox.Row, now time.Time) (f first, ok bool) {
 	return f, true
 }
 
-// leaseUntil is how long f's row is leased: past its due time, its request
-// timeout, recording and LeaseSlack.
-func (f first) leaseUntil() time.Time {
-	return f.due.Add(f.set.RequestTimeout + activities.RecordSlack + LeaseSlack)
+// leaseUntil is how long f's row, claimed at now, is leased: past its due
+// time (or now, for a row claimed after it), its request timeout, recording
+// and LeaseSlack.
+func (f first) leaseUntil(now time.Time) time.Time {
+	return later(f.due, now).Add(QueueMax + f.set.RequestTimeout + activities.RecordSlack + LeaseSlack)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // sendFirsts makes each first attempt at its own due time, each in its own
@@ -180,11 +188,22 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 	// The request runs to its own timeout even while the worker stops.
 	res, err := activities.SendFirst(context.WithoutCancel(ctx), d.Sender, req, f.row.ID)
 	var appErr *temporal.ApplicationError
+	if err == nil && res.Class == activities.ClassEndpointDisabled {
+		// Nothing sent: the delivery was canceled or its endpoint disabled
+		// or deleted. The cancel is recorded here (a disable that found an
+		// earlier request of this row on the wire, its sender since dead,
+		// left the delivery delivering); a finished delivery keeps its
+		// status.
+		if _, err := d.Sender.MarkDelivery(context.WithoutCancel(ctx), activities.MarkRequest{
+			DeliveryID: f.row.DeliveryID, Status: delivery.StatusCanceled, Reason: activities.ReasonCanceled, Cycle: 1,
+		}); err != nil {
+			d.Logger.Warn("cancel not recorded; the row goes back to the outbox", "delivery_id", f.row.DeliveryID, "err", err)
+			d.release(f.row.ID)
+			return
+		}
+	}
 	switch {
-	case err == nil && res.Class == activities.ClassSuccess,
-		// Nothing sent: the delivery was canceled (its endpoint disabled or
-		// deleted in the same transaction), or its app deleted.
-		err == nil && res.Class == activities.ClassEndpointDisabled,
+	case err == nil && (res.Class == activities.ClassSuccess || res.Class == activities.ClassEndpointDisabled),
 		errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone:
 		if _, err := d.doneRows.Do(context.WithoutCancel(ctx), f.row.ID); err != nil {
 			// The lease lapses; the next claim finds the row stale.

@@ -147,18 +147,7 @@ func TestAuth(t *testing.T) {
 func TestTemporalOutage(t *testing.T) {
 	h := newHarness(t)
 	appID := h.createApp()
-	var mu sync.Mutex
-	seen := map[string]int{}
-	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("webhook-id")
-		mu.Lock()
-		seen[id]++
-		first := seen[id] == 1
-		mu.Unlock()
-		if first && r.URL.Query().Get("flaky") != "" {
-			w.WriteHeader(http.StatusBadGateway)
-		}
-	})
+	rc, _ := firstFails(t)
 	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"payment.succeeded"}, "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})
 	flakyEp := h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=1", "event_types": []string{"payment.failed"}, "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})
 	rc.setSecrets(ep.Secret, flakyEp.Secret)

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,18 +28,7 @@ func (h *harness) list(query string) []*workflowpb.WorkflowExecutionInfo {
 func TestCarriersCarryABurst(t *testing.T) {
 	h := newHarness(t, func(hc *harnessConfig) { hc.carriers = true })
 	appID := h.createApp()
-	var mu sync.Mutex
-	seen := map[string]int{}
-	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("webhook-id")
-		mu.Lock()
-		seen[id]++
-		n := seen[id]
-		mu.Unlock()
-		if r.URL.Query().Get("flaky") != "" && n == 1 {
-			w.WriteHeader(http.StatusBadGateway)
-		}
-	})
+	rc, _ := firstFails(t)
 	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"burst.ok"}, "retry_schedule": []string{"0s", "1s"}})
 	h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=1", "event_types": []string{"burst.flaky"}, "retry_schedule": []string{"0s", "1s"}})
 	const n = 150

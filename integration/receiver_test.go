@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"maps"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -129,4 +130,26 @@ func (rc *probe) byID() map[string]int {
 		out[r.ID]++
 	}
 	return out
+}
+
+// firstFails answers 502 to the first request of each webhook ID whose URL
+// carries ?flaky=…, and 2xx otherwise; seen counts requests per ID.
+func firstFails(t *testing.T) (rc *probe, seen func() map[string]int) {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	rc = newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("webhook-id")
+		mu.Lock()
+		counts[id]++
+		n := counts[id]
+		mu.Unlock()
+		if r.URL.Query().Get("flaky") != "" && n == 1 {
+			w.WriteHeader(http.StatusBadGateway)
+		}
+	})
+	return rc, func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(counts)
+	}
 }

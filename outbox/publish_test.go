@@ -233,3 +233,40 @@ func TestClaimByFollowsTheFirstWait(t *testing.T) {
 	_, err = conn.Conn().WaitForNotification(wctx2)
 	require.Error(t, err, "a row claimed with an earlier one wakes nobody")
 }
+
+// TestPausedRowsDoNotSilenceTheWake: a start row of a paused endpoint waits
+// in the outbox (Claim and NextClaim skip it), unleased with a claim_by in
+// the past. A new delivery to another endpoint must still wake the
+// dispatcher: no round would take it otherwise before the poll.
+func TestPausedRowsDoNotSilenceTheWake(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.st.Pool().Exec(ctx, `UPDATE endpoints SET paused = true WHERE id = $1`, b.pay.ID)
+	require.NoError(t, err)
+	_, err = publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	// The enabled endpoint's row was dispatched; the paused one's waits,
+	// its claim_by long past.
+	_, err = b.st.Pool().Exec(ctx, `DELETE FROM outbox o USING deliveries d WHERE d.id = o.delivery_id AND d.endpoint_id = $1`, b.all.ID)
+	require.NoError(t, err)
+	_, err = b.st.Pool().Exec(ctx, `UPDATE outbox SET claim_by = now() - interval '1 minute'`)
+	require.NoError(t, err)
+	tx, err := b.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	_, ok, err := outbox.NextClaim(ctx, tx)
+	require.NoError(t, err)
+	require.False(t, ok, "the paused row is not claimable")
+	require.NoError(t, tx.Rollback(ctx))
+
+	conn, err := b.st.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	_, err = conn.Exec(ctx, "LISTEN "+outbox.Channel)
+	require.NoError(t, err)
+	_, err = publish(t, b, outbox.Event{Type: "invoice.created", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = conn.Conn().WaitForNotification(wctx)
+	require.NoError(t, err, "a paused endpoint's waiting row silenced the NOTIFY of every new delivery")
+}

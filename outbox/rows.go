@@ -148,6 +148,9 @@ func Claim(ctx context.Context, tx pgx.Tx, limit int) ([]Row, error) {
 		  ORDER BY c.rn, c.id LIMIT $1
 		)`+rowSelect+`
 		WHERE o.id IN (SELECT id FROM picked)
+		  -- Checked again on the locked row: another dispatcher may have
+		  -- leased it since this statement's snapshot.
+		  AND (o.leased_until IS NULL OR o.leased_until < now())
 		ORDER BY o.id
 		FOR UPDATE OF o SKIP LOCKED`, limit, KindCancel)
 	if err != nil {

@@ -18,7 +18,7 @@ import (
 type Batched struct {
 	*Store
 	loads   *coalesce.Coalescer[string, Target]
-	claims  *coalesce.Coalescer[claim, bool]
+	claims  *coalesce.Coalescer[claim, Claim]
 	records *coalesce.Coalescer[[]Attempt, []error]
 }
 
@@ -71,11 +71,11 @@ func (b *Batched) loadBatch(ctx context.Context, ids []string) ([]Target, []erro
 
 // ClaimAttempt is Store.ClaimAttempt, claimed with the concurrent ones in
 // one statement.
-func (b *Batched) ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (bool, error) {
+func (b *Batched) ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (Claim, error) {
 	return b.claims.Do(ctx, claim{deliveryID: deliveryID, until: until})
 }
 
-func (b *Batched) claimBatch(ctx context.Context, cs []claim) ([]bool, []error, error) {
+func (b *Batched) claimBatch(ctx context.Context, cs []claim) ([]Claim, []error, error) {
 	ids, untils := make([]string, len(cs)), make([]time.Time, len(cs))
 	for i, c := range cs {
 		ids[i], untils[i] = c.deliveryID, c.until
@@ -84,7 +84,7 @@ func (b *Batched) claimBatch(ctx context.Context, cs []claim) ([]bool, []error, 
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]bool, len(cs))
+	out := make([]Claim, len(cs))
 	for i, c := range cs {
 		out[i] = claimed[c.deliveryID]
 	}
@@ -139,31 +139,58 @@ func (b *Batched) recordBatch(ctx context.Context, calls [][]Attempt) ([][]error
 	return out, failed, nil
 }
 
+// Claim is ClaimAttempt's answer.
+type Claim int
+
+// Answers of ClaimAttempt.
+const (
+	// ClaimRefused: the delivery is no longer in flight (canceled,
+	// finished, gone) or its endpoint is disabled or deleted; send nothing.
+	ClaimRefused Claim = iota
+	// Claimed: the request may be written now.
+	Claimed
+	// ClaimOnTheWire: another request of the delivery is on the wire (a
+	// sender that lost its lease, a worker that lost its activity); send
+	// nothing until it is recorded or its mark lapses.
+	ClaimOnTheWire
+)
+
 // claimAttempts is ClaimAttempt for many deliveries in one statement; it
-// locks their rows in ID order, as RecordAttempts does, and answers the
-// IDs claimed.
-func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.Time) (map[string]bool, error) {
+// locks their rows in ID order, as RecordAttempts does.
+func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.Time) (map[string]Claim, error) {
 	rows, err := s.pool.Query(ctx, `
 		WITH v AS (
 		  SELECT * FROM unnest($1::text[], $2::timestamptz[]) AS v(id, until)
 		), l AS (
 		  SELECT d.id FROM deliveries d WHERE d.id = ANY ($1) ORDER BY d.id FOR UPDATE OF d
+		), upd AS (
+		  UPDATE deliveries d SET status = $3, inflight_until = v.until
+		  FROM v, endpoints e
+		  WHERE d.id = v.id AND d.id = ANY ($1) AND d.id IN (SELECT id FROM l) AND e.id = d.endpoint_id
+		    AND d.status = ANY ($4) AND NOT e.disabled AND e.deleted_at IS NULL
+		    AND (d.inflight_until IS NULL OR d.inflight_until < now())
+		  RETURNING d.id
 		)
-		UPDATE deliveries d SET status = $3, inflight_until = v.until
-		FROM v, endpoints e
-		WHERE d.id = v.id AND d.id = ANY ($1) AND d.id IN (SELECT id FROM l) AND e.id = d.endpoint_id
-		  AND d.status = ANY ($4) AND NOT e.disabled AND e.deleted_at IS NULL
-		RETURNING d.id`, ids, untils, delivery.StatusDelivering, delivery.InFlight())
+		SELECT v.id, v.id IN (SELECT id FROM upd), COALESCE(d.status = ANY ($4) AND d.inflight_until >= now(), false)
+		FROM v LEFT JOIN deliveries d ON d.id = v.id`, ids, untils, delivery.StatusDelivering, delivery.InFlight())
 	if err != nil {
 		return nil, fmt.Errorf("claim %d attempts: %w", len(ids), err)
 	}
-	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
+	out := make(map[string]Claim, len(ids))
+	var id string
+	var claimed, onTheWire bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &claimed, &onTheWire}, func() error {
+		switch {
+		case claimed:
+			out[id] = Claimed
+		case onTheWire:
+			out[id] = ClaimOnTheWire
+		default:
+			out[id] = ClaimRefused
+		}
+		return nil
+	}); err != nil {
 		return nil, fmt.Errorf("claim %d attempts: %w", len(ids), err)
 	}
-	claimed := make(map[string]bool, len(got))
-	for _, id := range got {
-		claimed[id] = true
-	}
-	return claimed, nil
+	return out, nil
 }

@@ -151,13 +151,14 @@ func (e *FollowUpError) Unwrap() error { return e.Err }
 
 // ClaimAttempt marks a delivery's attempt as on the wire until until, just
 // before its request is written, and reports whether it may be sent: only
-// a pending or delivering delivery of an enabled endpoint may. Until the
+// a pending or delivering delivery of an enabled endpoint with no other
+// request on the wire may. Until the
 // attempt is recorded (RecordAttempts clears the mark) or until passes, a
 // cancel leaves the delivery delivering (see cancelDeliveries), so the log
 // never says canceled while a request is open. One statement; it waits for
 // a disable or delete that holds the row, so after either returned nothing
 // more is sent.
-func (s *Store) ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (bool, error) {
+func (s *Store) ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (Claim, error) {
 	claimed, err := s.claimAttempts(ctx, []string{deliveryID}, []time.Time{until})
 	return claimed[deliveryID], err
 }

@@ -211,7 +211,8 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 			r.queued = append(r.queued, buffered)
 		}
 	}
-	if in.Cycle > 1 {
+	// A cycle carried on from an earlier run (Progress) has started already.
+	if in.Cycle > 1 && in.Progress == nil {
 		if gone, err := r.startCycle(ctx); gone || err != nil {
 			return r.state, err
 		}

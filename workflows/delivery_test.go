@@ -517,3 +517,18 @@ func TestReplayBufferedBeforeFirstTaskIsKept(t *testing.T) {
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	require.Equal(t, int64(12), continued(t, env).ReplayID)
 }
+
+// TestContinuedCycleIsNotStartedAgain: a replayed cycle carried on into a
+// new run (Progress) does not mark the delivery delivering again, so a
+// cancel recorded meanwhile stays.
+func TestContinuedCycleIsNotStartedAgain(t *testing.T) {
+	env, s, in := setup(t, false, ok())
+	in.Cycle, in.ReplayID = 2, 9
+	in.Progress = &workflows.Progress{Attempt: 1}
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
+	for _, m := range s.marks {
+		require.NotEqual(t, delivery.StatusDelivering, m.Status, "the cycle was started by the first run")
+	}
+	require.Equal(t, 2, s.reqs[0].Cycle)
+}

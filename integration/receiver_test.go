@@ -1,12 +1,12 @@
 package integration
 
 import (
-	"maps"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"

@@ -180,14 +180,15 @@ func TestBurstAttemptsEqualTheWire(t *testing.T) {
 	t.Logf("%d deliveries, %d requests on the wire, %d attempts recorded: equal delivery by delivery", 2*n, total, total)
 }
 
-// lateness is each first attempt's lateness (its start minus its due time)
+// lateness is each first request's lateness (its start minus its due time)
 // for an app's deliveries, sorted.
 func (h *harness) lateness(appID string) []time.Duration {
 	h.t.Helper()
 	rows, err := h.store.Pool().Query(context.Background(), `
-		SELECT d.id, d.created_at, a.started_at, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
-		FROM deliveries d JOIN attempts a ON a.delivery_id = d.id AND a.cycle = 1 AND a.number = 1
-		JOIN endpoints e ON e.id = d.endpoint_id WHERE d.app_id = $1`, appID)
+		SELECT d.id, d.created_at, min(a.started_at), e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
+		FROM deliveries d JOIN attempts a ON a.delivery_id = d.id AND a.cycle = 1
+		JOIN endpoints e ON e.id = d.endpoint_id WHERE d.app_id = $1
+		GROUP BY d.id, d.created_at, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms`, appID)
 	require.NoError(h.t, err)
 	var out []time.Duration
 	for rows.Next() {
@@ -212,39 +213,36 @@ func pct(d []time.Duration, p float64) time.Duration {
 	return d[min(len(d)-1, int(p*float64(len(d))))]
 }
 
-// TestFloodDoesNotDelayAnotherApp: while app A's 20,000 events queue in the
-// outbox, app B's first attempts go out within a dispatcher round of their
-// due time: the outbox is claimed fairly across apps. Figures, not a
-// clock, decide: B's p99 lateness must be below A's median.
+// TestFloodDoesNotDelayAnotherApp: app A's 20,000 events wait in the
+// outbox (accepted while no worker ran); once a worker starts, app B's
+// first attempts go out within a round or two of their due time while A's
+// backlog drains: the outbox is claimed fairly across apps. Figures from
+// one run decide, not a clock: B's p99 lateness must be under a quarter of
+// A's median.
 func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
 	h := newHarness(t)
 	appA, appB := h.createApp(), h.createApp()
 	rc := newReceiver(t, nil)
 	h.createEndpoint(appA, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "5s"}})
 	h.createEndpoint(appB, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "5s"}})
-	// A's flood comes through the API from 8 clients, as fast as it is
-	// accepted; B publishes 40 events at 20/s meanwhile.
 	ctx := context.Background()
 	const flood = 20000
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		var fw sync.WaitGroup
-		sem := make(chan struct{}, 8)
-		for i := range flood {
-			sem <- struct{}{}
-			fw.Go(func() {
-				defer func() { <-sem }()
-				h.send(appA, "flood.made", map[string]any{"i": i})
-			})
-		}
-		fw.Wait()
-	})
-	time.Sleep(2 * time.Second) // A's backlog builds
+	h.stopWorker()
+	var fw sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range flood {
+		sem <- struct{}{}
+		fw.Go(func() {
+			defer func() { <-sem }()
+			h.send(appA, "flood.made", map[string]any{"i": i})
+		})
+	}
+	fw.Wait()
+	h.startWorker()
 	for i := range 40 {
 		h.send(appB, "order.paid", map[string]any{"i": i})
 		time.Sleep(50 * time.Millisecond)
 	}
-	wg.Wait()
 	require.Eventually(t, func() bool {
 		var open int
 		require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE status = ANY ($1)`, delivery.InFlight()).Scan(&open))
@@ -253,9 +251,9 @@ func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
 	la, lb := h.lateness(appA), h.lateness(appB)
 	require.Len(t, lb, 40)
 	require.Len(t, la, flood)
-	t.Logf("flood of %d from app A: A's first-attempt lateness p50 %s p99 %s; app B's p50 %s p99 %s",
+	t.Logf("backlog of %d from app A: A's first-attempt lateness p50 %s p99 %s; app B's, sent meanwhile, p50 %s p99 %s",
 		flood, pct(la, .5), pct(la, .99), pct(lb, .5), pct(lb, .99))
-	require.Less(t, pct(lb, .99), pct(la, .5), "B is not queued behind A's flood")
+	require.Less(t, pct(lb, .99), pct(la, .5)/4, "B is not queued behind A's backlog")
 }
 
 // TestBacklogBoundIsPerApp: with no worker, an app past its outbox bound is

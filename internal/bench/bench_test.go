@@ -55,7 +55,7 @@ func TestSmoke(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(dir, "bench-report.json"))
 	require.NoError(t, err)
 	for _, key := range []string{`"deliveries_per_second"`, `"latency_ms"`, `"p99"`, `"ingest_per_second"`, `"cpu_ms_per_delivery"`, `"lost"`, `"duplicates"`,
-		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"per_delivery"`, `"speedup_vs_per_delivery"`, `"carried_share"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`} {
+		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"compared"`, `"speedup_vs_compared"`, `"carried_share"`, `"direct_share"`, `"first_attempt_lateness_ms"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`} {
 		require.Contains(t, string(raw), key)
 	}
 }

@@ -409,7 +409,7 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	require.Eventually(t, func() bool {
 		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = 'dead_lettered'`).Scan(&dead))
 		return dead == n
-	}, time.Minute, 100*time.Millisecond)
+	}, 3*time.Minute, 100*time.Millisecond)
 
 	h.patchEndpoint(appID, ep.ID, map[string]any{"rate_limit": rate})
 	healthy.Store(true)

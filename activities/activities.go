@@ -21,6 +21,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
+	"hookrelay/attempt"
 	"hookrelay/delivery"
 	"hookrelay/internal/netguard"
 	"hookrelay/metrics"
@@ -36,32 +37,29 @@ const (
 	ExcerptBytes = 2 << 10
 )
 
-// Error types of activity failures the workflow sorts on. Both are
-// non-retryable: retrying cannot make them succeed.
-const (
-	// ErrDeliveryGone: the delivery's row no longer exists (its app was
-	// deleted). The workflow ends.
-	ErrDeliveryGone = "DeliveryGone"
-	// ErrNoSigningKey: the endpoint has no valid signing key, so nothing was
-	// sent. The delivery dead-letters with that reason.
-	ErrNoSigningKey = "NoSigningKey"
+// The types and bounds a delivery's workflow and its activities exchange
+// live in the leaf package attempt (the workflows link neither pgx nor the
+// receiver kit); these are their names here.
+type (
+	SendRequest = attempt.SendRequest
+	SendResult  = attempt.SendResult
+	SendOutcome = attempt.SendOutcome
+	MarkRequest = attempt.MarkRequest
+	MarkResult  = attempt.MarkResult
 )
 
-// Rate-limit slot waits: an attempt waits for a slot up to
-// SlotWaitInActivity away inside the activity, to the millisecond; a later
-// one goes back to the workflow, which sleeps until SlotLead before it
-// (timers fire late under load) and then lets the activity wait the rest.
+// Names of attempt's error types and bounds, as the activities use them.
 const (
-	SlotWaitInActivity = time.Second
-	SlotLead           = 500 * time.Millisecond
+	ErrDeliveryGone    = attempt.ErrDeliveryGone
+	ErrNoSigningKey    = attempt.ErrNoSigningKey
+	SlotWaitInActivity = attempt.SlotWaitInActivity
+	SlotLead           = attempt.SlotLead
+	ReasonCanceled     = attempt.ReasonCanceled
+	RecordSlack        = attempt.RecordSlack
 )
 
-// ReasonCanceled is the reason a delivery canceled by its owner records.
-const ReasonCanceled = "canceled: endpoint disabled or deleted"
-
-// RecordSlack is the room an attempt has, beyond its request timeout, to
-// load its target and record its result.
-const RecordSlack = 5 * time.Second
+// Outcome is SendSigned's answer (res, err) as a SendOutcome.
+func Outcome(res SendResult, err error) SendOutcome { return attempt.Outcome(res, err) }
 
 // CompleteTimeout bounds reporting an asynchronous attempt to its workflow;
 // reportSlack is the part of the activity's time kept for that report.
@@ -80,60 +78,6 @@ const (
 	RecordRetries   = 3
 	RecordRetryWait = 250 * time.Millisecond
 )
-
-// SendRequest asks for one attempt of a delivery.
-type SendRequest struct {
-	DeliveryID string
-	Cycle      int
-	Number     int
-	// Timeout bounds the whole request: connect, TLS, headers and body.
-	Timeout time.Duration
-	// Settings and Deadline are the cycle's; with them the attempt record
-	// carries when the next attempt is due (delivery.Plan), as the
-	// workflow will compute it.
-	Settings delivery.Settings
-	Deadline time.Time
-	// Slot is a rate-limit slot already reserved for this attempt (an
-	// earlier try answered ClassRateLimited); zero reserves one.
-	Slot time.Time
-}
-
-// SendResult is the classified outcome of one attempt.
-type SendResult struct {
-	Number          int
-	StartedAt       time.Time
-	DurationMS      int64
-	StatusCode      int // 0 when no response arrived
-	Class           Class
-	Error           string
-	ResponseExcerpt string
-	// RetryAfter is the parsed Retry-After hint of a 429, when present.
-	RetryAfter    time.Duration
-	HasRetryAfter bool
-	// SlotAt is the rate-limit slot reserved for a ClassRateLimited result.
-	SlotAt time.Time
-}
-
-// MarkRequest records a state the workflow decided.
-type MarkRequest struct {
-	DeliveryID string
-	Status     delivery.Status
-	Reason     string
-	Cycle      int
-	// ReplayID is the replay that started the cycle (0 for the first).
-	ReplayID int64
-	// NextAttemptAt is when the cycle's next attempt is due, if any.
-	NextAttemptAt *time.Time
-	// LastClass is the class of the cycle's last attempt when Status is
-	// dead_lettered ("" when none was sent); metrics count dead letters by it.
-	LastClass delivery.Class `json:",omitempty"`
-}
-
-// MarkResult is the status the delivery's row holds after a mark: a cancel
-// does not change a delivery that succeeded or dead-lettered.
-type MarkResult struct {
-	Status delivery.Status
-}
 
 // Store is what the activities need from Postgres.
 type Store interface {

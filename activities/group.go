@@ -2,49 +2,12 @@ package activities
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
-	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/store"
 )
-
-// SendOutcome is one attempt's answer as data (one delivery's part of a
-// SendGroup, or a carrier's first attempt handed to the delivery's own
-// workflow): the result SendSigned returned, or why it did not complete
-// (ErrorType is the ApplicationError's type, such as ErrDeliveryGone, or
-// empty for any other failure).
-type SendOutcome struct {
-	Result    SendResult
-	Error     string `json:",omitempty"`
-	ErrorType string `json:",omitempty"`
-}
-
-// Err is the error SendSigned would have returned, nil for none.
-func (o SendOutcome) Err() error {
-	switch {
-	case o.ErrorType != "":
-		return temporal.NewNonRetryableApplicationError(o.Error, o.ErrorType, nil)
-	case o.Error != "":
-		return errors.New(o.Error)
-	}
-	return nil
-}
-
-// Outcome is SendSigned's answer (res, err) as a SendOutcome.
-func Outcome(res SendResult, err error) SendOutcome {
-	o := SendOutcome{Result: res}
-	if err != nil {
-		o.Error = err.Error()
-		var appErr *temporal.ApplicationError
-		if errors.As(err, &appErr) {
-			o.ErrorType, o.Error = appErr.Type(), appErr.Message()
-		}
-	}
-	return o
-}
 
 // SendGroup makes the attempts of reqs, distinct deliveries due together
 // (a carrier's), each exactly as SendSigned makes one and all in parallel,

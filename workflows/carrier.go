@@ -10,7 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"hookrelay/activities"
+	"hookrelay/attempt"
 	"hookrelay/delivery"
 )
 
@@ -47,7 +47,7 @@ type carried struct {
 }
 
 // firstAttempt is the request of c's first attempt.
-func (c *carried) firstAttempt() activities.SendRequest {
+func (c *carried) firstAttempt() attempt.SendRequest {
 	return sendRequest(c.in, c.set, 1, 1, c.deadline)
 }
 
@@ -61,11 +61,10 @@ func sendOptions(ctx workflow.Context, requestTimeout time.Duration) workflow.Co
 
 // sendEach makes each first attempt of group as its own SendSigned local
 // activity, all in parallel, into results and errs.
-func sendEach(ctx workflow.Context, group []*carried, results []activities.SendResult, errs []error) {
-	var a *activities.Activities
+func sendEach(ctx workflow.Context, group []*carried, results []attempt.SendResult, errs []error) {
 	futures := make([]workflow.Future, len(group))
 	for i, c := range group {
-		futures[i] = workflow.ExecuteLocalActivity(sendOptions(ctx, c.set.RequestTimeout), a.SendSigned, c.firstAttempt())
+		futures[i] = workflow.ExecuteLocalActivity(sendOptions(ctx, c.set.RequestTimeout), attempt.ActivitySend, c.firstAttempt())
 	}
 	for i := range group {
 		errs[i] = futures[i].Get(ctx, &results[i])
@@ -75,16 +74,15 @@ func sendEach(ctx workflow.Context, group []*carried, results []activities.SendR
 // sendGroup makes the first attempts of group as one SendGroup local
 // activity into results and errs, and reports whether it ran: when it
 // failed as a whole (nothing was sent), the caller sends each on its own.
-func sendGroup(ctx workflow.Context, group []*carried, results []activities.SendResult, errs []error) bool {
-	var a *activities.Activities
-	reqs := make([]activities.SendRequest, len(group))
+func sendGroup(ctx workflow.Context, group []*carried, results []attempt.SendResult, errs []error) bool {
+	reqs := make([]attempt.SendRequest, len(group))
 	timeout := time.Duration(0)
 	for i, c := range group {
 		reqs[i] = c.firstAttempt()
 		timeout = max(timeout, c.set.RequestTimeout)
 	}
-	var outs []activities.SendOutcome
-	if err := workflow.ExecuteLocalActivity(sendOptions(ctx, timeout), a.SendGroup, reqs).Get(ctx, &outs); err != nil || len(outs) != len(group) {
+	var outs []attempt.SendOutcome
+	if err := workflow.ExecuteLocalActivity(sendOptions(ctx, timeout), attempt.ActivitySendGroup, reqs).Get(ctx, &outs); err != nil || len(outs) != len(group) {
 		return false
 	}
 	for i, o := range outs {
@@ -153,7 +151,7 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 				return result, err
 			}
 		}
-		results := make([]activities.SendResult, len(group))
+		results := make([]attempt.SendResult, len(group))
 		errs := make([]error, len(group))
 		if !grouped || len(group) == 1 || !sendGroup(ctx, group, results, errs) {
 			sendEach(ctx, group, results, errs)
@@ -169,7 +167,7 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 				result.Gone++
 				continue
 			}
-			o := activities.Outcome(res, err)
+			o := attempt.Outcome(res, err)
 			c.resume = &o
 			direct = append(direct, c)
 		}

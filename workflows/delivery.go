@@ -15,13 +15,13 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
-	"hookrelay/activities"
+	"hookrelay/attempt"
 	"hookrelay/delivery"
 )
 
 // Names shared with starters and clients.
 const (
-	// TaskQueue is the task queue of delivery workflows and activities.
+	// TaskQueue is the task queue of delivery workflows and attempt.
 	TaskQueue = "hookrelay-deliveries"
 	// WorkflowName is the registered name of DeliveryWorkflow.
 	WorkflowName = "DeliveryWorkflow"
@@ -41,7 +41,7 @@ const (
 	MarkMaximumInterval = time.Minute
 	// RecordSlack is the room an attempt's activity has, beyond the request
 	// timeout, to load its target and record its result.
-	RecordSlack = activities.RecordSlack
+	RecordSlack = attempt.RecordSlack
 )
 
 // Change IDs of workflow.GetVersion: each names a change of the command
@@ -123,13 +123,13 @@ type Input struct {
 type Progress struct {
 	Attempt     int
 	Slot        time.Time
-	Attempts    []activities.SendResult
+	Attempts    []attempt.SendResult
 	LastFailure string
 }
 
 // Resume is a first attempt made elsewhere (by a carrier): its result, or
 // why its activity did not complete.
-type Resume = activities.SendOutcome
+type Resume = attempt.SendOutcome
 
 // ReplaySignal asks for a new cycle.
 type ReplaySignal struct {
@@ -146,13 +146,13 @@ type ReplaySignal struct {
 
 // State is the answer of the state query: the current cycle only.
 type State struct {
-	Status           delivery.Status         `json:"status"`
-	Cycle            int                     `json:"cycle"`
-	AttemptCount     int                     `json:"attempt_count"`
-	NextAttemptAt    *time.Time              `json:"next_attempt_at"`
-	LastAttempt      *activities.SendResult  `json:"last_attempt"`
-	DeadLetterReason string                  `json:"dead_letter_reason,omitempty"`
-	Attempts         []activities.SendResult `json:"attempts"`
+	Status           delivery.Status      `json:"status"`
+	Cycle            int                  `json:"cycle"`
+	AttemptCount     int                  `json:"attempt_count"`
+	NextAttemptAt    *time.Time           `json:"next_attempt_at"`
+	LastAttempt      *attempt.SendResult  `json:"last_attempt"`
+	DeadLetterReason string               `json:"dead_letter_reason,omitempty"`
+	Attempts         []attempt.SendResult `json:"attempts"`
 }
 
 type run struct {
@@ -191,7 +191,7 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 		in:       in,
 		set:      in.Settings.WithDefaults(),
 		replayID: in.ReplayID,
-		state:    State{Status: delivery.StatusPending, Cycle: max(in.Cycle, 1), Attempts: []activities.SendResult{}},
+		state:    State{Status: delivery.StatusPending, Cycle: max(in.Cycle, 1), Attempts: []attempt.SendResult{}},
 		replayCh: workflow.GetSignalChannel(ctx, SignalReplay),
 		cancelCh: workflow.GetSignalChannel(ctx, SignalCancel),
 	}
@@ -343,7 +343,7 @@ func (r *run) startCycle(ctx workflow.Context) (gone bool, err error) {
 func (r *run) runCycle(ctx workflow.Context) outcome {
 	deadline := r.acceptedAt.Add(r.set.Deadline)
 	var throttle *time.Duration // a 429's Retry-After replaces the next wait
-	attempt := 1
+	number := 1
 	// hold is set when the previous try sent nothing (the endpoint was
 	// paused, or its rate limit gave a later slot): the same attempt is made
 	// again without waiting its scheduled wait; slot is a rate-limit slot
@@ -351,18 +351,18 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 	hold := false
 	var slot time.Time
 	if p := r.in.Progress; p != nil && r.state.Cycle == max(r.in.Cycle, 1) {
-		attempt, slot, hold, r.lastFailure = p.Attempt, p.Slot, true, p.LastFailure
+		number, slot, hold, r.lastFailure = p.Attempt, p.Slot, true, p.LastFailure
 		r.state.Attempts = append(r.state.Attempts, p.Attempts...)
 		if n := len(r.state.Attempts); n > 0 {
 			r.state.AttemptCount, r.state.LastAttempt = n, &r.state.Attempts[n-1]
 		}
 	} else if res := r.in.Resume; res != nil && r.state.Cycle == max(r.in.Cycle, 1) {
 		switch res.Result.Class {
-		case activities.ClassEndpointPaused, activities.ClassEndpointBusy:
+		case delivery.ClassEndpointPaused, delivery.ClassEndpointBusy:
 			// The carrier sent nothing: start over from attempt 1.
-		case activities.ClassRateLimited:
+		case delivery.ClassRateLimited:
 			slot, hold = res.Result.SlotAt, true
-			if wait := slot.Add(-activities.SlotLead).Sub(workflow.Now(ctx)); wait > 0 {
+			if wait := slot.Add(-attempt.SlotLead).Sub(workflow.Now(ctx)); wait > 0 {
 				r.state.NextAttemptAt = &slot
 				if r.sleep(ctx, wait) {
 					return outCanceled
@@ -373,15 +373,15 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 			if done {
 				return out
 			}
-			throttle, attempt = hint, 2
+			throttle, number = hint, 2
 		}
 	}
-	for ; ; attempt++ {
+	for ; ; number++ {
 		if !hold {
-			next := delivery.Plan(r.set, r.in.DeliveryID, attempt, throttle, workflow.Now(ctx), deadline)
+			next := delivery.Plan(r.set, r.in.DeliveryID, number, throttle, workflow.Now(ctx), deadline)
 			throttle = nil
 			if next.DeadLetter != "" {
-				if attempt > len(r.set.Schedule) && r.lastFailure != "" {
+				if number > len(r.set.Schedule) && r.lastFailure != "" {
 					return r.deadLetter(next.DeadLetter + "; last: " + r.lastFailure)
 				}
 				return r.deadLetter(next.DeadLetter)
@@ -397,24 +397,24 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 		r.state.NextAttemptAt = nil
 		// Timers fire late when workers were down: check again.
 		if r.set.TooLate(workflow.Now(ctx), deadline) {
-			return r.deadLetter(fmt.Sprintf("deadline of %s passed while attempt %d waited (%d attempts made)", r.set.Deadline, attempt, r.state.AttemptCount))
+			return r.deadLetter(fmt.Sprintf("deadline of %s passed while attempt %d waited (%d attempts made)", r.set.Deadline, number, r.state.AttemptCount))
 		}
 		if r.state.Status != delivery.StatusDelivering {
 			r.setStatus(ctx, delivery.StatusDelivering)
 		}
-		res, err := r.send(ctx, attempt, deadline, slot)
+		res, err := r.send(ctx, number, deadline, slot)
 		slot = time.Time{}
-		if err == nil && (res.Class == activities.ClassEndpointPaused || res.Class == activities.ClassRateLimited || res.Class == activities.ClassEndpointBusy) {
+		if err == nil && (res.Class == delivery.ClassEndpointPaused || res.Class == delivery.ClassRateLimited || res.Class == delivery.ClassEndpointBusy) {
 			// Nothing was sent: the same attempt again, at its rate-limit
 			// slot or once the endpoint may have resumed.
 			at, wake := workflow.Now(ctx).Add(delivery.PausedRecheck), delivery.PausedRecheck
 			switch res.Class {
-			case activities.ClassRateLimited:
+			case delivery.ClassRateLimited:
 				// Wake a little before the slot; the activity waits the rest.
 				at, slot = res.SlotAt, res.SlotAt
-				wake = res.SlotAt.Add(-activities.SlotLead).Sub(workflow.Now(ctx))
-			case activities.ClassEndpointBusy:
-				wake = delivery.Jitter(delivery.BusyRecheck, r.in.DeliveryID, attempt)
+				wake = res.SlotAt.Add(-attempt.SlotLead).Sub(workflow.Now(ctx))
+			case delivery.ClassEndpointBusy:
+				wake = delivery.Jitter(delivery.BusyRecheck, r.in.DeliveryID, number)
 				at = workflow.Now(ctx).Add(wake)
 			}
 			if wait := wake; wait > 0 {
@@ -425,10 +425,10 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 			}
 			hold = true
 			if r.pastBound(ctx) {
-				r.progress = &Progress{Attempt: attempt, Slot: slot, Attempts: r.state.Attempts, LastFailure: r.lastFailure}
+				r.progress = &Progress{Attempt: number, Slot: slot, Attempts: r.state.Attempts, LastFailure: r.lastFailure}
 				return outContinued
 			}
-			attempt--
+			number--
 			continue
 		}
 		out, done, hint := r.apply(ctx, res, err)
@@ -454,14 +454,14 @@ type verdict struct {
 
 // judge classifies one attempt: its result, or err when its activity did
 // not complete. DeliveryWorkflow and CarrierWorkflow both judge with it.
-func judge(res activities.SendResult, err error) verdict {
+func judge(res attempt.SendResult, err error) verdict {
 	if err != nil {
 		var appErr *temporal.ApplicationError
 		if errors.As(err, &appErr) {
 			switch appErr.Type() {
-			case activities.ErrDeliveryGone:
+			case attempt.ErrDeliveryGone:
 				return verdict{final: true, out: outGone}
-			case activities.ErrNoSigningKey:
+			case attempt.ErrNoSigningKey:
 				return verdict{final: true, out: outDeadLettered, reason: appErr.Message()}
 			}
 		}
@@ -470,17 +470,17 @@ func judge(res activities.SendResult, err error) verdict {
 		return verdict{failure: "attempt did not complete: " + err.Error()}
 	}
 	switch res.Class {
-	case activities.ClassEndpointDisabled:
+	case delivery.ClassEndpointDisabled:
 		return verdict{final: true, out: outCanceled}
-	case activities.ClassSuccess:
+	case delivery.ClassSuccess:
 		return verdict{final: true, out: outSucceeded}
-	case activities.ClassPermanent, delivery.ClassGone:
+	case delivery.ClassPermanent, delivery.ClassGone:
 		if res.StatusCode == 410 {
 			return verdict{final: true, out: outDeadLettered, reason: "receiver answered 410 Gone; the endpoint was disabled"}
 		}
 		return verdict{final: true, out: outDeadLettered,
 			reason: fmt.Sprintf("permanent failure on attempt %d (%s); check the endpoint's configuration", res.Number, res.Error)}
-	case activities.ClassThrottled:
+	case delivery.ClassThrottled:
 		if res.HasRetryAfter {
 			h := res.RetryAfter
 			return verdict{throttle: &h, failure: res.Error}
@@ -491,7 +491,7 @@ func judge(res activities.SendResult, err error) verdict {
 
 // apply folds one attempt into the run: done reports that the cycle ended
 // with out; otherwise throttle is the next wait's Retry-After hint.
-func (r *run) apply(ctx workflow.Context, res activities.SendResult, err error) (out outcome, done bool, throttle *time.Duration) {
+func (r *run) apply(ctx workflow.Context, res attempt.SendResult, err error) (out outcome, done bool, throttle *time.Duration) {
 	v := judge(res, err)
 	if err != nil {
 		if v.final {
@@ -500,7 +500,7 @@ func (r *run) apply(ctx workflow.Context, res activities.SendResult, err error) 
 		r.lastFailure = v.failure
 		return outCanceled, r.drainCancel(), nil
 	}
-	if res.Class == activities.ClassEndpointDisabled {
+	if res.Class == delivery.ClassEndpointDisabled {
 		// Nothing was sent: not an attempt.
 		r.canceled = true
 		return outCanceled, true, nil
@@ -539,9 +539,8 @@ func (r *run) deadLetter(reason string) outcome {
 
 // send runs SendSigned with Temporal retries off. A regular activity may not
 // start after the latest moment it could still finish before the deadline.
-func (r *run) send(ctx workflow.Context, attempt int, deadline, slot time.Time) (activities.SendResult, error) {
-	var a *activities.Activities
-	req := sendRequest(r.in, r.set, r.state.Cycle, attempt, deadline)
+func (r *run) send(ctx workflow.Context, number int, deadline, slot time.Time) (attempt.SendResult, error) {
+	req := sendRequest(r.in, r.set, r.state.Cycle, number, deadline)
 	req.Slot = slot
 	noRetry := &temporal.RetryPolicy{MaximumAttempts: 1}
 	timeout := r.set.RequestTimeout + RecordSlack
@@ -550,22 +549,22 @@ func (r *run) send(ctx workflow.Context, attempt int, deadline, slot time.Time) 
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: timeout, RetryPolicy: noRetry,
 		})
-		fut = workflow.ExecuteLocalActivity(lctx, a.SendSigned, req)
+		fut = workflow.ExecuteLocalActivity(lctx, attempt.ActivitySend, req)
 	} else {
 		toStart := max(deadline.Add(-r.set.RequestTimeout).Sub(workflow.Now(ctx)), time.Second)
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: timeout, ScheduleToStartTimeout: toStart, RetryPolicy: noRetry,
 		})
-		fut = workflow.ExecuteActivity(actx, a.SendSigned, req)
+		fut = workflow.ExecuteActivity(actx, attempt.ActivitySend, req)
 	}
-	var res activities.SendResult
+	var res attempt.SendResult
 	err := fut.Get(ctx, &res)
 	return res, err
 }
 
 // sendRequest is attempt n of a cycle that must end by deadline.
-func sendRequest(in Input, set delivery.Settings, cycle, n int, deadline time.Time) activities.SendRequest {
-	return activities.SendRequest{
+func sendRequest(in Input, set delivery.Settings, cycle, n int, deadline time.Time) attempt.SendRequest {
+	return attempt.SendRequest{
 		DeliveryID: in.DeliveryID, Cycle: cycle, Number: n, Timeout: set.RequestTimeout, Settings: set, Deadline: deadline,
 	}
 }
@@ -649,25 +648,24 @@ func (r *run) cancel(ctx workflow.Context) error {
 // the row holds; "" when the row is gone (its app was deleted), which ends
 // the run without error.
 func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) (delivery.Status, error) {
-	var a *activities.Activities
 	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    MarkAttemptTimeout,
 		ScheduleToCloseTimeout: MarkTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, MaximumInterval: MarkMaximumInterval,
-			NonRetryableErrorTypes: []string{activities.ErrDeliveryGone},
+			NonRetryableErrorTypes: []string{attempt.ErrDeliveryGone},
 		},
 	})
-	req := activities.MarkRequest{
+	req := attempt.MarkRequest{
 		DeliveryID: r.in.DeliveryID, Status: status, Reason: reason, Cycle: r.state.Cycle, ReplayID: r.replayID,
 	}
 	if status == delivery.StatusDeadLettered && r.state.LastAttempt != nil {
 		req.LastClass = r.state.LastAttempt.Class
 	}
-	var res activities.MarkResult
-	err := workflow.ExecuteActivity(actx, a.MarkDelivery, req).Get(ctx, &res)
+	var res attempt.MarkResult
+	err := workflow.ExecuteActivity(actx, attempt.ActivityMark, req).Get(ctx, &res)
 	var appErr *temporal.ApplicationError
-	if errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone {
+	if errors.As(err, &appErr) && appErr.Type() == attempt.ErrDeliveryGone {
 		return "", nil
 	}
 	if err != nil {

@@ -1,0 +1,140 @@
+// Package attempt holds what a delivery's workflow and its activities
+// exchange: the request for one attempt, its classified result, the
+// outcome of a first attempt made elsewhere, the state marks a workflow
+// decides, the error types it sorts on, and the bounds both sides share.
+// It is a leaf (delivery and the Temporal SDK only), so the workflows link
+// neither pgx nor the receiver kit.
+package attempt
+
+import (
+	"errors"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"hookrelay/delivery"
+)
+
+// Names of the activities the workflows schedule (registered from
+// *activities.Activities by method name).
+const (
+	ActivitySend      = "SendSigned"
+	ActivitySendGroup = "SendGroup"
+	ActivityMark      = "MarkDelivery"
+)
+
+// Error types of activity failures the workflow sorts on. Both are
+// non-retryable: retrying cannot make them succeed.
+const (
+	// ErrDeliveryGone: the delivery's row no longer exists (its app was
+	// deleted). The workflow ends.
+	ErrDeliveryGone = "DeliveryGone"
+	// ErrNoSigningKey: the endpoint has no valid signing key, so nothing was
+	// sent. The delivery dead-letters with that reason.
+	ErrNoSigningKey = "NoSigningKey"
+)
+
+// Rate-limit slot waits: an attempt waits for a slot up to
+// SlotWaitInActivity away inside the activity, to the millisecond; a later
+// one goes back to the workflow, which sleeps until SlotLead before it
+// (timers fire late under load) and then lets the activity wait the rest.
+const (
+	SlotWaitInActivity = time.Second
+	SlotLead           = 500 * time.Millisecond
+)
+
+// ReasonCanceled is the reason a delivery canceled by its owner records.
+const ReasonCanceled = "canceled: endpoint disabled or deleted"
+
+// RecordSlack is the room an attempt has, beyond its request timeout, to
+// load its target and record its result.
+const RecordSlack = 5 * time.Second
+
+// SendRequest asks for one attempt of a delivery.
+type SendRequest struct {
+	DeliveryID string
+	Cycle      int
+	Number     int
+	// Timeout bounds the whole request: connect, TLS, headers and body.
+	Timeout time.Duration
+	// Settings and Deadline are the cycle's; with them the attempt record
+	// carries when the next attempt is due (delivery.Plan), as the
+	// workflow will compute it.
+	Settings delivery.Settings
+	Deadline time.Time
+	// Slot is a rate-limit slot already reserved for this attempt (an
+	// earlier try answered ClassRateLimited); zero reserves one.
+	Slot time.Time
+}
+
+// SendResult is the classified outcome of one attempt.
+type SendResult struct {
+	Number          int
+	StartedAt       time.Time
+	DurationMS      int64
+	StatusCode      int // 0 when no response arrived
+	Class           delivery.Class
+	Error           string
+	ResponseExcerpt string
+	// RetryAfter is the parsed Retry-After hint of a 429, when present.
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+	// SlotAt is the rate-limit slot reserved for a ClassRateLimited result.
+	SlotAt time.Time
+}
+
+// MarkRequest records a state the workflow decided.
+type MarkRequest struct {
+	DeliveryID string
+	Status     delivery.Status
+	Reason     string
+	Cycle      int
+	// ReplayID is the replay that started the cycle (0 for the first).
+	ReplayID int64
+	// NextAttemptAt is when the cycle's next attempt is due, if any.
+	NextAttemptAt *time.Time
+	// LastClass is the class of the cycle's last attempt when Status is
+	// dead_lettered ("" when none was sent); metrics count dead letters by it.
+	LastClass delivery.Class `json:",omitempty"`
+}
+
+// MarkResult is the status the delivery's row holds after a mark: a cancel
+// does not change a delivery that succeeded or dead-lettered.
+type MarkResult struct {
+	Status delivery.Status
+}
+
+// SendOutcome is one attempt's answer as data (one delivery's part of a
+// SendGroup, or a carrier's first attempt handed to the delivery's own
+// workflow): the result SendSigned returned, or why it did not complete
+// (ErrorType is the ApplicationError's type, such as ErrDeliveryGone, or
+// empty for any other failure).
+type SendOutcome struct {
+	Result    SendResult
+	Error     string `json:",omitempty"`
+	ErrorType string `json:",omitempty"`
+}
+
+// Err is the error SendSigned would have returned, nil for none.
+func (o SendOutcome) Err() error {
+	switch {
+	case o.ErrorType != "":
+		return temporal.NewNonRetryableApplicationError(o.Error, o.ErrorType, nil)
+	case o.Error != "":
+		return errors.New(o.Error)
+	}
+	return nil
+}
+
+// Outcome is SendSigned's answer (res, err) as a SendOutcome.
+func Outcome(res SendResult, err error) SendOutcome {
+	o := SendOutcome{Result: res}
+	if err != nil {
+		o.Error = err.Error()
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) {
+			o.ErrorType, o.Error = appErr.Type(), appErr.Message()
+		}
+	}
+	return o
+}

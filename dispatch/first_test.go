@@ -88,6 +88,16 @@ func (f senderFixture) publish(t *testing.T) string {
 	return p.Deliveries[0].ID
 }
 
+// waitOutboxEmpty waits until every outbox row has ended.
+func (f senderFixture) waitOutboxEmpty(t *testing.T) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n))
+		return n == 0
+	}, 20*time.Second, 20*time.Millisecond, "outbox drained")
+}
+
 func (f senderFixture) run(t *testing.T, fc *fakeClient) (*Dispatcher, context.CancelFunc, chan struct{}) {
 	t.Helper()
 	d := &Dispatcher{
@@ -118,7 +128,9 @@ func TestLateStartRowIsSentOnce(t *testing.T) {
 		d, err := f.st.GetDelivery(context.Background(), f.app.ID, id)
 		return err == nil && d.Status == delivery.StatusSucceeded
 	}, 20*time.Second, 50*time.Millisecond)
-	time.Sleep(3 * time.Second)
+	f.waitOutboxEmpty(t)
+	// Run returns once every first attempt it started has ended, so the
+	// count is final.
 	cancel()
 	<-done
 	require.EqualValues(t, 1, f.hits.Load(), "first attempt of %s sent more than once", id)
@@ -143,15 +155,14 @@ func TestCrashedOpenRequestThenDisableEndsCanceled(t *testing.T) {
 	disabled := true
 	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &disabled})
 	require.NoError(t, err)
-	time.Sleep(1500 * time.Millisecond) // the lease and the claim lapse
+	// The dead sender's lease and its claim lapse.
+	_, err = f.st.Pool().Exec(ctx, `UPDATE outbox SET leased_until = now() - interval '1 millisecond'`)
+	require.NoError(t, err)
+	_, err = f.st.Pool().Exec(ctx, `UPDATE deliveries SET inflight_until = now() - interval '1 millisecond'`)
+	require.NoError(t, err)
 	fc := &fakeClient{}
 	_, cancel, done := f.run(t, fc)
-	require.Eventually(t, func() bool {
-		var n int
-		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n))
-		return n == 0
-	}, 10*time.Second, 50*time.Millisecond, "outbox drained")
-	time.Sleep(500 * time.Millisecond)
+	f.waitOutboxEmpty(t)
 	cancel()
 	<-done
 	d, err := f.st.GetDelivery(ctx, f.app.ID, id)

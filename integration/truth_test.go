@@ -22,8 +22,8 @@ import (
 // test here pins one path on the real stack (Postgres, the embedded
 // Temporal server, receivers on 127.0.0.1).
 
-// TestFinalStateNeverChanges disables an endpoint 1.2 s after an event was
-// accepted, while its first request (answered after 3 s) is on the wire,
+// TestFinalStateNeverChanges disables an endpoint while an event's first
+// request (answered after 3 s) is on the wire,
 // and reads the delivery every 100 ms to its end: it says delivering while
 // the request is open, and once it says succeeded or canceled it never
 // says anything else.
@@ -32,7 +32,9 @@ func TestFinalStateNeverChanges(t *testing.T) {
 		t.Run(fmt.Sprint(code), func(t *testing.T) {
 			h := newHarness(t)
 			appID := h.createApp()
+			open := make(chan struct{}, 1)
 			rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+				open <- struct{}{}
 				select {
 				case <-time.After(3 * time.Second):
 				case <-r.Context().Done():
@@ -40,9 +42,8 @@ func TestFinalStateNeverChanges(t *testing.T) {
 				w.WriteHeader(code)
 			})
 			ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s", "1s"}})
-			accepted := time.Now()
 			dlv := h.send(appID, "order.paid", map[string]any{}).Deliveries[0].ID
-			time.Sleep(time.Until(accepted.Add(1200 * time.Millisecond)))
+			<-open // the request is on the wire
 			h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
 			var seen []string
 			var final delivery.Status
@@ -90,7 +91,14 @@ func TestCancelReachesHeldFirstAttempts(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "the sender holds every first attempt")
 	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": true})
 	h.patchEndpoint(appID, ep.ID, map[string]any{"disabled": false})
-	time.Sleep(4 * time.Second) // past every first attempt's due time
+	// Each row ends when its first attempt falls due and finds the delivery
+	// canceled (its cancel row follows it).
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, h.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FROM outbox WHERE delivery_id = ANY ($1)`, dlvs).Scan(&n))
+		return n == 0
+	}, 20*time.Second, 20*time.Millisecond, "every held first attempt ended")
 	for _, id := range dlvs {
 		d := h.waitDelivery(appID, id, 10*time.Second, delivery.StatusCanceled)
 		require.Zero(t, d.AttemptCount, id)

@@ -201,17 +201,27 @@ type receiverSet struct {
 	verifiers []atomic.Pointer[webhook.Verifier]
 }
 
+// serve serves h on a free loopback port until the server is closed and
+// returns its base URL.
+func serve(h http.Handler) (*http.Server, string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l) //nolint:errcheck // ends when the server is closed
+	return srv, "http://" + l.Addr().String(), nil
+}
+
 func startReceivers(k int, s *sink) (*receiverSet, error) {
 	rs := &receiverSet{sink: s, verifiers: make([]atomic.Pointer[webhook.Verifier], k)}
 	for i := 0; i < k; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		srv, url, err := serve(rs.handler(i))
 		if err != nil {
 			return nil, err
 		}
-		srv := &http.Server{Handler: rs.handler(i)}
-		go srv.Serve(l) //nolint:errcheck // closed by stop
 		rs.servers = append(rs.servers, srv)
-		rs.urls = append(rs.urls, "http://"+l.Addr().String()+"/hook")
+		rs.urls = append(rs.urls, url+"/hook")
 	}
 	return rs, nil
 }

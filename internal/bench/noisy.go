@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"time"
 
@@ -85,14 +84,17 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 		return nil, err
 	}
 	defer cleanup()
-	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	fast, fastURL, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 	}))
+	if err != nil {
+		return nil, err
+	}
 	defer fast.Close()
 	// A's receiver: ?slow=1 answers after 5 s; otherwise it never answers
 	// (the request timeout ends it).
 	stop := make(chan struct{})
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	slow, slowURL, err := serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		wait := time.Hour
 		if r.URL.Query().Get("slow") != "" {
 			wait = 5 * time.Second
@@ -103,18 +105,21 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 		case <-stop:
 		}
 	}))
+	if err != nil {
+		return nil, err
+	}
 	defer slow.Close()
 	defer close(stop)
 	b := &runner{o: o, stack: stack, api: "http://" + stack.APIAddr, key: stack.Config.AdminKey, client: apiClient()}
-	appB, err := b.app(ctx, "tenant-b", fast.URL)
+	appB, err := b.app(ctx, "tenant-b", fastURL)
 	if err != nil {
 		return nil, err
 	}
-	appSlow, err := b.app(ctx, "tenant-a-slow", slow.URL+"?slow=1")
+	appSlow, err := b.app(ctx, "tenant-a-slow", slowURL+"?slow=1")
 	if err != nil {
 		return nil, err
 	}
-	appSilent, err := b.app(ctx, "tenant-a-silent", slow.URL)
+	appSilent, err := b.app(ctx, "tenant-a-silent", slowURL)
 	if err != nil {
 		return nil, err
 	}

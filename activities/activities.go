@@ -4,26 +4,19 @@
 package activities
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
-	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/attempt"
 	"hookrelay/delivery"
-	"hookrelay/internal/netguard"
 	"hookrelay/metrics"
 	"hookrelay/signing"
 	"hookrelay/store"
@@ -123,25 +116,6 @@ type Activities struct {
 	Open Open
 }
 
-// Open tracks asynchronous attempts (see Activities.Completer).
-type Open struct{ wg sync.WaitGroup }
-
-// Drain waits until every asynchronous attempt completed or ctx ended.
-func (o *Open) Drain(ctx context.Context) {
-	done := make(chan struct{})
-	go func() { o.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-}
-
-// Completer completes an activity that returned activity.ErrResultPending
-// (client.Client satisfies it).
-type Completer interface {
-	CompleteActivity(ctx context.Context, taskToken []byte, result any, err error) error
-}
-
 func (a *Activities) now() time.Time {
 	if a.Now != nil {
 		return a.Now()
@@ -161,33 +135,6 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 		}
 	}
 	return a.send(ctx, req, 0)
-}
-
-// sendAsync makes req in a goroutine bounded by its timeout and record
-// slack, and completes the activity of token with its answer.
-func (a *Activities) sendAsync(ctx context.Context, token []byte, req SendRequest) {
-	a.Open.wg.Add(1)
-	go func() {
-		defer a.Open.wg.Done()
-		base := context.WithoutCancel(ctx)
-		// The answer must reach the workflow before the activity's own
-		// deadline: the attempt gets what is left of it, less the time to
-		// report.
-		deadline := time.Now().Add(req.Timeout + RecordSlack)
-		if d := activity.GetInfo(ctx).Deadline; !d.IsZero() {
-			deadline = d.Add(-reportSlack)
-		}
-		sctx, cancel := context.WithDeadline(base, deadline)
-		defer cancel()
-		res, err := a.send(sctx, req, 0)
-		cctx, cancelComplete := context.WithTimeout(base, CompleteTimeout)
-		defer cancelComplete()
-		if err := a.Completer.CompleteActivity(cctx, token, res, err); err != nil {
-			// The activity times out and the workflow goes on; the record
-			// in Postgres stands.
-			a.logger().Warn("attempt not reported to its workflow; it times out", "delivery_id", req.DeliveryID, "err", err)
-		}
-	}()
 }
 
 // send makes req and records it; a sender's first attempt (outboxID > 0)
@@ -423,80 +370,6 @@ func (a *Activities) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// post sends the request and fills the HTTP part of res.
-func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Headers, timeout time.Duration, res *SendResult) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(t.Payload))
-	if err != nil {
-		res.Class, res.Error = ClassPermanent, "invalid endpoint URL: "+err.Error()
-		return
-	}
-	for k, v := range t.Headers {
-		httpReq.Header.Set(k, v)
-	}
-	httpReq.Header.Set("Content-Type", "application/json")
-	httpReq.Header.Set("User-Agent", a.UserAgent)
-	// Custom headers cannot name these (the API refuses them). The Standard
-	// Webhooks names are sent in their documented lower case.
-	for k, v := range hdr.Map() {
-		if k == signing.HeaderXSignature {
-			httpReq.Header.Set(k, v)
-		} else {
-			httpReq.Header[k] = []string{v}
-		}
-	}
-	resp, err := a.HTTP.Do(httpReq)
-	if err != nil {
-		res.Class, res.Error = ClassifyError(err)
-		return
-	}
-	defer resp.Body.Close()
-	body, readErr := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
-	res.StatusCode = resp.StatusCode
-	res.ResponseExcerpt = excerpt(body)
-	if readErr != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// The status line arrived but the body did not finish in time: the
-		// receiver did not answer within the timeout.
-		res.Class, res.Error = ClassRetryable, "timeout: response body not complete within the request timeout"
-		return
-	}
-	res.Class = ClassifyStatus(resp.StatusCode)
-	switch res.Class {
-	case ClassThrottled:
-		res.RetryAfter, res.HasRetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), a.now())
-		res.Error = "HTTP 429 Too Many Requests"
-	case ClassPermanent:
-		if resp.StatusCode == http.StatusGone {
-			res.Error = "HTTP 410 Gone; the endpoint was disabled"
-		} else if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-			res.Error = fmt.Sprintf("HTTP %d redirect not followed (Location: %s); check the endpoint's URL", resp.StatusCode, truncate(resp.Header.Get("Location"), 200))
-		} else {
-			res.Error = fmt.Sprintf("HTTP %d; check the endpoint's configuration", resp.StatusCode)
-		}
-	case ClassRetryable:
-		res.Error = fmt.Sprintf("HTTP %d", resp.StatusCode)
-	}
-}
-
-func excerpt(body []byte) string {
-	if len(body) > ExcerptBytes {
-		body = body[:ExcerptBytes]
-		for len(body) > 0 && !utf8.Valid(body) {
-			body = body[:len(body)-1]
-		}
-	}
-	// Postgres text holds neither invalid UTF-8 nor NUL bytes.
-	return strings.ReplaceAll(strings.ToValidUTF8(string(body), "\uFFFD"), "\x00", "\uFFFD")
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
-}
-
 // MarkDelivery records a state the workflow decided (new cycle, dead
 // letter, canceled) and answers the status the row holds afterwards. It is
 // idempotent, so Temporal may retry it; a delivery whose row is gone fails
@@ -519,28 +392,4 @@ func (a *Activities) MarkDelivery(ctx context.Context, req MarkRequest) (MarkRes
 	}
 	a.logger().Info("delivery state", "delivery_id", req.DeliveryID, "status", status, "asked", req.Status, "cycle", req.Cycle, "reason", req.Reason)
 	return MarkResult{Status: status}, nil
-}
-
-// NewHTTPClient returns the attempt client: no redirects, no proxy,
-// keep-alive connection reuse per endpoint host, and (when guarded) the
-// private-address guard at dial time.
-func NewHTTPClient(guarded bool) *http.Client {
-	return NewHTTPClientWith(guarded, nil)
-}
-
-// NewHTTPClientWith is NewHTTPClient resolving names with resolver (nil:
-// the system's).
-func NewHTTPClientWith(guarded bool, resolver *net.Resolver) *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = netguard.Dialer(guarded, resolver).DialContext
-	tr.MaxIdleConnsPerHost = 64
-	tr.MaxIdleConns = 1024
-	tr.IdleConnTimeout = 90 * time.Second
-	tr.Proxy = nil
-	return &http.Client{
-		Transport: tr,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
 }

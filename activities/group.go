@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-
 	"hookrelay/store"
 )
 

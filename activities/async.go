@@ -1,0 +1,55 @@
+package activities
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+)
+
+// Open tracks asynchronous attempts (see Activities.Completer).
+type Open struct{ wg sync.WaitGroup }
+
+// Drain waits until every asynchronous attempt completed or ctx ended.
+func (o *Open) Drain(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { o.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Completer completes an activity that returned activity.ErrResultPending
+// (client.Client satisfies it).
+type Completer interface {
+	CompleteActivity(ctx context.Context, taskToken []byte, result any, err error) error
+}
+
+// sendAsync makes req in a goroutine bounded by its timeout and record
+// slack, and completes the activity of token with its answer.
+func (a *Activities) sendAsync(ctx context.Context, token []byte, req SendRequest) {
+	a.Open.wg.Add(1)
+	go func() {
+		defer a.Open.wg.Done()
+		base := context.WithoutCancel(ctx)
+		// The answer must reach the workflow before the activity's own
+		// deadline: the attempt gets what is left of it, less the time to
+		// report.
+		deadline := time.Now().Add(req.Timeout + RecordSlack)
+		if d := activity.GetInfo(ctx).Deadline; !d.IsZero() {
+			deadline = d.Add(-reportSlack)
+		}
+		sctx, cancel := context.WithDeadline(base, deadline)
+		defer cancel()
+		res, err := a.send(sctx, req, 0)
+		cctx, cancelComplete := context.WithTimeout(base, CompleteTimeout)
+		defer cancelComplete()
+		if err := a.Completer.CompleteActivity(cctx, token, res, err); err != nil {
+			// The activity times out and the workflow goes on; the record
+			// in Postgres stands.
+			a.logger().Warn("attempt not reported to its workflow; it times out", "delivery_id", req.DeliveryID, "err", err)
+		}
+	}()
+}

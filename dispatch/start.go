@@ -1,0 +1,181 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+
+	"hookrelay/activities"
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/workflows"
+)
+
+// sendEach sends rows on their own, concurrently, and returns the IDs of
+// those Temporal accepted.
+func (d *Dispatcher) sendEach(ctx context.Context, rows []outbox.Row) ([]int64, error) {
+	var mu sync.Mutex
+	var sent []int64
+	var errs []error
+	sem := make(chan struct{}, startConcurrency)
+	var wg sync.WaitGroup
+	for _, it := range rows {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			err := d.send(ctx, it)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			sent = append(sent, it.ID)
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return sent, fmt.Errorf("%d of %d rows not dispatched: %w", len(errs), len(rows), errs[0])
+	}
+	return sent, nil
+}
+
+// carry starts a CarrierWorkflow for each stamped batch (workflow ID = the
+// batch's name, so a batch started before is rejected as a duplicate) and
+// returns the names of those that run or ran.
+func (d *Dispatcher) carry(ctx context.Context, rows []outbox.Row) ([]string, error) {
+	batches := map[string][]workflows.Input{}
+	var order []string
+	for _, it := range rows {
+		if _, ok := batches[it.CarrierID]; !ok {
+			order = append(order, it.CarrierID)
+			batches[it.CarrierID] = nil
+		}
+		if !it.Stale() {
+			batches[it.CarrierID] = append(batches[it.CarrierID], d.input(it))
+		}
+	}
+	var started []string
+	var errs []error
+	for _, id := range order {
+		in := batches[id]
+		if len(in) == 0 {
+			// Every delivery of the batch was canceled or deleted.
+			started = append(started, id)
+			continue
+		}
+		deliveryIDs := make([]string, len(in))
+		for i, x := range in {
+			deliveryIDs[i] = x.DeliveryID
+		}
+		_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+			ID:                    id,
+			TaskQueue:             cmp.Or(d.TaskQueue, workflows.TaskQueue),
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+			EnableEagerStart:      !d.NoEagerStart,
+			TypedSearchAttributes: temporal.NewSearchAttributes(workflows.SADeliveries.ValueSet(deliveryIDs)),
+		}, workflows.CarrierWorkflowName, workflows.CarrierInput{Deliveries: in})
+		var already *serviceerror.WorkflowExecutionAlreadyStarted
+		if err != nil && !errors.As(err, &already) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+			errs = append(errs, fmt.Errorf("start carrier %s: %w", id, err))
+			continue
+		}
+		d.carried.Add(int64(len(in)))
+		started = append(started, id)
+	}
+	return started, errors.Join(errs...)
+}
+
+// input is the workflow input of a row's delivery.
+func (d *Dispatcher) input(it outbox.Row) workflows.Input {
+	return workflows.Input{
+		DeliveryID: it.DeliveryID, AppID: it.AppID, EventID: it.EventID, EventType: it.EventType, EndpointID: it.EndpointID,
+		Settings: it.Settings, Cycle: max(it.Cycle, 1), AcceptedAt: it.CreatedAt, LocalActivity: d.LocalActivity,
+	}
+}
+
+// send starts, replays or cancels one delivery's workflow.
+func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
+	in := d.input(it)
+	in.Cycle = it.Cycle
+	if it.Kind == outbox.KindCancel {
+		err := d.Client.SignalWorkflow(ctx, in.DeliveryID, "", workflows.SignalCancel, nil)
+		var notFound *serviceerror.NotFound
+		if err != nil && !errors.As(err, &notFound) {
+			return fmt.Errorf("cancel %s: %w", in.DeliveryID, err)
+		}
+		// No running workflow: it has ended, or never started.
+		return nil
+	}
+	if it.Kind == outbox.KindReplay {
+		opts := client.StartWorkflowOptions{ID: in.DeliveryID, TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue)}
+		// A running (dead-lettered) workflow gets the signal and continues
+		// as the next cycle; a completed one is started again as that cycle.
+		// Either way the cycle runs with the endpoint's current settings and
+		// this replay's ID, so a row dispatched twice runs once.
+		in.Cycle++
+		in.ReplayID = it.ID
+		settings := in.Settings
+		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
+		opts.TypedSearchAttributes = searchAttributes(in, delivery.StatusDelivering)
+		sig := workflows.ReplaySignal{By: it.RequestedBy, ReplayID: it.ID, Settings: &settings, RequestedAt: it.CreatedAt}
+		_, err := d.Client.SignalWithStartWorkflow(ctx, in.DeliveryID, workflows.SignalReplay, sig, opts, workflows.WorkflowName, in)
+		if err != nil {
+			return fmt.Errorf("replay %s: %w", in.DeliveryID, err)
+		}
+		return nil
+	}
+	return d.start(ctx, it, nil)
+}
+
+// start starts a new delivery's DeliveryWorkflow; resume is its first
+// attempt's outcome when a sender made it (nil: the workflow makes it, or
+// the row's recorded outcome when a sender recorded one before it died).
+func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activities.SendOutcome) error {
+	if resume == nil {
+		var err error
+		if resume, err = recordedOutcome(it); err != nil {
+			return err
+		}
+	}
+	in := d.input(it)
+	in.Resume = resume
+	status := delivery.StatusPending
+	if resume != nil {
+		status = delivery.StatusDelivering
+	}
+	// Reject a second run: a delivery whose workflow already completed must
+	// not be sent again because its outbox row was seen twice.
+	opts := client.StartWorkflowOptions{
+		ID:                    in.DeliveryID,
+		TaskQueue:             cmp.Or(d.TaskQueue, workflows.TaskQueue),
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		EnableEagerStart:      !d.NoEagerStart,
+		TypedSearchAttributes: searchAttributes(in, status),
+	}
+	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
+		return fmt.Errorf("start %s: %w", in.DeliveryID, err)
+	}
+	d.started.Add(1)
+	return nil
+}
+
+// searchAttributes are the attributes a delivery's workflow starts with.
+func searchAttributes(in workflows.Input, status delivery.Status) temporal.SearchAttributes {
+	return temporal.NewSearchAttributes(
+		workflows.SAState.ValueSet(string(status)),
+		workflows.SAEndpoint.ValueSet(in.EndpointID),
+		workflows.SAEventType.ValueSet(in.EventType),
+		workflows.SAApp.ValueSet(in.AppID),
+	)
+}

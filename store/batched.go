@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"hookrelay/delivery"
 	"hookrelay/internal/coalesce"
 )
 
@@ -137,60 +134,4 @@ func (b *Batched) recordBatch(ctx context.Context, calls [][]Attempt) ([][]error
 		start = end
 	}
 	return out, failed, nil
-}
-
-// Claim is ClaimAttempt's answer.
-type Claim int
-
-// Answers of ClaimAttempt.
-const (
-	// ClaimRefused: the delivery is no longer in flight (canceled,
-	// finished, gone) or its endpoint is disabled or deleted; send nothing.
-	ClaimRefused Claim = iota
-	// Claimed: the request may be written now.
-	Claimed
-	// ClaimOnTheWire: another request of the delivery is on the wire (a
-	// sender that lost its lease, a worker that lost its activity); send
-	// nothing until it is recorded or its mark lapses.
-	ClaimOnTheWire
-)
-
-// claimAttempts is ClaimAttempt for many deliveries in one statement; it
-// locks their rows in ID order, as RecordAttempts does.
-func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.Time) (map[string]Claim, error) {
-	rows, err := s.pool.Query(ctx, `
-		WITH v AS (
-		  SELECT * FROM unnest($1::text[], $2::timestamptz[]) AS v(id, until)
-		), l AS (
-		  SELECT d.id FROM deliveries d WHERE d.id = ANY ($1) ORDER BY d.id FOR UPDATE OF d
-		), upd AS (
-		  UPDATE deliveries d SET status = $3, inflight_until = v.until
-		  FROM v, endpoints e
-		  WHERE d.id = v.id AND d.id = ANY ($1) AND d.id IN (SELECT id FROM l) AND e.id = d.endpoint_id
-		    AND d.status = ANY ($4) AND NOT e.disabled AND e.deleted_at IS NULL
-		    AND (d.inflight_until IS NULL OR d.inflight_until < now())
-		  RETURNING d.id
-		)
-		SELECT v.id, v.id IN (SELECT id FROM upd), COALESCE(d.status = ANY ($4) AND d.inflight_until >= now(), false)
-		FROM v LEFT JOIN deliveries d ON d.id = v.id`, ids, untils, delivery.StatusDelivering, delivery.InFlight())
-	if err != nil {
-		return nil, fmt.Errorf("claim %d attempts: %w", len(ids), err)
-	}
-	out := make(map[string]Claim, len(ids))
-	var id string
-	var claimed, onTheWire bool
-	if _, err := pgx.ForEachRow(rows, []any{&id, &claimed, &onTheWire}, func() error {
-		switch {
-		case claimed:
-			out[id] = Claimed
-		case onTheWire:
-			out[id] = ClaimOnTheWire
-		default:
-			out[id] = ClaimRefused
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("claim %d attempts: %w", len(ids), err)
-	}
-	return out, nil
 }

@@ -135,34 +135,6 @@ type Attempt struct {
 	Outcome  []byte `json:"-" db:"-"`
 }
 
-// FollowUpError is a recorded attempt's follow-up that failed: resetting
-// its endpoint's failure count after a 2xx, or disabling it after a 410.
-// The attempt itself is recorded and must not be made again.
-type FollowUpError struct {
-	DeliveryID string
-	Err        error
-}
-
-func (e *FollowUpError) Error() string {
-	return "follow-up of the attempt of " + e.DeliveryID + ": " + e.Err.Error()
-}
-
-func (e *FollowUpError) Unwrap() error { return e.Err }
-
-// ClaimAttempt marks a delivery's attempt as on the wire until until, just
-// before its request is written, and reports whether it may be sent: only
-// a pending or delivering delivery of an enabled endpoint with no other
-// request on the wire may. Until the
-// attempt is recorded (RecordAttempts clears the mark) or until passes, a
-// cancel leaves the delivery delivering (see cancelDeliveries), so the log
-// never says canceled while a request is open. One statement; it waits for
-// a disable or delete that holds the row, so after either returned nothing
-// more is sent.
-func (s *Store) ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (Claim, error) {
-	claimed, err := s.claimAttempts(ctx, []string{deliveryID}, []time.Time{until})
-	return claimed[deliveryID], err
-}
-
 // RecordAttempt records one attempt (see RecordAttempts).
 func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 	errs, err := s.RecordAttempts(ctx, []Attempt{a})
@@ -284,14 +256,6 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		}
 	}
 	return errs, nil
-}
-
-// followUp wraps a recorded attempt's follow-up failure, nil for none.
-func followUp(deliveryID string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &FollowUpError{DeliveryID: deliveryID, Err: err}
 }
 
 // MarkDelivery sets a delivery's state as its workflow decided and returns

@@ -1,0 +1,97 @@
+package workflows
+
+import (
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/temporal"
+
+	"hookrelay/attempt"
+	"hookrelay/delivery"
+)
+
+// Search attributes the workflow keeps current, so the Temporal UI can list
+// deliveries by state, endpoint, event type and app.
+var (
+	SAState     = temporal.NewSearchAttributeKeyKeyword("HookrelayState")
+	SAEndpoint  = temporal.NewSearchAttributeKeyKeyword("HookrelayEndpoint")
+	SAEventType = temporal.NewSearchAttributeKeyKeyword("HookrelayEventType")
+	SAApp       = temporal.NewSearchAttributeKeyKeyword("HookrelayApp")
+)
+
+// SearchAttributes lists the custom search attributes to register, with
+// their types.
+func SearchAttributes() map[string]enumspb.IndexedValueType {
+	return map[string]enumspb.IndexedValueType{
+		SAState.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD, SAEndpoint.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SAEventType.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD, SAApp.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD,
+		SADeliveries.GetName(): enumspb.INDEXED_VALUE_TYPE_KEYWORD_LIST,
+	}
+}
+
+// Input starts a DeliveryWorkflow run: one cycle of a delivery. The
+// workflow ID is DeliveryID.
+type Input struct {
+	DeliveryID string
+	AppID      string
+	EventID    string
+	EventType  string
+	EndpointID string
+	Settings   delivery.Settings
+	// Cycle is 1 for a new delivery; each replay runs the next cycle.
+	Cycle int
+	// AcceptedAt is when the cycle was asked for: the event's acceptance,
+	// or the replay's request. The deadline counts from it, so time spent
+	// in the outbox counts. Zero means the run's start.
+	AcceptedAt time.Time
+	// ReplayID is the replay (its outbox row ID) this cycle runs; a replay
+	// signal with an ID at or below it has already been run.
+	ReplayID int64
+	// LocalActivity runs SendSigned as a local activity (fewer server round
+	// trips; still recorded in history as a marker).
+	LocalActivity bool
+	// Resume carries the first attempt a sender or a carrier made: the run
+	// judges it and goes on from attempt 2. Nil for a run that makes its own
+	// first attempt.
+	Resume *Resume `json:",omitempty"`
+	// Progress carries a cycle on into a new run (see HistoryBound); nil
+	// for a run that starts its cycle.
+	Progress *Progress `json:",omitempty"`
+}
+
+// Progress is where a cycle stood when its run continued as new: the
+// attempt it was waiting to make and what it had recorded.
+type Progress struct {
+	Attempt     int
+	Slot        time.Time
+	Attempts    []attempt.SendResult
+	LastFailure string
+}
+
+// Resume is a first attempt made elsewhere (by a carrier): its result, or
+// why its activity did not complete.
+type Resume = attempt.SendOutcome
+
+// ReplaySignal asks for a new cycle.
+type ReplaySignal struct {
+	By string
+	// ReplayID identifies the replay (its outbox row ID); 0 in signals sent
+	// before replays had IDs, which are always run.
+	ReplayID int64
+	// Settings are the endpoint's at the replay's request; nil keeps the
+	// run's own.
+	Settings *delivery.Settings
+	// RequestedAt starts the new cycle's deadline; zero means on receipt.
+	RequestedAt time.Time
+}
+
+// State is the answer of the state query: the current cycle only.
+type State struct {
+	Status           delivery.Status      `json:"status"`
+	Cycle            int                  `json:"cycle"`
+	AttemptCount     int                  `json:"attempt_count"`
+	NextAttemptAt    *time.Time           `json:"next_attempt_at"`
+	LastAttempt      *attempt.SendResult  `json:"last_attempt"`
+	DeadLetterReason string               `json:"dead_letter_reason,omitempty"`
+	Attempts         []attempt.SendResult `json:"attempts"`
+}

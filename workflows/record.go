@@ -1,0 +1,106 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"hookrelay/attempt"
+	"hookrelay/delivery"
+)
+
+// awaitReplay parks the dead letter until a fresh replay (returned), a
+// cancel or the retention timer (nil). The caller stops the retention timer
+// with stop once the replay's cycle is recorded.
+func (r *run) awaitReplay(ctx workflow.Context) (sig *ReplaySignal, stop func(), err error) {
+	if len(r.queued) > 0 {
+		return r.pendingReplay(), func() {}, nil
+	}
+	tctx, stop := workflow.WithCancel(ctx)
+	retention := workflow.NewTimer(tctx, r.set.Retention)
+	expired := false
+	for sig == nil && !expired && !r.canceled {
+		sel := workflow.NewSelector(ctx)
+		sel.AddFuture(retention, func(workflow.Future) { expired = true })
+		sel.AddReceive(r.replayCh, func(c workflow.ReceiveChannel, _ bool) {
+			var got ReplaySignal
+			c.Receive(ctx, &got)
+			if r.fresh(got) {
+				sig = &got
+			}
+		})
+		sel.AddReceive(r.cancelCh, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			r.canceled = true
+		})
+		sel.Select(ctx)
+	}
+	switch {
+	case sig != nil:
+		return sig, stop, nil
+	case r.canceled:
+		// The run ends; the row stays dead_lettered, since a cancel never
+		// touches a dead letter.
+		err = r.cancel(ctx)
+		stop()
+		return nil, stop, err
+	default:
+		// Retention passed; a replay after this starts a new run.
+		stop()
+		return r.pendingReplay(), stop, nil
+	}
+}
+
+func (r *run) cancel(ctx workflow.Context) error {
+	r.state.NextAttemptAt = nil
+	r.setStatus(ctx, delivery.StatusCanceled)
+	status, err := r.mark(ctx, delivery.StatusCanceled, "canceled: endpoint disabled or deleted")
+	if err == nil && status != "" && status != delivery.StatusCanceled {
+		// A 2xx or a dead letter came first; the row keeps it.
+		r.setStatus(ctx, status)
+	}
+	return err
+}
+
+// mark records a workflow-decided state in Postgres and answers the status
+// the row holds; "" when the row is gone (its app was deleted), which ends
+// the run without error.
+func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) (delivery.Status, error) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    MarkAttemptTimeout,
+		ScheduleToCloseTimeout: MarkTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, MaximumInterval: MarkMaximumInterval,
+			NonRetryableErrorTypes: []string{attempt.ErrDeliveryGone},
+		},
+	})
+	req := attempt.MarkRequest{
+		DeliveryID: r.in.DeliveryID, Status: status, Reason: reason, Cycle: r.state.Cycle, ReplayID: r.replayID,
+	}
+	if status == delivery.StatusDeadLettered && r.state.LastAttempt != nil {
+		req.LastClass = r.state.LastAttempt.Class
+	}
+	var res attempt.MarkResult
+	err := workflow.ExecuteActivity(actx, attempt.ActivityMark, req).Get(ctx, &res)
+	var appErr *temporal.ApplicationError
+	if errors.As(err, &appErr) && appErr.Type() == attempt.ErrDeliveryGone {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("record %s: %w", status, err)
+	}
+	if res.Status == "" {
+		// Histories recorded before MarkDelivery answered a status.
+		res.Status = status
+	}
+	return res.Status, nil
+}
+
+// setStatus changes the status and the State search attribute.
+func (r *run) setStatus(ctx workflow.Context, status delivery.Status) {
+	r.state.Status = status
+	_ = workflow.UpsertTypedSearchAttributes(ctx, SAState.ValueSet(string(status)))
+}

@@ -1,0 +1,43 @@
+package workflows
+
+import (
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"hookrelay/attempt"
+	"hookrelay/delivery"
+)
+
+// send runs SendSigned with Temporal retries off. A regular activity may not
+// start after the latest moment it could still finish before the deadline.
+func (r *run) send(ctx workflow.Context, number int, deadline, slot time.Time) (attempt.SendResult, error) {
+	req := sendRequest(r.in, r.set, r.state.Cycle, number, deadline)
+	req.Slot = slot
+	noRetry := &temporal.RetryPolicy{MaximumAttempts: 1}
+	timeout := r.set.RequestTimeout + RecordSlack
+	var fut workflow.Future
+	if r.in.LocalActivity && workflow.GetVersion(ctx, versionAsyncSend, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: timeout, RetryPolicy: noRetry,
+		})
+		fut = workflow.ExecuteLocalActivity(lctx, attempt.ActivitySend, req)
+	} else {
+		toStart := max(deadline.Add(-r.set.RequestTimeout).Sub(workflow.Now(ctx)), time.Second)
+		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+			StartToCloseTimeout: timeout, ScheduleToStartTimeout: toStart, RetryPolicy: noRetry,
+		})
+		fut = workflow.ExecuteActivity(actx, attempt.ActivitySend, req)
+	}
+	var res attempt.SendResult
+	err := fut.Get(ctx, &res)
+	return res, err
+}
+
+// sendRequest is attempt n of a cycle that must end by deadline.
+func sendRequest(in Input, set delivery.Settings, cycle, n int, deadline time.Time) attempt.SendRequest {
+	return attempt.SendRequest{
+		DeliveryID: in.DeliveryID, Cycle: cycle, Number: n, Timeout: set.RequestTimeout, Settings: set, Deadline: deadline,
+	}
+}

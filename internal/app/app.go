@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,8 +22,6 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"hookrelay/access"
-	"hookrelay/activities"
 	"hookrelay/api"
 	"hookrelay/config"
 	"hookrelay/dispatch"
@@ -32,10 +29,8 @@ import (
 	"hookrelay/internal/pgcluster"
 	"hookrelay/metrics"
 	"hookrelay/migrations"
-	"hookrelay/portal"
 	"hookrelay/secretbox"
 	"hookrelay/store"
-	"hookrelay/worker"
 	"hookrelay/workflows"
 )
 
@@ -207,27 +202,6 @@ func runRoles(ctx context.Context, cfg config.Config, logger *slog.Logger, roles
 	return st.Wait(ctx)
 }
 
-// RotateSecretKey seals every sealed value again with the newest key of
-// HOOKRELAY_SECRET_KEY (a comma-separated list, newest first); afterwards
-// the older keys can be dropped from it.
-func RotateSecretKey(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
-	box, err := secretbox.Open(cfg.SecretKey)
-	if err != nil {
-		return fmt.Errorf("HOOKRELAY_SECRET_KEY: %w", err)
-	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
-	}
-	defer pool.Close()
-	n, err := store.New(pool, box).Reseal(ctx)
-	if err != nil {
-		return err
-	}
-	logger.Info("sealed again with the newest key", "values", n)
-	return nil
-}
-
 // Migrate applies pending migrations and exits.
 func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
@@ -307,89 +281,14 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	series := metrics.NewSender(st.Metrics, cfg.MetricsEndpointLabels)
 	metrics.NewState(st.Metrics, pool)
 	if roles&RoleWorker != 0 {
-		// Concurrent attempts load, claim and record in shared statements.
-		batched := store.NewBatched(st.Store)
-		acts := &activities.Activities{
-			Store:     batched,
-			HTTP:      activities.NewHTTPClient(!cfg.AllowPrivateTargets),
-			UserAgent: "hookrelay/" + api.Version,
-			Logger:    logger.With("component", "delivery"),
-			Metrics:   series,
-			Shares:    &activities.Shares{PerEndpoint: cfg.EndpointShare},
-			Completer: tc,
-		}
-		w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency, StopTimeout: cfg.ShutdownTimeout / 2})
-		if err != nil {
+		if err := st.startWorker(tc, series, opts, roles&RoleAPI == 0); err != nil {
 			return err
-		}
-		if err := w.Start(); err != nil {
-			return fmt.Errorf("start worker: %w", err)
-		}
-		st.services.run("worker", func(ctx context.Context) error {
-			<-ctx.Done()
-			w.Stop()
-			// Requests on the wire finish and are recorded (each is bounded
-			// by its own timeout).
-			dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout/2)
-			defer cancel()
-			acts.Open.Drain(dctx)
-			batched.Close()
-			return nil
-		})
-		d := &dispatch.Dispatcher{Pool: pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
-			NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
-			Metrics: series}
-		d.SetCarrierSize(cmp.Or(cfg.CarrierSize, dispatch.CarrierSizeDefault))
-		if cfg.FirstAttempts != config.FirstAttemptsCarrier {
-			d.Sender = acts
-		}
-		st.Dispatcher = d
-		st.services.run("dispatcher", d.Run)
-		st.services.run("pruner", func(ctx context.Context) error {
-			return prune(ctx, st.Store, cmp.Or(cfg.Retention, store.RetentionDefault), logger.With("component", "pruner"))
-		})
-		if cfg.MetricsAddr != "" && roles&RoleAPI == 0 {
-			if err := st.serveMetrics(cfg.MetricsAddr); err != nil {
-				return err
-			}
 		}
 	}
 	if roles&RoleAPI != 0 {
-		srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
-			AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
-			Metrics: series, Gatherer: st.Metrics, Retention: cmp.Or(cfg.Retention, store.RetentionDefault),
-			LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,
-			IngestRate: cfg.IngestRate, IngestBurst: cfg.IngestBurst, TrustedProxies: cfg.TrustedProxies})
-		st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
-		st.services.run("revocation watcher", func(ctx context.Context) error { srv.WatchRevocations(ctx); return nil })
-		apiHandler := srv.Handler()
-		pt, err := portal.New(portal.Options{API: apiHandler, Store: st.Store, LinkSigner: linkSigner(cfg.SecretKey),
-			InsecureCookies: cfg.Dev, FrameAncestors: strings.Fields(cfg.PortalFrameAncestors), Logger: logger.With("component", "portal")})
-		if err != nil {
+		if err := st.startAPI(tc, series); err != nil {
 			return err
 		}
-		mux := http.NewServeMux()
-		mux.Handle(portal.Prefix, pt.Handler())
-		mux.Handle("/", apiHandler)
-		l, err := net.Listen("tcp", cfg.HTTPAddr)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
-		}
-		st.APIAddr = l.Addr().String()
-		l = api.LimitListener(l, api.ConnsPerClientDefault, cfg.TrustedProxies...)
-		httpSrv := api.NewHTTPServer(mux, api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
-		st.services.run("http", func(ctx context.Context) error {
-			go func() {
-				<-ctx.Done()
-				sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-				defer cancel()
-				_ = httpSrv.Shutdown(sctx)
-			}()
-			if err := httpSrv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("http: %w", err)
-			}
-			return nil
-		})
 	}
 	return nil
 }
@@ -472,38 +371,4 @@ func (st *Stack) Close() {
 			_ = st.PG.Stop()
 		}
 	}
-}
-
-// fileSecret returns value when set; else the secret kept in path, created
-// with gen (mode 0600) on first start and, when announce is set, printed once.
-func fileSecret(value, path string, gen func() (string, error), announce bool) (string, error) {
-	if value != "" {
-		return value, nil
-	}
-	if b, err := os.ReadFile(path); err == nil {
-		return strings.TrimSpace(string(b)), nil
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", fmt.Errorf("read %s: %w", path, err)
-	}
-	v, err := gen()
-	if err != nil {
-		return "", err
-	}
-	if err := os.WriteFile(path, []byte(v+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("write %s: %w", path, err)
-	}
-	if announce {
-		// Printed once, to the terminal only (not the log).
-		fmt.Fprintf(os.Stderr, "\n  Admin API key (shown once, kept in %s):\n\n    %s\n\n", path, v)
-	}
-	return v, nil
-}
-
-func newAPIKey() (string, error) { return store.NewKey(access.RoleAdmin) }
-
-// linkSigner signs portal links with a key derived from the newest secret
-// key: rotating the secret key voids the links not yet opened.
-func linkSigner(secretKeys string) access.Signer {
-	newest, _, _ := strings.Cut(secretKeys, ",")
-	return access.NewSigner([]byte(strings.TrimSpace(newest)))
 }

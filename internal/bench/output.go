@@ -10,6 +10,66 @@ import (
 	"strings"
 )
 
+// Latency is a distribution summary in milliseconds.
+type Latency struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// Report is bench-report.json.
+type Report struct {
+	Date          string   `json:"date"`
+	Machine       string   `json:"machine"`
+	Events        int      `json:"events"`
+	Receivers     int      `json:"receivers"`
+	Rate          float64  `json:"rate"`
+	Schedule      []string `json:"schedule"`
+	LocalActivity bool     `json:"local_activity"`
+	EagerStart    bool     `json:"eager_start"`
+	Shards        int      `json:"temporal_shards"`
+	TemporalStore string   `json:"temporal_store"`
+	// Shape is "sender" or "carriers"; CarriedShare and DirectShare are
+	// the shares of first attempts made in a carrier and by the sender.
+	Shape        string  `json:"shape"`
+	CarriedShare float64 `json:"carried_share"`
+	DirectShare  float64 `json:"direct_share"`
+	// LatenessMS is first-attempt lateness: the request's start minus its
+	// due time (acceptance plus the jittered first wait).
+	LatenessMS          Latency `json:"first_attempt_lateness_ms"`
+	DeliveriesPerSecond float64 `json:"deliveries_per_second"`
+	LatencyMS           Latency `json:"latency_ms"`
+	IngestPerSecond     float64 `json:"ingest_per_second"`
+	IngestLatencyMS     Latency `json:"ingest_latency_ms"`
+	Shed                int     `json:"shed_429"`
+	CPUMSPerDelivery    float64 `json:"cpu_ms_per_delivery"`
+	CPUSeconds          float64 `json:"cpu_seconds"`
+	// PostgresCPUMSPerDelivery is the Postgres processes' part of
+	// CPUMSPerDelivery (hookrelay's own data and Temporal's store).
+	PostgresCPUMSPerDelivery float64 `json:"postgres_cpu_ms_per_delivery"`
+	PeakRSSMB                float64 `json:"peak_rss_mb"`
+	Delivered                int     `json:"delivered"`
+	Lost                     int     `json:"lost"`
+	Duplicates               int     `json:"duplicates"`
+	BaselinePerSecond        float64 `json:"baseline_deliveries_per_second"`
+	RatioToBaseline          float64 `json:"ratio_to_baseline"`
+	TemporalCeilingPerSec    float64 `json:"temporal_ceiling_per_second"`
+	// TemporalCeilingAfterPerSec is the ceiling measured again after the
+	// main run; CeilingUnstable is set when the two differ by more than
+	// CeilingTolerance.
+	TemporalCeilingAfterPerSec float64 `json:"temporal_ceiling_after_per_second"`
+	CeilingUnstable            bool    `json:"ceiling_unstable"`
+	RatioToTemporalCeiling     float64 `json:"ratio_to_temporal_ceiling"`
+	ThroughputPerSecond        []int   `json:"throughput_per_second"`
+	// Compared is the carrier shape measured in the same run, and the
+	// ratios of this shape to it.
+	Compared           *Report   `json:"compared,omitempty"`
+	SpeedupVsCompared  float64   `json:"speedup_vs_compared,omitempty"`
+	CPURatioVsCompared float64   `json:"cpu_ratio_vs_compared,omitempty"`
+	LatencySamplesMS   []float64 `json:"-"`
+}
+
 // WriteTable prints the report as a table.
 func (r *Report) WriteTable(w io.Writer) {
 	row := func(k, v string) { fmt.Fprintf(w, "  %-34s %s\n", k, v) }

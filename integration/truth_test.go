@@ -188,28 +188,12 @@ func TestBurstAttemptsEqualTheWire(t *testing.T) {
 	t.Logf("%d deliveries, %d requests on the wire, %d attempts recorded: equal delivery by delivery", 2*n, total, total)
 }
 
-// lateness is each first request's lateness (its start minus its due time)
-// for an app's deliveries, sorted.
+// lateness is each first request's lateness for an app's deliveries,
+// sorted.
 func (h *harness) lateness(appID string) []time.Duration {
 	h.t.Helper()
-	rows, err := h.store.Pool().Query(context.Background(), `
-		SELECT d.id, d.created_at, min(a.started_at), e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
-		FROM deliveries d JOIN attempts a ON a.delivery_id = d.id AND a.cycle = 1
-		JOIN endpoints e ON e.id = d.endpoint_id WHERE d.app_id = $1
-		GROUP BY d.id, d.created_at, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms`, appID)
+	out, err := h.store.FirstRequestLateness(context.Background(), appID, nil)
 	require.NoError(h.t, err)
-	var out []time.Duration
-	for rows.Next() {
-		var id string
-		var created, started time.Time
-		var sched []int64
-		var deadline, timeout int64
-		require.NoError(h.t, rows.Scan(&id, &created, &started, &sched, &deadline, &timeout))
-		set := delivery.Settings{Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
-			RequestTimeout: time.Duration(timeout) * time.Millisecond}.WithDefaults()
-		out = append(out, started.Sub(delivery.Plan(set, id, 1, nil, created, created.Add(set.Deadline)).At))
-	}
-	require.NoError(h.t, rows.Err())
 	slices.Sort(out)
 	return out
 }

@@ -101,3 +101,35 @@ func followUp(deliveryID string, err error) error {
 	}
 	return &FollowUpError{DeliveryID: deliveryID, Err: err}
 }
+
+// FirstRequestLateness is, for each delivery of app that made a request in
+// its first cycle (of the given events only, when eventIDs is not nil), how
+// late its first request started: its start minus its due time, the
+// delivery's acceptance plus its jittered first wait (delivery.Plan).
+// Benchmarks and tests read isolation from it.
+func (s *Store) FirstRequestLateness(ctx context.Context, appID string, eventIDs []string) ([]time.Duration, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT d.id, d.created_at, min(a.started_at), e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
+		FROM deliveries d
+		JOIN attempts a ON a.delivery_id = d.id AND a.cycle = 1
+		JOIN endpoints e ON e.id = d.endpoint_id
+		WHERE d.app_id = $1 AND ($2::text[] IS NULL OR d.event_id = ANY ($2))
+		GROUP BY d.id, d.created_at, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms`, appID, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("first-request lateness of %s: %w", appID, err)
+	}
+	var out []time.Duration
+	var id string
+	var created, started time.Time
+	var sched []int64
+	var deadline, timeout int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &created, &started, &sched, &deadline, &timeout}, func() error {
+		set := delivery.Settings{Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
+			RequestTimeout: time.Duration(timeout) * time.Millisecond}.WithDefaults()
+		out = append(out, started.Sub(delivery.Plan(set, id, 1, nil, created, created.Add(set.Deadline)).At))
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("first-request lateness of %s: %w", appID, err)
+	}
+	return out, nil
+}

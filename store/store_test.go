@@ -623,3 +623,28 @@ func TestCancelWaitsForTheOpenRequest(t *testing.T) {
 	require.Equal(t, delivery.StatusSucceeded, d.Status, "the open request's 2xx decides")
 	require.Equal(t, map[string]int{"start": 2, "cancel": 2}, f.outboxKinds(t), "both workflows still get their cancel")
 }
+
+// TestFirstRequestLateness: a first request 300 ms after its due time
+// (acceptance plus the jittered first wait) reads 300 ms late; other
+// events of the app are left out when events are named.
+func TestFirstRequestLateness(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	dlv, other := f.publish(t), f.publish(t)
+	d, err := f.st.GetDelivery(ctx, f.app.ID, dlv)
+	require.NoError(t, err)
+	due := d.CreatedAt.Add(delivery.Jitter(delivery.DefaultSchedule()[0], dlv, 1))
+	code := 200
+	require.NoError(t, f.st.RecordAttempt(ctx, store.Attempt{DeliveryID: dlv, Cycle: 1, Number: 1, StartedAt: due.Add(300 * time.Millisecond),
+		StatusCode: &code, Class: string(delivery.ClassSuccess)}))
+	require.NoError(t, f.st.RecordAttempt(ctx, store.Attempt{DeliveryID: other, Cycle: 1, Number: 1, StartedAt: time.Now(),
+		StatusCode: &code, Class: string(delivery.ClassSuccess)}))
+	late, err := f.st.FirstRequestLateness(ctx, f.app.ID, []string{d.EventID})
+	require.NoError(t, err)
+	require.Len(t, late, 1)
+	require.InDelta(t, float64(300*time.Millisecond), float64(late[0]), float64(time.Millisecond))
+	all, err := f.st.FirstRequestLateness(ctx, f.app.ID, nil)
+	require.NoError(t, err)
+	require.Len(t, all, 2)
+}

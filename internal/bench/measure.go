@@ -87,7 +87,7 @@ func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
 	for id := range accepted {
 		ids = append(ids, id)
 	}
-	late, err := lateness(ctx, b.stack.Pool, ids)
+	late, err := b.lateness(ctx, b.appID, ids)
 	if err != nil {
 		return err
 	}

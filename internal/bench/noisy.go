@@ -7,41 +7,20 @@ import (
 	"net/http"
 	"sync"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"hookrelay/delivery"
 )
 
-// lateness is each first attempt's lateness in ms (its request's start
-// minus its due time: acceptance plus the jittered first wait) for the
-// deliveries of the given events.
-func lateness(ctx context.Context, pool *pgxpool.Pool, eventIDs []string) ([]float64, error) {
-	rows, err := pool.Query(ctx, `
-		SELECT d.id, d.created_at, a.started_at, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
-		FROM deliveries d
-		JOIN attempts a ON a.delivery_id = d.id AND a.cycle = 1 AND a.number = 1
-		JOIN endpoints e ON e.id = d.endpoint_id
-		WHERE d.event_id = ANY ($1)`, eventIDs)
+// lateness is each first request's lateness in ms for app's deliveries of
+// the given events.
+func (b *runner) lateness(ctx context.Context, appID string, eventIDs []string) ([]float64, error) {
+	late, err := b.stack.Store.FirstRequestLateness(ctx, appID, eventIDs)
 	if err != nil {
-		return nil, fmt.Errorf("lateness: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []float64
-	for rows.Next() {
-		var id string
-		var created, started time.Time
-		var sched []int64
-		var deadline, timeout int64
-		if err := rows.Scan(&id, &created, &started, &sched, &deadline, &timeout); err != nil {
-			return nil, fmt.Errorf("lateness: %w", err)
-		}
-		set := delivery.Settings{Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
-			RequestTimeout: time.Duration(timeout) * time.Millisecond}.WithDefaults()
-		due := delivery.Plan(set, id, 1, nil, created, created.Add(set.Deadline)).At
-		out = append(out, float64(started.Sub(due).Microseconds())/1000)
+	out := make([]float64, len(late))
+	for i, d := range late {
+		out[i] = float64(d.Microseconds()) / 1000
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // NoisyReport is what `hookrelay bench --noisy` measures: app B's
@@ -184,7 +163,7 @@ func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase
 	<-done
 	// B's last first attempts are due within its first wait.
 	time.Sleep(3 * time.Second)
-	late, err := lateness(ctx, b.stack.Pool, ids)
+	late, err := b.lateness(ctx, appB, ids)
 	if err != nil {
 		return p, err
 	}

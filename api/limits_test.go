@@ -30,12 +30,8 @@ import (
 // served; an X-Forwarded-For from a client that is not a trusted proxy
 // changes nothing; no failure is logged with the key.
 func TestFailedAuthIsRateLimited(t *testing.T) {
-	ctx := context.Background()
-	st, err := pg.Store(ctx, "auth")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
 	const good = "hr_good_key_0123456789"
-	require.NoError(t, st.EnsureAdminKey(ctx, good))
+	st := storeWithAdminKey(t, "auth", good)
 	var logs bytes.Buffer
 	h := api.New(api.Options{Store: st, AuthFailuresPerMinute: 5, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Handler()
 	call := func(from, forwarded, key string) *httptest.ResponseRecorder {
@@ -73,12 +69,8 @@ func TestFailedAuthIsRateLimited(t *testing.T) {
 // Forwarded) that is not a trusted proxy, so one misconfigured producer
 // behind the proxy is limited alone and a valid key behind it is served.
 func TestClientAddressBehindTrustedProxies(t *testing.T) {
-	ctx := context.Background()
-	st, err := pg.Store(ctx, "proxy")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
 	const good = "hr_good_proxy_key_0123456789"
-	require.NoError(t, st.EnsureAdminKey(ctx, good))
+	st := storeWithAdminKey(t, "proxy", good)
 	trusted, err := api.ParseTrustedProxies("10.0.0.0/8, 2001:db8:ffff::/48,192.0.2.10")
 	require.NoError(t, err)
 	var logs bytes.Buffer
@@ -296,4 +288,15 @@ func tenant(tb testing.TB, name string) (*store.Store, store.App, string) {
 	key := "hr_" + name + "_key_0123456789"
 	require.NoError(tb, st.EnsureAdminKey(ctx, key))
 	return st, app, key
+}
+
+// storeWithAdminKey is a store on a fresh database whose admin key is key.
+func storeWithAdminKey(t *testing.T, name, key string) *store.Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := pg.Store(ctx, name)
+	require.NoError(t, err)
+	t.Cleanup(st.Pool().Close)
+	require.NoError(t, st.EnsureAdminKey(ctx, key))
+	return st
 }

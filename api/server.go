@@ -231,7 +231,7 @@ func (s *Server) ready(c *gin.Context) {
 		// workflow start: say which are missing.
 		var missing interface{ MissingSearchAttributes() []string }
 		if errors.As(err, &missing) {
-			checks["temporal"] = err.Error()
+			checks["temporal"] = "namespace lacks search attributes " + strings.Join(missing.MissingSearchAttributes(), ", ") + ": run hookrelay setup-temporal"
 		}
 		status = http.StatusServiceUnavailable
 	} else {

@@ -14,6 +14,7 @@ import (
 	"hookrelay/worker"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -65,6 +66,25 @@ type Config struct {
 	TemporalAddress string
 	// TemporalNamespace. Env HOOKRELAY_TEMPORAL_NAMESPACE.
 	TemporalNamespace string
+	// TemporalTLS connects to Temporal over TLS; TemporalTLSCA,
+	// TemporalTLSCert and TemporalAPIKey each turn it on too. Defaults to
+	// false. Env HOOKRELAY_TEMPORAL_TLS.
+	TemporalTLS bool
+	// TemporalTLSCA is a PEM file of the CAs that sign the frontend's
+	// certificate. Defaults to the system's roots.
+	// Env HOOKRELAY_TEMPORAL_TLS_CA.
+	TemporalTLSCA string
+	// TemporalTLSCert and TemporalTLSKey are PEM files of the client
+	// certificate and key hookrelay presents (mTLS); both or neither.
+	// Env HOOKRELAY_TEMPORAL_TLS_CERT, HOOKRELAY_TEMPORAL_TLS_KEY.
+	TemporalTLSCert, TemporalTLSKey string
+	// TemporalTLSServerName is the name the frontend's certificate must
+	// carry. Defaults to the address's host.
+	// Env HOOKRELAY_TEMPORAL_TLS_SERVER_NAME.
+	TemporalTLSServerName string
+	// TemporalAPIKey is a Temporal Cloud API key, sent as a bearer token
+	// over TLS. Env HOOKRELAY_TEMPORAL_API_KEY.
+	TemporalAPIKey string
 	// TemporalUIAddr is the embedded Web UI's address (dev); empty disables
 	// it. Env HOOKRELAY_TEMPORAL_UI_ADDR.
 	TemporalUIAddr string
@@ -179,6 +199,8 @@ type Config struct {
 // default (as --help and the README show it) and what it is for.
 type Setting struct {
 	Flag, Env, Default, Usage string
+	// Commands are the commands that read it; it is a flag of those only.
+	Commands []string
 }
 
 // builder registers settings on a flag set and records each one.
@@ -189,7 +211,19 @@ type builder struct {
 	settings []Setting
 	// shown overrides how an empty default is shown, by flag name.
 	shown map[string]string
+	// cmd is the command whose flags are registered ("" lists every
+	// setting); scope lists the commands of the settings added now.
+	cmd   string
+	scope []string
 }
+
+// uses sets the commands that read the settings added next.
+func (b *builder) uses(cmds ...string) { b.scope = cmds }
+
+// active reports whether the setting being added is the command's: only
+// those become flags and read the environment; the others keep their
+// defaults.
+func (b *builder) active() bool { return b.cmd != "" && slices.Contains(b.scope, b.cmd) }
 
 func (b *builder) add(name, env, def, usage string) {
 	if def == "" {
@@ -197,12 +231,15 @@ func (b *builder) add(name, env, def, usage string) {
 	} else {
 		def = "`" + def + "`"
 	}
-	b.settings = append(b.settings, Setting{Flag: "--" + name, Env: env, Default: def, Usage: usage})
+	b.settings = append(b.settings, Setting{Flag: "--" + name, Env: env, Default: def, Usage: usage, Commands: b.scope})
 }
 
 func (b *builder) str(p *string, name, env, def, usage string) {
-	b.fs.StringVar(p, name, or(b.getenv(env), def), usage+" (env "+env+")")
 	b.add(name, env, def, usage)
+	*p = def
+	if b.active() {
+		b.fs.StringVar(p, name, or(b.getenv(env), def), usage+" (env "+env+")")
+	}
 }
 
 // fromEnv is env's value parsed, or def when env is unset; a value that
@@ -221,17 +258,27 @@ func fromEnv[T any](b *builder, env string, def T, parse func(string) (T, error)
 }
 
 func (b *builder) num(p *int, name, env string, def int, usage string) {
-	b.fs.IntVar(p, name, fromEnv(b, env, def, strconv.Atoi, "an integer"), usage+" (env "+env+")")
 	b.add(name, env, strconv.Itoa(def), usage)
+	*p = def
+	if b.active() {
+		b.fs.IntVar(p, name, fromEnv(b, env, def, strconv.Atoi, "an integer"), usage+" (env "+env+")")
+	}
 }
 
 func (b *builder) boolean(p *bool, name, env string, def bool, usage string) {
-	b.fs.BoolVar(p, name, fromEnv(b, env, def, strconv.ParseBool, "a boolean"), usage+" (env "+env+")")
 	b.add(name, env, strconv.FormatBool(def), usage)
+	*p = def
+	if b.active() {
+		b.fs.BoolVar(p, name, fromEnv(b, env, def, strconv.ParseBool, "a boolean"), usage+" (env "+env+")")
+	}
 }
 
 // prefixes registers a comma-separated CIDR list (none by default).
 func (b *builder) prefixes(p *[]netip.Prefix, name, env, usage string) {
+	b.add(name, env, "", usage)
+	if !b.active() {
+		return
+	}
 	*p = fromEnv(b, env, nil, api.ParseTrustedProxies, "comma-separated CIDRs")
 	b.fs.Func(name, usage+" (env "+env+")", func(s string) error {
 		v, err := api.ParseTrustedProxies(s)
@@ -240,7 +287,6 @@ func (b *builder) prefixes(p *[]netip.Prefix, name, env, usage string) {
 		}
 		return err
 	})
-	b.add(name, env, "", usage)
 }
 
 func (b *builder) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
@@ -251,57 +297,106 @@ func (b *builder) duration(p *time.Duration, name, env string, def time.Duration
 		}
 		return d, err
 	}
-	b.fs.DurationVar(p, name, fromEnv(b, env, def, positive, "a positive Go duration"), usage+" (env "+env+")")
 	b.add(name, env, def.String(), usage)
+	*p = def
+	if b.active() {
+		b.fs.DurationVar(p, name, fromEnv(b, env, def, positive, "a positive Go duration"), usage+" (env "+env+")")
+	}
 }
 
-// define registers every setting of c on a new flag set.
-func define(name string, c *Config, getenv func(string) string) *builder {
-	b := &builder{fs: flag.NewFlagSet("hookrelay "+name, flag.ContinueOnError), getenv: getenv, shown: map[string]string{
-		"database-url":           "dev: private cluster; else required",
-		"admin-key":              "dev: generated into `<data dir>/admin-key`",
-		"secret-key":             "dev: generated into `<data dir>/secret-key`; else required",
-		"temporal-sqlite":        "Postgres",
-		"metrics-addr":           "off",
-		"public-url":             "the request's own scheme and host",
-		"portal-frame-ancestors": "`'self'` only",
-		"trusted-proxies":        "none: the client is the connection's peer",
+// Commands that read settings (Setting.Commands).
+const (
+	CommandDev             = "dev"
+	CommandAPI             = "api"
+	CommandWorker          = "worker"
+	CommandMigrate         = "migrate"
+	CommandRotateSecretKey = "rotate-secret-key"
+	CommandSetupTemporal   = "setup-temporal"
+)
+
+// Commands lists every command that reads settings.
+func Commands() []string {
+	return []string{CommandDev, CommandAPI, CommandWorker, CommandMigrate, CommandRotateSecretKey, CommandSetupTemporal}
+}
+
+// define registers the settings of command cmd on a new flag set ("" lists
+// every setting and registers none).
+func define(cmd string, c *Config, getenv func(string) string) *builder {
+	b := &builder{fs: flag.NewFlagSet("hookrelay "+cmd, flag.ContinueOnError), getenv: getenv, cmd: cmd, shown: map[string]string{
+		"database-url":             "dev: private cluster; else required",
+		"admin-key":                "dev: generated into `<data dir>/admin-key`",
+		"secret-key":               "dev: generated into `<data dir>/secret-key`; else required",
+		"temporal-sqlite":          "Postgres",
+		"metrics-addr":             "off",
+		"public-url":               "the request's own scheme and host",
+		"portal-frame-ancestors":   "`'self'` only",
+		"trusted-proxies":          "none: the client is the connection's peer",
+		"temporal-tls-ca":          "the system's roots",
+		"temporal-tls-cert":        "none",
+		"temporal-tls-key":         "none",
+		"temporal-tls-server-name": "the address's host",
+		"temporal-api-key":         "none",
 	}}
+	const (
+		dev, apiCmd, workerCmd, migrate, rotate, setup = CommandDev, CommandAPI, CommandWorker, CommandMigrate, CommandRotateSecretKey, CommandSetupTemporal
+	)
+	b.uses(dev)
 	b.str(&c.DataDir, "data-dir", "HOOKRELAY_DATA_DIR", DataDirDefault, "dev stack state directory")
-	b.str(&c.HTTPAddr, "http-addr", "HOOKRELAY_HTTP_ADDR", HTTPAddrDefault, "REST API listen address")
-	b.str(&c.DatabaseURL, "database-url", "HOOKRELAY_DATABASE_URL", "", "hookrelay's Postgres URL")
-	b.num(&c.DBMaxConns, "db-max-conns", "HOOKRELAY_DB_MAX_CONNS", DBMaxConnsDefault, "Postgres pool size")
 	b.num(&c.PostgresPort, "pg-port", "HOOKRELAY_PG_PORT", PostgresPortDefault, "private Postgres port (dev)")
-	b.str(&c.TemporalAddress, "temporal-address", "HOOKRELAY_TEMPORAL_ADDRESS", TemporalAddressDefault, "Temporal frontend host:port (dev: where the embedded one listens)")
-	b.str(&c.TemporalNamespace, "temporal-namespace", "HOOKRELAY_TEMPORAL_NAMESPACE", TemporalNamespaceDefault, "Temporal namespace")
 	b.str(&c.TemporalUIAddr, "temporal-ui-addr", "HOOKRELAY_TEMPORAL_UI_ADDR", TemporalUIAddrDefault, "embedded Temporal Web UI address (dev; empty disables)")
-	b.str(&c.AdminKey, "admin-key", "HOOKRELAY_ADMIN_KEY", "", "admin API key (stored hashed)")
-	b.str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 keys sealing secrets and custom headers, comma-separated, newest first: the newest seals, all open (see rotate-secret-key)")
-	b.str(&c.PublicURL, "public-url", "HOOKRELAY_PUBLIC_URL", "", "base URL users reach the API and portal at, for portal links")
-	b.str(&c.PortalFrameAncestors, "portal-frame-ancestors", "HOOKRELAY_PORTAL_FRAME_ANCESTORS", "", "origins allowed to embed the portal in a frame, space-separated (CSP frame-ancestors)")
-	b.boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow http and loopback/private endpoint addresses (always on in dev)")
-	b.boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
-	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")
 	b.num(&c.TemporalShards, "temporal-shards", "HOOKRELAY_TEMPORAL_SHARDS", TemporalShardsDefault, "embedded Temporal history shards (dev; fixed at first start)")
 	b.str(&c.TemporalSQLite, "temporal-sqlite", "HOOKRELAY_TEMPORAL_SQLITE", "", "embedded Temporal on this SQLite file instead of Postgres (dev)")
-	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", dispatch.BatchDefault, "outbox rows claimed per dispatcher round")
-	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", dispatch.CarrierSizeDefault, "most first attempts one carrier workflow makes, at most 50 (1 = one workflow per delivery)")
-	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", dispatch.CarrierMinDefault, "fewest new deliveries a dispatcher round carries together")
-	b.str(&c.FirstAttempts, "first-attempts", "HOOKRELAY_FIRST_ATTEMPTS", FirstAttemptsSender, "how first attempts are made: sender (from the outbox at their due time) or carrier (carried many to a workflow)")
-	b.num(&c.EndpointShare, "endpoint-share", "HOOKRELAY_ENDPOINT_SHARE", activities.EndpointShareDefault, "requests one endpoint may have open from one worker at once")
+
+	b.uses(dev, apiCmd, workerCmd, migrate, rotate)
+	b.str(&c.DatabaseURL, "database-url", "HOOKRELAY_DATABASE_URL", "", "hookrelay's Postgres URL")
+	b.uses(dev, apiCmd, workerCmd, rotate)
+	b.str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 keys sealing secrets and custom headers, comma-separated, newest first: the newest seals, all open (see rotate-secret-key)")
+	b.uses(dev, apiCmd, workerCmd)
+	b.num(&c.DBMaxConns, "db-max-conns", "HOOKRELAY_DB_MAX_CONNS", DBMaxConnsDefault, "Postgres pool size")
+	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", store.RetentionDefault, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
+	b.boolean(&c.MetricsEndpointLabels, "metrics-endpoint-labels", "HOOKRELAY_METRICS_ENDPOINT_LABELS", false, "also count attempts per endpoint ID (one series per endpoint)")
+	b.duration(&c.ShutdownTimeout, "shutdown-timeout", "HOOKRELAY_SHUTDOWN_TIMEOUT", ShutdownTimeoutDefault, "graceful stop bound")
+
+	b.uses(dev, apiCmd, workerCmd, setup)
+	b.str(&c.TemporalAddress, "temporal-address", "HOOKRELAY_TEMPORAL_ADDRESS", TemporalAddressDefault, "Temporal frontend host:port (dev: where the embedded one listens)")
+	b.str(&c.TemporalNamespace, "temporal-namespace", "HOOKRELAY_TEMPORAL_NAMESPACE", TemporalNamespaceDefault, "Temporal namespace")
+	b.uses(apiCmd, workerCmd, setup)
+	b.boolean(&c.TemporalTLS, "temporal-tls", "HOOKRELAY_TEMPORAL_TLS", false, "connect to Temporal over TLS (on whenever a CA, a client certificate or an API key is set)")
+	b.str(&c.TemporalTLSCA, "temporal-tls-ca", "HOOKRELAY_TEMPORAL_TLS_CA", "", "PEM file of the CA certificates that sign the Temporal frontend's certificate")
+	b.str(&c.TemporalTLSCert, "temporal-tls-cert", "HOOKRELAY_TEMPORAL_TLS_CERT", "", "PEM file of the client certificate hookrelay presents to Temporal (mTLS)")
+	b.str(&c.TemporalTLSKey, "temporal-tls-key", "HOOKRELAY_TEMPORAL_TLS_KEY", "", "PEM file of that certificate's private key")
+	b.str(&c.TemporalTLSServerName, "temporal-tls-server-name", "HOOKRELAY_TEMPORAL_TLS_SERVER_NAME", "", "name the Temporal frontend's certificate must carry")
+	b.str(&c.TemporalAPIKey, "temporal-api-key", "HOOKRELAY_TEMPORAL_API_KEY", "", "Temporal Cloud API key, sent as a bearer token over TLS (prefer the variable: flags show in ps)")
+
+	b.uses(dev, apiCmd)
+	b.str(&c.HTTPAddr, "http-addr", "HOOKRELAY_HTTP_ADDR", HTTPAddrDefault, "REST API listen address")
+	b.str(&c.AdminKey, "admin-key", "HOOKRELAY_ADMIN_KEY", "", "admin API key (stored hashed)")
+	b.str(&c.PublicURL, "public-url", "HOOKRELAY_PUBLIC_URL", "", "base URL users reach the API and portal at, for portal links")
+	b.str(&c.PortalFrameAncestors, "portal-frame-ancestors", "HOOKRELAY_PORTAL_FRAME_ANCESTORS", "", "origins allowed to embed the portal in a frame, space-separated (CSP frame-ancestors)")
 	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "one app's outbox backlog past which that app's ingest answers 429 + Retry-After (0 = never)")
 	b.num(&c.IngestRate, "ingest-rate", "HOOKRELAY_INGEST_RATE", api.IngestRateDefault, "events per second one app key may publish, sustained (429 + Retry-After past it; negative = no limit)")
 	b.num(&c.IngestBurst, "ingest-burst", "HOOKRELAY_INGEST_BURST", api.IngestBurstDefault, "events one app key may publish at once above its ingest rate")
-	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
-	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", store.RetentionDefault, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
-	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", store.FailingAfterDefault, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
-	b.duration(&c.AutoDisableAfter, "auto-disable-after", "HOOKRELAY_AUTO_DISABLE_AFTER", store.AutoDisableAfterDefault, "disable an endpoint whose deliveries all failed this long (at least 10 dead letters)")
-	b.boolean(&c.MetricsEndpointLabels, "metrics-endpoint-labels", "HOOKRELAY_METRICS_ENDPOINT_LABELS", false, "also count attempts per endpoint ID (one series per endpoint)")
-	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
 	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
 	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before requests without a valid key from it get 429")
 	b.prefixes(&c.TrustedProxies, "trusted-proxies", "HOOKRELAY_TRUSTED_PROXIES", "reverse proxies and load balancers (comma-separated CIDRs) whose X-Forwarded-For or Forwarded names the client for per-client limits; their connections skip the per-client connection bound")
-	b.duration(&c.ShutdownTimeout, "shutdown-timeout", "HOOKRELAY_SHUTDOWN_TIMEOUT", ShutdownTimeoutDefault, "graceful stop bound")
+	b.uses(apiCmd, workerCmd)
+	b.boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow http and loopback/private endpoint addresses (always on in dev)")
+
+	b.uses(dev, workerCmd)
+	b.boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
+	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")
+	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", dispatch.BatchDefault, "outbox rows claimed per dispatcher round")
+	b.str(&c.FirstAttempts, "first-attempts", "HOOKRELAY_FIRST_ATTEMPTS", FirstAttemptsSender, "how first attempts are made: sender (from the outbox at their due time) or carrier (carried many to a workflow)")
+	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", dispatch.CarrierSizeDefault, "most first attempts one carrier workflow makes, at most 50 (1 = one workflow per delivery)")
+	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", dispatch.CarrierMinDefault, "fewest new deliveries a dispatcher round carries together")
+	b.num(&c.EndpointShare, "endpoint-share", "HOOKRELAY_ENDPOINT_SHARE", activities.EndpointShareDefault, "requests one endpoint may have open from one worker at once")
+	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
+	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", store.FailingAfterDefault, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
+	b.duration(&c.AutoDisableAfter, "auto-disable-after", "HOOKRELAY_AUTO_DISABLE_AFTER", store.AutoDisableAfterDefault, "disable an endpoint whose deliveries all failed this long (at least 10 dead letters)")
+	b.uses(workerCmd)
+	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
+
+	b.uses(Commands()...)
 	b.str(&c.LogLevel, "log-level", "HOOKRELAY_LOG_LEVEL", LogLevelDefault, "debug, info, warn or error")
 	return b
 }
@@ -315,9 +410,9 @@ func Settings() []Setting {
 // MarkdownTable renders Settings as the README's configuration table.
 func MarkdownTable() string {
 	var sb strings.Builder
-	sb.WriteString("| flag | env | default | meaning |\n|---|---|---|---|\n")
+	sb.WriteString("| flag | env | default | commands | meaning |\n|---|---|---|---|---|\n")
 	for _, s := range Settings() {
-		fmt.Fprintf(&sb, "| `%s` | `%s` | %s | %s |\n", s.Flag, s.Env, s.Default, s.Usage)
+		fmt.Fprintf(&sb, "| `%s` | `%s` | %s | %s | %s |\n", s.Flag, s.Env, s.Default, strings.Join(s.Commands, ", "), s.Usage)
 	}
 	return sb.String()
 }
@@ -328,6 +423,9 @@ func Load(name string, dev bool, args []string, getenv func(string) string) (Con
 		getenv = os.Getenv
 	}
 	c := Config{Dev: dev}
+	if !slices.Contains(Commands(), name) {
+		return c, fmt.Errorf("config: unknown command %q", name)
+	}
 	b := define(name, &c, getenv)
 	if err := b.fs.Parse(args); err != nil {
 		return c, err
@@ -341,7 +439,7 @@ func Load(name string, dev bool, args []string, getenv func(string) string) (Con
 	}
 	if dev {
 		c.AllowPrivateTargets = true
-	} else if c.DatabaseURL == "" {
+	} else if c.DatabaseURL == "" && name != CommandSetupTemporal {
 		errs = append(errs, "database-url (HOOKRELAY_DATABASE_URL) is required outside dev mode")
 	}
 	if c.DispatchBatch <= 0 || c.DBMaxConns <= 0 {
@@ -349,6 +447,9 @@ func Load(name string, dev bool, args []string, getenv func(string) string) (Con
 	}
 	if c.FirstAttempts != FirstAttemptsSender && c.FirstAttempts != FirstAttemptsCarrier {
 		errs = append(errs, fmt.Sprintf("first-attempts %q: want %s or %s", c.FirstAttempts, FirstAttemptsSender, FirstAttemptsCarrier))
+	}
+	if (c.TemporalTLSCert == "") != (c.TemporalTLSKey == "") {
+		errs = append(errs, "temporal-tls-cert and temporal-tls-key go together: set both or neither")
 	}
 	if c.EndpointShare <= 0 {
 		errs = append(errs, "endpoint-share must be positive")

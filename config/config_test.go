@@ -4,6 +4,7 @@ import (
 	"flag"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,8 +37,49 @@ func TestFlagsWinOverEnvironment(t *testing.T) {
 	require.Equal(t, "127.0.0.1:2", c.HTTPAddr)
 	require.Equal(t, "postgres://env", c.DatabaseURL)
 	require.Equal(t, 5*time.Second, c.ShutdownTimeout)
-	require.False(t, c.LocalActivity)
+	require.True(t, c.LocalActivity, "the API does not read the worker's settings")
 	require.False(t, c.AllowPrivateTargets, "production refuses private targets by default")
+	c, err = config.Load("worker", false, nil, e)
+	require.NoError(t, err)
+	require.False(t, c.LocalActivity)
+}
+
+// TestEachCommandHasItsOwnFlags: `hookrelay <command> -h` lists only what
+// that command reads; a flag of another command is refused.
+func TestEachCommandHasItsOwnFlags(t *testing.T) {
+	flags := func(cmd string) string {
+		var names []string
+		for _, s := range config.Settings() {
+			if slices.Contains(s.Commands, cmd) {
+				names = append(names, s.Flag)
+			}
+		}
+		return strings.Join(names, " ")
+	}
+	worker := flags("worker")
+	for _, apiOnly := range []string{"--admin-key", "--http-header-timeout", "--auth-failures-per-minute", "--http-addr", "--trusted-proxies"} {
+		require.NotContains(t, worker, apiOnly)
+		require.Contains(t, flags("api"), apiOnly)
+	}
+	for _, workerOnly := range []string{"--carrier-size", "--first-attempts", "--worker-concurrency", "--metrics-addr"} {
+		require.NotContains(t, flags("api"), workerOnly)
+		require.Contains(t, worker, workerOnly)
+	}
+	require.Equal(t, "--database-url --log-level", flags("migrate"))
+	require.Equal(t, "--temporal-address --temporal-namespace --temporal-tls --temporal-tls-ca --temporal-tls-cert --temporal-tls-key "+
+		"--temporal-tls-server-name --temporal-api-key --log-level", flags("setup-temporal"))
+	require.NotContains(t, flags("dev"), "--temporal-tls", "dev embeds its own Temporal")
+
+	_, err := config.Load("worker", false, []string{"--database-url", "postgres://x", "--admin-key", "k"}, env(nil))
+	require.ErrorContains(t, err, "admin-key")
+	_, err = config.Load("api", false, []string{"--database-url", "postgres://x", "--temporal-tls-cert", "c.pem"}, env(nil))
+	require.ErrorContains(t, err, "temporal-tls-key")
+	c, err := config.Load("setup-temporal", false, []string{"--temporal-api-key", "k"}, env(map[string]string{"HOOKRELAY_TEMPORAL_TLS_CA": "ca.pem"}))
+	require.NoError(t, err, "setup-temporal needs no database")
+	require.Equal(t, "k", c.TemporalAPIKey)
+	require.Equal(t, "ca.pem", c.TemporalTLSCA)
+	_, err = config.Load("serve", false, nil, env(nil))
+	require.ErrorContains(t, err, "unknown command")
 }
 
 func TestErrorsNameTheSetting(t *testing.T) {

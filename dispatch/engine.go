@@ -3,13 +3,11 @@ package dispatch
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
-	"go.temporal.io/api/operatorservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"hookrelay/internal/temporalconn"
 	"hookrelay/workflows"
 )
 
@@ -21,26 +19,9 @@ type Engine struct {
 	Namespace string
 }
 
-// MissingSearchAttributesError is a namespace without some search
-// attribute hookrelay sets (or with it under another type): every workflow
-// start that sets it fails.
-type MissingSearchAttributesError struct {
-	Namespace string
-	// Missing names each attribute with the type it needs.
-	Missing []string
-}
-
-// MissingSearchAttributes lists what is missing (the API's readiness check
-// sorts on it).
-func (e *MissingSearchAttributesError) MissingSearchAttributes() []string { return e.Missing }
-
-func (e *MissingSearchAttributesError) Error() string {
-	return fmt.Sprintf("namespace %s lacks search attributes %s", e.Namespace, strings.Join(e.Missing, ", "))
-}
-
 // Healthy reports whether the Temporal frontend answers and the namespace
 // has every search attribute hookrelay sets, with its type (a
-// *MissingSearchAttributesError otherwise).
+// *temporalconn.NamespaceError otherwise).
 func (e Engine) Healthy(ctx context.Context) error {
 	if _, err := e.Client.CheckHealth(ctx, &client.CheckHealthRequest{}); err != nil {
 		return fmt.Errorf("temporal health: %w", err)
@@ -48,21 +29,7 @@ func (e Engine) Healthy(ctx context.Context) error {
 	if e.Namespace == "" {
 		return nil
 	}
-	have, err := e.Client.OperatorService().ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: e.Namespace})
-	if err != nil {
-		return fmt.Errorf("list search attributes of %s: %w", e.Namespace, err)
-	}
-	var missing []string
-	for name, typ := range workflows.SearchAttributes() {
-		if got, ok := have.GetCustomAttributes()[name]; !ok || got != typ {
-			missing = append(missing, name+" ("+typ.String()+")")
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return &MissingSearchAttributesError{Namespace: e.Namespace, Missing: missing}
-	}
-	return nil
+	return temporalconn.Check(ctx, e.Client, "", e.Namespace)
 }
 
 // NextAttemptAt asks a delivery's running workflow when its next attempt is

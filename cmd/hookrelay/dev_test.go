@@ -86,35 +86,50 @@ func tryStartDev(t *testing.T, dataDir string, withUI bool) (*devProc, error) {
 	if withUI {
 		ui = fmt.Sprintf("127.0.0.1:%d", ports[0])
 	}
-	cmd := exec.Command(os.Args[0], "dev", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
+	p, m, err := startProc(t, []string{"HOOKRELAY_ADMIN_KEY=", "HOOKRELAY_SECRET_KEY=", "HOOKRELAY_DATABASE_URL="},
+		regexp.MustCompile(`hookrelay dev is up" api=http://(\S+) temporal=(\S+)`),
+		"dev", "--data-dir", dataDir, "--http-addr", "127.0.0.1:0",
 		"--temporal-address", "127.0.0.1:0", "--temporal-ui-addr", ui, "--pg-port", strconv.Itoa(ports[1]))
-	cmd.Env = append(os.Environ(), "HOOKRELAY_TEST_MAIN=1", "HOOKRELAY_ADMIN_KEY=", "HOOKRELAY_SECRET_KEY=", "HOOKRELAY_DATABASE_URL=")
+	if err != nil {
+		return nil, err
+	}
+	p.api, p.temporal, p.ui, p.pgPort = m[1], m[2], ui, ports[1]
+	return p, nil
+}
+
+// startProc runs this binary as `hookrelay args…` with env added to the
+// environment, and returns once a line of its log matches ready (with the
+// match), or the error it exited with.
+func startProc(t *testing.T, env []string, ready *regexp.Regexp, args ...string) (*devProc, []string, error) {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(append(os.Environ(), "HOOKRELAY_TEST_MAIN=1"), env...)
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
-	p := &devProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), ui: ui, pgPort: ports[1]}
+	p := &devProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	require.NoError(t, cmd.Start())
-	up := make(chan string, 1)
-	re := regexp.MustCompile(`hookrelay dev is up" api=http://(\S+) temporal=(\S+)`)
+	up := make(chan []string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			line := sc.Text()
 			p.stderr.WriteString(line + "\n")
-			if m := re.FindStringSubmatch(line); m != nil {
-				p.temporal = m[2]
-				up <- m[1]
+			if m := ready.FindStringSubmatch(line); m != nil {
+				select {
+				case up <- m:
+				default:
+				}
 			}
 		}
 	}()
 	go func() { p.exited <- cmd.Wait(); pw.Close() }()
 	select {
-	case p.api = <-up:
-		return p, nil
+	case m := <-up:
+		return p, m, nil
 	case err := <-p.exited:
-		return nil, fmt.Errorf("hookrelay dev exited: %v\n%s", err, p.stderr)
+		return nil, nil, fmt.Errorf("hookrelay %s exited: %v\n%s", args[0], err, p.stderr)
 	case <-time.After(120 * time.Second):
 		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("hookrelay dev not up within 120s\n%s", p.stderr)
+		return nil, nil, fmt.Errorf("hookrelay %s not up within 120s\n%s", args[0], p.stderr)
 	}
 }
 

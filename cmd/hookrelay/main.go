@@ -4,6 +4,7 @@
 //	hookrelay api       the REST API (production)
 //	hookrelay worker    the Temporal worker and outbox dispatcher (production)
 //	hookrelay migrate   apply database migrations
+//	hookrelay setup-temporal  prepare the Temporal namespace (production)
 //	hookrelay sign      print the signature headers for a body
 //	hookrelay verify    check a webhook's signature headers
 //	hookrelay receiver  the reference receiver, for demos and tests
@@ -33,6 +34,9 @@ commands:
   api       run the REST API against external Postgres and Temporal
   worker    run the delivery worker and outbox dispatcher
   migrate   apply database migrations
+  setup-temporal
+            register the Temporal namespace (when missing) and the search
+            attributes hookrelay sets (needs the cluster operator's rights)
   rotate-secret-key
             seal every secret and custom header again with the newest key of
             HOOKRELAY_SECRET_KEY (comma-separated, newest first)
@@ -63,7 +67,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return receiverCmd(rest, stderr)
 	case "bench":
 		return benchCmd(rest, stdout, stderr)
-	case "dev", "api", "worker", "migrate", "rotate-secret-key":
+	case "dev", "api", "worker", "migrate", "rotate-secret-key", "setup-temporal":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -93,6 +97,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = app.Migrate(ctx, cfg, logger)
 	case "rotate-secret-key":
 		err = app.RotateSecretKey(ctx, cfg, logger)
+	case "setup-temporal":
+		err = app.SetupTemporal(ctx, cfg, logger)
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "hookrelay:", err)

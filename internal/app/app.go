@@ -27,6 +27,7 @@ import (
 	"hookrelay/dispatch"
 	"hookrelay/internal/devstack"
 	"hookrelay/internal/pgcluster"
+	"hookrelay/internal/temporalconn"
 	"hookrelay/metrics"
 	"hookrelay/migrations"
 	"hookrelay/secretbox"
@@ -202,6 +203,34 @@ func runRoles(ctx context.Context, cfg config.Config, logger *slog.Logger, roles
 	return st.Wait(ctx)
 }
 
+// temporalSettings are cfg's Temporal connection settings.
+func temporalSettings(cfg config.Config) temporalconn.Settings {
+	return temporalconn.Settings{
+		Address: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, TLS: cfg.TemporalTLS,
+		CAFile: cfg.TemporalTLSCA, CertFile: cfg.TemporalTLSCert, KeyFile: cfg.TemporalTLSKey,
+		ServerName: cfg.TemporalTLSServerName, APIKey: cfg.TemporalAPIKey,
+	}
+}
+
+// SetupTemporal prepares the namespace on an external Temporal cluster:
+// registers it when missing and adds the search attributes hookrelay sets
+// (temporalconn.Required). It needs the cluster operator's permissions.
+func SetupTemporal(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
+	tc, err := temporalconn.Dial(ctx, temporalSettings(cfg), sdklog.NewStructuredLogger(logger.With("component", "sdk")))
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	added, err := temporalconn.Setup(ctx, tc, cfg.TemporalNamespace, temporalconn.HistoryRetention, temporalconn.Required())
+	if err != nil {
+		return err
+	}
+	logger.Info("temporal namespace ready for hookrelay", "namespace", cfg.TemporalNamespace, "added", added)
+	return nil
+}
+
 // Migrate applies pending migrations and exits.
 func Migrate(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
@@ -264,12 +293,17 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	if sdkLogger == nil {
 		sdkLogger = sdklog.NewStructuredLogger(logger.With("component", "sdk"))
 	}
-	tc, err := client.Dial(client.Options{HostPort: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, Logger: sdkLogger})
+	tc, err := temporalconn.Dial(ctx, temporalSettings(cfg), sdkLogger)
 	if err != nil {
-		return fmt.Errorf("connect to temporal at %s: %w", cfg.TemporalAddress, err)
+		return err
 	}
 	st.Client = tc
 	st.closers = append(st.closers, tc.Close)
+	// A namespace without hookrelay's search attributes would refuse every
+	// workflow start: refuse to start instead, saying what to run.
+	if err := temporalconn.Check(ctx, tc, cfg.TemporalAddress, cfg.TemporalNamespace); err != nil {
+		return err
+	}
 
 	// The supervisor stops services in reverse start order: the HTTP server
 	// stops taking requests, the backlog watcher and the dispatcher end,

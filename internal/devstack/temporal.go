@@ -18,8 +18,6 @@ import (
 	uiconfig "github.com/temporalio/ui-server/v2/server/config"
 	uiserveroptions "github.com/temporalio/ui-server/v2/server/server_options"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/operatorservice/v1"
-	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/server/common/authorization"
@@ -30,11 +28,10 @@ import (
 	"go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
 	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/temporal"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	hrconfig "hookrelay/config"
-	"hookrelay/delivery"
 	"hookrelay/internal/pgcluster"
+	"hookrelay/internal/temporalconn"
 )
 
 // Default values of Options. The frontend and UI addresses, the namespace
@@ -44,10 +41,6 @@ const (
 	// databases the server keeps its state in.
 	DatabaseDefault           = "temporal"
 	VisibilityDatabaseDefault = "temporal_visibility"
-	// HistoryRetention is how long the namespace keeps closed workflow
-	// histories: a day past the dead-letter retention, so a dead letter's
-	// history is still there when its parked run completes.
-	HistoryRetention = delivery.RetentionDefault + 24*time.Hour
 )
 
 // Options configures the embedded server.
@@ -75,6 +68,8 @@ type Options struct {
 	// SQLiteFile, when set, keeps the server's state in this SQLite (WAL)
 	// file instead of Postgres (used to measure the two).
 	SQLiteFile string
+	// TLS, when set, makes the frontend require mTLS (the UI stays off).
+	TLS *TLS
 	// DynamicConfig overrides server dynamic config keys.
 	DynamicConfig map[string]any
 	// Logger receives the server's logs at LogLevel or above. Defaults to
@@ -222,6 +217,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	conf.NamespaceDefaults.Archival.History.State = "disabled"
 	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
 	conf.PublicClient.HostPort = frontendAddr
+	if opts.TLS != nil {
+		opts.TLS.apply(conf)
+		opts.UIAddr = ""
+	}
 
 	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
 	if err != nil {
@@ -327,44 +326,26 @@ func (s *Server) startUI(addr string, logger *slog.Logger) error {
 }
 
 func (s *Server) prepareNamespace(ctx context.Context, opts Options) error {
-	c, err := client.Dial(client.Options{HostPort: s.frontendAddr, Logger: quietSDKLogger{}})
+	copts := client.Options{HostPort: s.frontendAddr, Logger: quietSDKLogger{}}
+	if opts.TLS != nil {
+		var err error
+		if copts.ConnectionOptions.TLS, err = opts.TLS.clientConfig(); err != nil {
+			return err
+		}
+	}
+	c, err := client.Dial(copts)
 	if err != nil {
 		return fmt.Errorf("dial embedded temporal: %w", err)
 	}
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	ws := c.WorkflowService()
-	_, err = ws.DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: opts.Namespace})
-	var notFound *serviceerror.NamespaceNotFound
-	if errors.As(err, &notFound) {
-		_, err = ws.RegisterNamespace(ctx, &workflowservice.RegisterNamespaceRequest{
-			Namespace:                        opts.Namespace,
-			WorkflowExecutionRetentionPeriod: durationpb.New(HistoryRetention),
-		})
-		var exists *serviceerror.NamespaceAlreadyExists
-		if err != nil && !errors.As(err, &exists) {
-			return fmt.Errorf("register namespace %s: %w", opts.Namespace, err)
-		}
-	} else if err != nil {
-		return fmt.Errorf("describe namespace %s: %w", opts.Namespace, err)
-	}
-	// A new namespace becomes usable after the registry refresh; retry the
-	// search-attribute registration until it does.
-	for {
-		err = s.addSearchAttributes(ctx, c, opts)
-		if err == nil {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("prepare namespace %s: %w", opts.Namespace, err)
-		case <-time.After(200 * time.Millisecond):
-		}
+	if _, err := temporalconn.Setup(ctx, c, opts.Namespace, temporalconn.HistoryRetention, temporalconn.FromMap(opts.SearchAttributes)); err != nil {
+		return fmt.Errorf("prepare namespace %s: %w", opts.Namespace, err)
 	}
 	// Wait until the namespace serves reads (the registry refresh).
 	for {
-		_, err := ws.ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: opts.Namespace, PageSize: 1})
+		_, err := c.WorkflowService().ListWorkflowExecutions(ctx, &workflowservice.ListWorkflowExecutionsRequest{Namespace: opts.Namespace, PageSize: 1})
 		if err == nil {
 			return nil
 		}
@@ -374,31 +355,4 @@ func (s *Server) prepareNamespace(ctx context.Context, opts Options) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-}
-
-func (s *Server) addSearchAttributes(ctx context.Context, c client.Client, opts Options) error {
-	if len(opts.SearchAttributes) == 0 {
-		return nil
-	}
-	op := c.OperatorService()
-	have, err := op.ListSearchAttributes(ctx, &operatorservice.ListSearchAttributesRequest{Namespace: opts.Namespace})
-	if err != nil {
-		return fmt.Errorf("list search attributes: %w", err)
-	}
-	missing := map[string]enumspb.IndexedValueType{}
-	for name, typ := range opts.SearchAttributes {
-		if _, ok := have.GetCustomAttributes()[name]; !ok {
-			missing[name] = typ
-		}
-	}
-	if len(missing) == 0 {
-		return nil
-	}
-	_, err = op.AddSearchAttributes(ctx, &operatorservice.AddSearchAttributesRequest{
-		Namespace: opts.Namespace, SearchAttributes: missing,
-	})
-	if err != nil {
-		return fmt.Errorf("add search attributes: %w", err)
-	}
-	return nil
 }

@@ -1,0 +1,119 @@
+// Package temporalconn connects hookrelay to a Temporal cluster: the
+// connection's TLS and credentials (Settings, Dial), and the namespace
+// hookrelay needs, checked at start (Check) and prepared on request
+// (Setup).
+package temporalconn
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+)
+
+// Settings say how to reach the Temporal frontend.
+type Settings struct {
+	// Address is the frontend's host:port.
+	Address string
+	// Namespace is where hookrelay's workflows run.
+	Namespace string
+	// TLS connects over TLS. CAFile, CertFile and APIKey each turn it on
+	// too.
+	TLS bool
+	// CAFile is a PEM file of the CAs that sign the frontend's
+	// certificate. Defaults to the system's roots.
+	CAFile string
+	// CertFile and KeyFile are PEM files of the client certificate and
+	// key presented to the frontend (mTLS).
+	CertFile, KeyFile string
+	// ServerName is the name the frontend's certificate must carry.
+	// Defaults to Address's host.
+	ServerName string
+	// APIKey is sent as a bearer token (Temporal Cloud).
+	APIKey string
+}
+
+// TLSOn reports whether the connection uses TLS.
+func (s Settings) TLSOn() bool {
+	return s.TLS || s.CAFile != "" || s.CertFile != "" || s.APIKey != ""
+}
+
+// ClientOptions are the SDK's options for s; logger receives the SDK's
+// logs.
+func (s Settings) ClientOptions(logger sdklog.Logger) (client.Options, error) {
+	opts := client.Options{HostPort: s.Address, Namespace: s.Namespace, Logger: logger}
+	if s.APIKey != "" {
+		opts.Credentials = client.NewAPIKeyStaticCredentials(s.APIKey)
+	}
+	if !s.TLSOn() {
+		return opts, nil
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: s.ServerName}
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(s.Address); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	if s.CAFile != "" {
+		pem, err := os.ReadFile(s.CAFile)
+		if err != nil {
+			return opts, fmt.Errorf("temporal TLS CA: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return opts, fmt.Errorf("temporal TLS CA %s: no PEM certificate in it", s.CAFile)
+		}
+	}
+	if s.CertFile != "" || s.KeyFile != "" {
+		cert, err := tls.LoadX509KeyPair(s.CertFile, s.KeyFile)
+		if err != nil {
+			return opts, fmt.Errorf("temporal TLS client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	opts.ConnectionOptions.TLS = cfg
+	return opts, nil
+}
+
+// ConnectError is a frontend that could not be reached or refused the
+// connection (a TLS or mTLS frontend reached without TLS or without a
+// client certificate fails so).
+type ConnectError struct {
+	Address string
+	// TLS and ClientCert say how the connection was tried.
+	TLS, ClientCert bool
+	Err             error
+}
+
+func (e *ConnectError) Error() string {
+	how := "without TLS"
+	switch {
+	case e.ClientCert:
+		how = "over TLS with a client certificate"
+	case e.TLS:
+		how = "over TLS without a client certificate"
+	}
+	return fmt.Sprintf("connect to Temporal at %s %s: %v (a frontend that requires TLS or mTLS needs "+
+		"--temporal-tls-ca, --temporal-tls-cert and --temporal-tls-key; Temporal Cloud needs --temporal-api-key or a client certificate)",
+		e.Address, how, e.Err)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// Dial connects to the frontend (the SDK checks it answers).
+func Dial(ctx context.Context, s Settings, logger sdklog.Logger) (client.Client, error) {
+	opts, err := s.ClientOptions(logger)
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.DialContext(ctx, opts)
+	if err != nil {
+		return nil, &ConnectError{Address: s.Address, TLS: s.TLSOn(), ClientCert: s.CertFile != "", Err: err}
+	}
+	return c, nil
+}

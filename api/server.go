@@ -229,9 +229,9 @@ func (s *Server) ready(c *gin.Context) {
 		checks["temporal"] = "unreachable"
 		// A namespace without hookrelay's search attributes would take no
 		// workflow start: say which are missing.
-		var missing interface{ MissingSearchAttributes() []string }
-		if errors.As(err, &missing) {
-			checks["temporal"] = "namespace lacks search attributes " + strings.Join(missing.MissingSearchAttributes(), ", ") + ": run hookrelay setup-temporal"
+		var namespace interface{ Summary() string }
+		if errors.As(err, &namespace) {
+			checks["temporal"] = namespace.Summary()
 		}
 		status = http.StatusServiceUnavailable
 	} else {

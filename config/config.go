@@ -234,11 +234,16 @@ func (b *builder) add(name, env, def, usage string) {
 	b.settings = append(b.settings, Setting{Flag: "--" + name, Env: env, Default: def, Usage: usage, Commands: b.scope})
 }
 
+// The flag methods register a flag whose default is the code's (the
+// usage, printed on -h and on any flag error, never shows a value from the
+// environment, which may be a secret), then apply the environment.
+
 func (b *builder) str(p *string, name, env, def, usage string) {
 	b.add(name, env, def, usage)
 	*p = def
 	if b.active() {
-		b.fs.StringVar(p, name, or(b.getenv(env), def), usage+" (env "+env+")")
+		b.fs.StringVar(p, name, def, usage+" (env "+env+")")
+		*p = or(b.getenv(env), def)
 	}
 }
 
@@ -261,7 +266,8 @@ func (b *builder) num(p *int, name, env string, def int, usage string) {
 	b.add(name, env, strconv.Itoa(def), usage)
 	*p = def
 	if b.active() {
-		b.fs.IntVar(p, name, fromEnv(b, env, def, strconv.Atoi, "an integer"), usage+" (env "+env+")")
+		b.fs.IntVar(p, name, def, usage+" (env "+env+")")
+		*p = fromEnv(b, env, def, strconv.Atoi, "an integer")
 	}
 }
 
@@ -269,7 +275,8 @@ func (b *builder) boolean(p *bool, name, env string, def bool, usage string) {
 	b.add(name, env, strconv.FormatBool(def), usage)
 	*p = def
 	if b.active() {
-		b.fs.BoolVar(p, name, fromEnv(b, env, def, strconv.ParseBool, "a boolean"), usage+" (env "+env+")")
+		b.fs.BoolVar(p, name, def, usage+" (env "+env+")")
+		*p = fromEnv(b, env, def, strconv.ParseBool, "a boolean")
 	}
 }
 
@@ -300,7 +307,8 @@ func (b *builder) duration(p *time.Duration, name, env string, def time.Duration
 	b.add(name, env, def.String(), usage)
 	*p = def
 	if b.active() {
-		b.fs.DurationVar(p, name, fromEnv(b, env, def, positive, "a positive Go duration"), usage+" (env "+env+")")
+		b.fs.DurationVar(p, name, def, usage+" (env "+env+")")
+		*p = fromEnv(b, env, def, positive, "a positive Go duration")
 	}
 }
 

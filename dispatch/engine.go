@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,7 +30,11 @@ func (e Engine) Healthy(ctx context.Context) error {
 	if e.Namespace == "" {
 		return nil
 	}
-	return temporalconn.Check(ctx, e.Client, "", e.Namespace)
+	err := temporalconn.Check(ctx, e.Client, "", e.Namespace)
+	if _, unchecked := errors.AsType[*temporalconn.UncheckedError](err); unchecked {
+		return nil
+	}
+	return err
 }
 
 // NextAttemptAt asks a delivery's running workflow when its next attempt is

@@ -275,7 +275,7 @@ func Replay(ctx context.Context, q Querier, appID string, deliveryIDs []string, 
 		  SELECT pg_notify($5, '') FROM (SELECT 1 FROM r LIMIT 1) AS any_replay
 		)
 		SELECT id FROM r, (SELECT count(*) FROM wake) AS w`,
-		appID, deliveryIDs, delivery.Finished(), by, Channel, KindCancel, delivery.StatusPending, KindReplay, byName)
+		appID, deliveryIDs, delivery.From(delivery.EventReplay), by, Channel, KindCancel, delivery.To(delivery.EventReplay), KindReplay, byName)
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}

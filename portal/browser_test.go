@@ -110,7 +110,6 @@ func TestPortalInBrowser(t *testing.T) {
 	for i := range 6 {
 		dl := e.publish("invoice.paid", map[string]any{"invoice_id": fmt.Sprintf("in_%03d", i), "amount": 1200 + i})
 		e.attempt(dl[ledger], 1, 200, delivery.ClassSuccess, "ok")
-		e.finish(dl[ledger], delivery.StatusSucceeded, "")
 		if i == 5 {
 			dead = dl[orders]
 			e.attempt(dead, 1, 502, delivery.ClassRetryable, "Bad Gateway")
@@ -118,7 +117,6 @@ func TestPortalInBrowser(t *testing.T) {
 			e.finish(dead, delivery.StatusDeadLettered, "retry schedule exhausted")
 		} else {
 			e.attempt(dl[orders], 1, 200, delivery.ClassSuccess, `{"received":true}`)
-			e.finish(dl[orders], delivery.StatusSucceeded, "")
 		}
 	}
 	full := map[string]any{"capabilities": []string{"resend", "manage_endpoints", "rotate_secret"}}

@@ -57,9 +57,9 @@ func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.T
 		  RETURNING d.id
 		)
 		SELECT v.id, v.id IN (SELECT id FROM upd), COALESCE(d.status = ANY ($4) AND d.inflight_until >= now(), false)
-		FROM v LEFT JOIN deliveries d ON d.id = v.id`, ids, untils, delivery.StatusDelivering, delivery.InFlight())
+		FROM v LEFT JOIN deliveries d ON d.id = v.id`, ids, untils, delivery.To(delivery.EventClaim), delivery.From(delivery.EventClaim))
 	if err != nil {
-		return nil, fmt.Errorf("claim %d attempts: %w", len(ids), err)
+		return nil, fmt.Errorf("claim %d attempts: %w", len(ids), transitionError(err))
 	}
 	out := make(map[string]Claim, len(ids))
 	var id string

@@ -50,9 +50,9 @@ func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except
 		    AND (d.inflight_until IS NULL OR d.inflight_until < now())
 		)
 		SELECT id FROM target`,
-		endpointID, reason, except, scope == withDeadLetters, delivery.InFlight(), delivery.StatusDeadLettered, delivery.StatusCanceled)
+		endpointID, reason, except, scope == withDeadLetters, delivery.From(delivery.EventCancel), delivery.StatusDeadLettered, delivery.To(delivery.EventCancel))
 	if err != nil {
-		return fmt.Errorf("cancel deliveries of %s: %w", endpointID, err)
+		return fmt.Errorf("cancel deliveries of %s: %w", endpointID, transitionError(err))
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {

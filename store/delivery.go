@@ -169,10 +169,10 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		if a.ID == "" {
 			a.ID = ids.NewAt(ids.Attempt, a.StartedAt)
 		}
-		status, ok, nextAt := delivery.StatusDelivering, (*int)(nil), a.NextAttemptAt
+		status, ok, nextAt := delivery.To(delivery.EventRecord), (*int)(nil), a.NextAttemptAt
 		if a.Class == string(delivery.ClassSuccess) {
 			number := a.Number
-			status, ok, nextAt = delivery.StatusSucceeded, &number, nil
+			status, ok, nextAt = delivery.To(delivery.EventSucceed), &number, nil
 		}
 		attemptIDs, deliveryIDs, classes = append(attemptIDs, a.ID), append(deliveryIDs, a.DeliveryID), append(classes, a.Class)
 		errTexts, excerpts = append(errTexts, a.Error), append(excerpts, a.ResponseExcerpt)
@@ -213,10 +213,10 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		    attempt_count = (SELECT count(*) FROM attempts a WHERE a.delivery_id = dl.id)
 		                  + (SELECT count(*) FROM ins WHERE ins.delivery_id = dl.id AND ins.inserted),
 		    last_status_code = i.status_code,
-		    status = CASE WHEN dl.status = ANY ($12) THEN dl.status ELSE i.status END,
-		    dead_letter_reason = CASE WHEN i.status = $13 AND NOT dl.status = ANY ($12) THEN NULL ELSE dl.dead_letter_reason END,
-		    succeeded_attempt = CASE WHEN dl.status = ANY ($12) THEN dl.succeeded_attempt ELSE COALESCE(i.succeeded, dl.succeeded_attempt) END,
-		    next_attempt_at = CASE WHEN dl.status = ANY ($12) THEN NULL ELSE i.next_at END,
+		    status = CASE WHEN dl.status = ANY ($12) THEN i.status ELSE dl.status END,
+		    dead_letter_reason = CASE WHEN i.status = $13 AND dl.status = ANY ($12) THEN NULL ELSE dl.dead_letter_reason END,
+		    succeeded_attempt = CASE WHEN dl.status = ANY ($12) THEN COALESCE(i.succeeded, dl.succeeded_attempt) ELSE dl.succeeded_attempt END,
+		    next_attempt_at = CASE WHEN dl.status = ANY ($12) THEN i.next_at END,
 		    inflight_until = NULL,
 		    updated_at = now()
 		  FROM i WHERE dl.id = i.delivery_id AND dl.id = ANY ($2) AND dl.id IN (SELECT id FROM d)
@@ -224,9 +224,9 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		SELECT i.delivery_id, d.endpoint_id, COALESCE(e.consecutive_failures, 0)
 		FROM i LEFT JOIN d ON d.id = i.delivery_id LEFT JOIN endpoints e ON e.id = d.endpoint_id`,
 		attemptIDs, deliveryIDs, cycles, numbers, started, durations, codes, classes, errTexts, excerpts, keyIDs,
-		delivery.Finished(), delivery.StatusSucceeded, statuses, succeeded, next, outboxIDs, outcomes)
+		delivery.From(delivery.EventRecord), delivery.StatusSucceeded, statuses, succeeded, next, outboxIDs, outcomes)
 	if err != nil {
-		return nil, fmt.Errorf("record %d attempts: %w", n, err)
+		return nil, fmt.Errorf("record %d attempts: %w", n, transitionError(err))
 	}
 	type folded struct {
 		endpointID *string
@@ -268,6 +268,10 @@ func (s *Store) MarkDelivery(ctx context.Context, m Mark) (Marked, error) {
 	if m.Reason != "" {
 		r = &m.Reason
 	}
+	ev, ok := markEvent(m.Status)
+	if !ok {
+		return Marked{}, &delivery.TransitionError{DeliveryID: m.DeliveryID, To: m.Status}
+	}
 	var out Marked
 	err := s.inTx(ctx, func(tx pgx.Tx) error {
 		var before, now *string
@@ -276,17 +280,16 @@ func (s *Store) MarkDelivery(ctx context.Context, m Mark) (Marked, error) {
 			WITH prev AS (
 			  SELECT status, app_id, endpoint_id, event_id FROM deliveries WHERE id = $1 FOR UPDATE
 			), upd AS (
-			  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = $9 THEN COALESCE(dead_letter_reason, $3) ELSE $3 END,
+			  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = $8 THEN COALESCE(dead_letter_reason, $3) ELSE $3 END,
 			    cycle = GREATEST(cycle, $4), replay_id = GREATEST(replay_id, $5), next_attempt_at = $6, updated_at = now()
-			  WHERE id = $1 AND ($2 = $7 OR status = ANY ($8) OR status = $2)
+			  WHERE id = $1 AND (status = ANY ($7) OR status = $2)
 			  RETURNING status
 			)
 			SELECT (SELECT status FROM prev), COALESCE((SELECT status FROM upd), (SELECT status FROM prev)),
 			       COALESCE((SELECT app_id FROM prev), ''), COALESCE((SELECT endpoint_id FROM prev), ''), COALESCE((SELECT event_id FROM prev), '')`,
-			m.DeliveryID, m.Status, r, m.Cycle, m.ReplayID, m.NextAttemptAt, delivery.StatusDelivering, delivery.InFlight(),
-			delivery.StatusCanceled).Scan(&before, &now, &appID, &endpointID, &eventID)
+			m.DeliveryID, m.Status, r, m.Cycle, m.ReplayID, m.NextAttemptAt, delivery.From(ev), delivery.StatusCanceled).Scan(&before, &now, &appID, &endpointID, &eventID)
 		if err != nil {
-			return fmt.Errorf("mark delivery %s %s: %w", m.DeliveryID, m.Status, err)
+			return fmt.Errorf("mark delivery %s %s: %w", m.DeliveryID, m.Status, transitionError(err))
 		}
 		if before == nil || now == nil {
 			return fmt.Errorf("mark delivery %s: %w", m.DeliveryID, ErrNotFound)

@@ -3,10 +3,12 @@ package store_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -647,4 +649,41 @@ func TestFirstRequestLateness(t *testing.T) {
 	all, err := f.st.FirstRequestLateness(ctx, f.app.ID, nil)
 	require.NoError(t, err)
 	require.Len(t, all, 2)
+}
+
+// TestDatabaseRefusesWhatTheTableRefuses walks every pair of statuses
+// through a plain UPDATE, as a future statement might: the database allows
+// exactly delivery.Allowed and refuses the rest with SQLSTATE HR001. Then
+// the one path that used to move a final status, a workflow's mark of a new
+// cycle, leaves a canceled delivery canceled.
+func TestDatabaseRefusesWhatTheTableRefuses(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	for _, from := range delivery.Statuses() {
+		for _, to := range delivery.Statuses() {
+			dlv := f.publish(t) // pending, from which every status is one step
+			_, err := f.st.Pool().Exec(ctx, `UPDATE deliveries SET status = $2 WHERE id = $1`, dlv, from)
+			require.NoError(t, err)
+			_, err = f.st.Pool().Exec(ctx, `UPDATE deliveries SET status = $2 WHERE id = $1`, dlv, to)
+			if delivery.Allowed(from, to) {
+				require.NoError(t, err, "%s -> %s", from, to)
+				continue
+			}
+			pgErr, ok := errors.AsType[*pgconn.PgError](err)
+			require.True(t, ok, "%s -> %s refused: %v", from, to, err)
+			require.Equal(t, "HR001", pgErr.Code)
+			require.Equal(t, dlv+" "+string(from)+" "+string(to), pgErr.Detail)
+		}
+	}
+
+	dlv := f.publish(t)
+	_, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dlv, Status: delivery.StatusCanceled, Reason: "canceled", Cycle: 1})
+	require.NoError(t, err)
+	after, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dlv, Status: delivery.StatusDelivering, Cycle: 2})
+	require.NoError(t, err)
+	require.Equal(t, store.Marked{Status: delivery.StatusCanceled}, after, "a canceled delivery starts no cycle but through a replay")
+	_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: dlv, Status: delivery.StatusSucceeded, Cycle: 1})
+	_, ok := errors.AsType[*delivery.TransitionError](err)
+	require.True(t, ok, "a workflow never marks succeeded: only a recorded 2xx does")
 }

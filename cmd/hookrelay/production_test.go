@@ -300,10 +300,11 @@ func TestTemporalMTLS(t *testing.T) {
 	code, out := runToEnd(t, env, "setup-temporal")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "connect to Temporal at "+c.temporal.FrontendAddr()+" without TLS")
-	require.Contains(t, out, "--temporal-tls-cert")
+	require.Contains(t, out, "a frontend that requires TLS needs --temporal-tls")
 	code, out = runToEnd(t, append(env, "HOOKRELAY_TEMPORAL_TLS_CA="+cs.CA), "setup-temporal")
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "over TLS without a client certificate")
+	require.Contains(t, out, "a frontend that requires mTLS needs --temporal-tls-cert and --temporal-tls-key")
 
 	env = append(env, "HOOKRELAY_TEMPORAL_TLS_CA="+cs.CA, "HOOKRELAY_TEMPORAL_TLS_CERT="+cs.ClientCert, "HOOKRELAY_TEMPORAL_TLS_KEY="+cs.ClientKey)
 	for _, args := range [][]string{{"setup-temporal"}, {"migrate"}} {

@@ -302,7 +302,10 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	// A namespace without hookrelay's search attributes would refuse every
 	// workflow start: refuse to start instead, saying what to run.
 	if err := temporalconn.Check(ctx, tc, cfg.TemporalAddress, cfg.TemporalNamespace); err != nil {
-		return err
+		if _, unchecked := errors.AsType[*temporalconn.UncheckedError](err); !unchecked {
+			return err
+		}
+		logger.Warn("starting without checking the namespace's search attributes", "err", err)
 	}
 
 	// The supervisor stops services in reverse start order: the HTTP server

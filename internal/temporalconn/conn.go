@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
@@ -40,7 +41,7 @@ type Settings struct {
 
 // TLSOn reports whether the connection uses TLS.
 func (s Settings) TLSOn() bool {
-	return s.TLS || s.CAFile != "" || s.CertFile != "" || s.APIKey != ""
+	return s.TLS || s.CAFile != "" || s.CertFile != "" || s.ServerName != "" || s.APIKey != ""
 }
 
 // ClientOptions are the SDK's options for s; logger receives the SDK's
@@ -80,27 +81,35 @@ func (s Settings) ClientOptions(logger sdklog.Logger) (client.Options, error) {
 	return opts, nil
 }
 
-// ConnectError is a frontend that could not be reached or refused the
-// connection (a TLS or mTLS frontend reached without TLS or without a
+// ConnectError is a frontend that could not be reached, or that refused
+// the connection (a TLS or mTLS frontend reached without TLS or without a
 // client certificate fails so).
 type ConnectError struct {
 	Address string
-	// TLS and ClientCert say how the connection was tried.
-	TLS, ClientCert bool
-	Err             error
+	// Reachable: a TCP connection to Address opened, so the refusal came
+	// from TLS, credentials or the frontend itself.
+	Reachable bool
+	// TLS, ClientCert and APIKey say how the connection was tried.
+	TLS, ClientCert, APIKey bool
+	Err                     error
 }
 
 func (e *ConnectError) Error() string {
-	how := "without TLS"
-	switch {
-	case e.ClientCert:
-		how = "over TLS with a client certificate"
-	case e.TLS:
-		how = "over TLS without a client certificate"
+	if !e.Reachable {
+		return fmt.Sprintf("connect to Temporal at %s: nothing answers there (check --temporal-address and that the frontend runs): %v", e.Address, e.Err)
 	}
-	return fmt.Sprintf("connect to Temporal at %s %s: %v (a frontend that requires TLS or mTLS needs "+
-		"--temporal-tls-ca, --temporal-tls-cert and --temporal-tls-key; Temporal Cloud needs --temporal-api-key or a client certificate)",
-		e.Address, how, e.Err)
+	var how, hint string
+	switch {
+	case e.APIKey:
+		how, hint = "over TLS with an API key", "check the API key, and that the address is the namespace's endpoint for API keys"
+	case e.ClientCert:
+		how, hint = "over TLS with a client certificate", "check that the frontend trusts the certificate's CA, and --temporal-tls-ca and --temporal-tls-server-name for the frontend's own certificate"
+	case e.TLS:
+		how, hint = "over TLS without a client certificate", "a frontend that requires mTLS needs --temporal-tls-cert and --temporal-tls-key (Temporal Cloud: those, or --temporal-api-key); check --temporal-tls-ca for a private CA"
+	default:
+		how, hint = "without TLS", "a frontend that requires TLS needs --temporal-tls (--temporal-tls-ca for a private CA), and for mTLS --temporal-tls-cert and --temporal-tls-key"
+	}
+	return fmt.Sprintf("connect to Temporal at %s %s: %v (%s)", e.Address, how, e.Err, hint)
 }
 
 func (e *ConnectError) Unwrap() error { return e.Err }
@@ -113,7 +122,15 @@ func Dial(ctx context.Context, s Settings, logger sdklog.Logger) (client.Client,
 	}
 	c, err := client.DialContext(ctx, opts)
 	if err != nil {
-		return nil, &ConnectError{Address: s.Address, TLS: s.TLSOn(), ClientCert: s.CertFile != "", Err: err}
+		ce := &ConnectError{Address: s.Address, TLS: s.TLSOn(), ClientCert: s.CertFile != "", APIKey: s.APIKey != "", Err: err}
+		var d net.Dialer
+		dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if conn, derr := d.DialContext(dctx, "tcp", s.Address); derr == nil {
+			ce.Reachable = true
+			_ = conn.Close()
+		}
+		return nil, ce
 	}
 	return c, nil
 }

@@ -90,20 +90,48 @@ func (e *NamespaceError) Error() string {
 		}
 		return strings.TrimSuffix(sb.String(), "\n")
 	}
-	fmt.Fprintf(&sb, "Temporal namespace %q%s lacks search attributes hookrelay sets: %s; run `hookrelay setup-temporal`, or:\n",
-		e.Namespace, at, strings.Join(e.MissingSearchAttributes(), ", "))
+	fmt.Fprintf(&sb, "Temporal namespace %q%s lacks search attributes hookrelay sets: %s; ", e.Namespace, at, strings.Join(e.MissingSearchAttributes(), ", "))
+	if len(e.Mistyped) > 0 {
+		sb.WriteString("Temporal cannot change an attribute's type: remove those of another type, then create them (`hookrelay setup-temporal` creates what is missing):\n")
+	} else {
+		sb.WriteString("run `hookrelay setup-temporal`, or:\n")
+	}
 	for _, a := range e.Mistyped {
-		fmt.Fprintf(&sb, "  temporal operator search-attribute remove --namespace %s --name %s   (it has another type)\n", e.Namespace, a.Name)
+		fmt.Fprintf(&sb, "  temporal operator search-attribute remove --namespace %s --name %s\n", e.Namespace, a.Name)
 	}
 	for _, a := range slices.Concat(e.Missing, e.Mistyped) {
 		sb.WriteString("  " + a.CreateCommand(e.Namespace) + "\n")
 	}
+	sb.WriteString("  (Temporal Cloud: add them in the Cloud UI, or with tcld namespace search-attributes add)\n")
 	return strings.TrimSuffix(sb.String(), "\n")
 }
 
+// Summary is the error in one line (the API's readiness answer).
+func (e *NamespaceError) Summary() string {
+	if e.NotFound {
+		return fmt.Sprintf("namespace %s does not exist: run hookrelay setup-temporal", e.Namespace)
+	}
+	return fmt.Sprintf("namespace %s lacks search attributes %s: run hookrelay setup-temporal", e.Namespace, strings.Join(e.MissingSearchAttributes(), ", "))
+}
+
+// UncheckedError is a namespace whose search attributes the caller may not
+// list (a Temporal Cloud API key without that right): hookrelay starts,
+// and a missing attribute shows when a workflow starts.
+type UncheckedError struct {
+	Namespace string
+	Err       error
+}
+
+func (e *UncheckedError) Error() string {
+	return "cannot check the search attributes of Temporal namespace " + e.Namespace + ": " + e.Err.Error()
+}
+
+func (e *UncheckedError) Unwrap() error { return e.Err }
+
 // Check reports whether the namespace exists and has every attribute of
-// Required with its type (a *NamespaceError otherwise). address only names
-// the cluster in the message.
+// Required with its type (a *NamespaceError otherwise; an *UncheckedError
+// when the caller may not list them). address only names the cluster in
+// the message.
 func Check(ctx context.Context, c client.Client, address, namespace string) error {
 	_, err := c.WorkflowService().DescribeNamespace(ctx, &workflowservice.DescribeNamespaceRequest{Namespace: namespace})
 	if _, ok := errors.AsType[*serviceerror.NamespaceNotFound](err); ok {
@@ -113,6 +141,9 @@ func Check(ctx context.Context, c client.Client, address, namespace string) erro
 		return fmt.Errorf("describe Temporal namespace %s: %w", namespace, err)
 	}
 	missing, mistyped, err := compare(ctx, c, namespace, Required())
+	if _, denied := errors.AsType[*serviceerror.PermissionDenied](err); denied {
+		return &UncheckedError{Namespace: namespace, Err: err}
+	}
 	if err != nil {
 		return err
 	}
@@ -138,6 +169,16 @@ func compare(ctx context.Context, c client.Client, namespace string, want []Sear
 		}
 	}
 	return missing, mistyped, nil
+}
+
+// notReadyYet reports whether err is a namespace that is not serving yet
+// (just registered), which waiting cures; a refusal (PermissionDenied on
+// Temporal Cloud or without operator rights) or a bad request is final.
+func notReadyYet(err error) bool {
+	_, notFound := errors.AsType[*serviceerror.NamespaceNotFound](err)
+	_, unavailable := errors.AsType[*serviceerror.Unavailable](err)
+	_, notReady := errors.AsType[*serviceerror.NamespaceUnavailable](err)
+	return notFound || unavailable || notReady
 }
 
 // Setup prepares namespace for hookrelay: it registers the namespace when
@@ -183,6 +224,9 @@ func Setup(ctx context.Context, c client.Client, namespace string, retention tim
 				}
 				continue
 			}
+		}
+		if !notReadyYet(err) {
+			return added, fmt.Errorf("add search attributes to Temporal namespace %s: %w", namespace, err)
 		}
 		select {
 		case <-ctx.Done():

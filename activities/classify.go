@@ -17,7 +17,7 @@ import (
 	"hookrelay/internal/netguard"
 )
 
-// Class is the classification of one attempt (CONTRACT §4); the
+// Class is the classification of one attempt (docs/contract.md#4-retries-and-classes); the
 // vocabulary is package delivery's.
 type Class = delivery.Class
 

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/api"
+	"hookrelay/config"
 	"hookrelay/ids"
 	"hookrelay/store"
 )
@@ -71,7 +72,7 @@ func TestFailedAuthIsRateLimited(t *testing.T) {
 func TestClientAddressBehindTrustedProxies(t *testing.T) {
 	const good = "hr_good_proxy_key_0123456789"
 	st := storeWithAdminKey(t, "proxy", good)
-	trusted, err := api.ParseTrustedProxies("10.0.0.0/8, 2001:db8:ffff::/48,192.0.2.10")
+	trusted, err := config.ParseTrustedProxies("10.0.0.0/8, 2001:db8:ffff::/48,192.0.2.10")
 	require.NoError(t, err)
 	var logs bytes.Buffer
 	h := api.New(api.Options{Store: st, AuthFailuresPerMinute: 2, TrustedProxies: trusted, Logger: slog.New(slog.NewTextHandler(&logs, nil))}).Handler()
@@ -117,7 +118,7 @@ func TestClientAddressBehindTrustedProxies(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, call(proxy, xff("198.51.100.77"), "hr_wrong"), "another producer is not blocked")
 	require.Equal(t, http.StatusOK, call(proxy, xff("198.51.100.77"), good))
 
-	_, err = api.ParseTrustedProxies("10.0.0.0/8,not-a-cidr")
+	_, err = config.ParseTrustedProxies("10.0.0.0/8,not-a-cidr")
 	require.ErrorContains(t, err, "not-a-cidr")
 }
 

@@ -147,7 +147,7 @@ func schemas() obj {
 		"AuditEntry": obj{"type": "object", "properties": obj{"id": str(""), "at": ts, "app_id": str(""),
 			"actor_kind": obj{"type": "string", "enum": []string{"key", "portal"}}, "actor_id": str("key_… or ps_…"), "actor_name": str(""),
 			"method": str(""), "route": str(""), "path": str(""), "status": obj{"type": "integer"}}},
-		"Stats": obj{"type": "object", "description": "CONTRACT §7 over the latest `last` events. An event with several endpoints has several " +
+		"Stats": obj{"type": "object", "description": "The acceptance figures (docs/contract.md#8-acceptance-figures) over the latest `last` events. An event with several endpoints has several " +
 			"deliveries, so the success figures and the rate count deliveries, each by its first cycle; replays are counted apart " +
 			"and never change the first-cycle figures.",
 			"properties": obj{

@@ -92,7 +92,7 @@ type Options struct {
 	// Defaults to none: the client is the connection's peer.
 	TrustedProxies []netip.Prefix
 	// Retention is how long finished deliveries are kept: a delivery
-	// asked for past it answers 410. Zero answers 404.
+	// asked for past it answers 410. Defaults to store.RetentionDefault.
 	Retention time.Duration
 	// Metrics receives the ingest series; nil records nothing.
 	Metrics *metrics.Sender
@@ -120,7 +120,7 @@ func New(opts Options) *Server {
 		proxies:      opts.TrustedProxies,
 		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
 		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
-		metrics:      opts.Metrics, gatherer: opts.Gatherer, retention: opts.Retention, links: opts.LinkSigner, publicBase: opts.PublicURL}
+		metrics:      opts.Metrics, gatherer: opts.Gatherer, retention: cmp.Or(opts.Retention, store.RetentionDefault), links: opts.LinkSigner, publicBase: opts.PublicURL}
 }
 
 // Handler returns the HTTP handler with every route.

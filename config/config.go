@@ -1,21 +1,16 @@
 // Package config is hookrelay's one configuration struct: every knob, its
 // HOOKRELAY_* environment variable, its flag and its default. Flags win over
-// the environment, the environment over defaults.
+// the environment, the environment over defaults. It imports no component:
+// the defaults a component owns (api, dispatch, store, worker, activities)
+// reach it through Load's base, gathered by package internal/defaults.
 package config
 
 import (
-	"errors"
 	"flag"
 	"fmt"
-	"hookrelay/activities"
-	"hookrelay/api"
-	"hookrelay/dispatch"
-	"hookrelay/store"
-	"hookrelay/worker"
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -195,123 +190,6 @@ type Config struct {
 	LogLevel string
 }
 
-// Setting describes one setting: its flag, its environment variable, its
-// default (as --help and the README show it) and what it is for.
-type Setting struct {
-	Flag, Env, Default, Usage string
-	// Commands are the commands that read it; it is a flag of those only.
-	Commands []string
-}
-
-// builder registers settings on a flag set and records each one.
-type builder struct {
-	fs       *flag.FlagSet
-	getenv   func(string) string
-	errs     []string
-	settings []Setting
-	// shown overrides how an empty default is shown, by flag name.
-	shown map[string]string
-	// cmd is the command whose flags are registered ("" lists every
-	// setting); scope lists the commands of the settings added now.
-	cmd   string
-	scope []string
-}
-
-// uses sets the commands that read the settings added next.
-func (b *builder) uses(cmds ...string) { b.scope = cmds }
-
-// active reports whether the setting being added is the command's: only
-// those become flags and read the environment; the others keep their
-// defaults.
-func (b *builder) active() bool { return b.cmd != "" && slices.Contains(b.scope, b.cmd) }
-
-func (b *builder) add(name, env, def, usage string) {
-	if def == "" {
-		def = b.shown[name]
-	} else {
-		def = "`" + def + "`"
-	}
-	b.settings = append(b.settings, Setting{Flag: "--" + name, Env: env, Default: def, Usage: usage, Commands: b.scope})
-}
-
-// The flag methods register a flag whose default is the code's (the
-// usage, printed on -h and on any flag error, never shows a value from the
-// environment, which may be a secret), then apply the environment.
-
-func (b *builder) str(p *string, name, env, def, usage string) {
-	b.add(name, env, def, usage)
-	*p = def
-	if b.active() {
-		b.fs.StringVar(p, name, def, usage+" (env "+env+")")
-		*p = or(b.getenv(env), def)
-	}
-}
-
-// fromEnv is env's value parsed, or def when env is unset; a value that
-// does not parse is recorded as an error (want says what it should be).
-func fromEnv[T any](b *builder, env string, def T, parse func(string) (T, error), want string) T {
-	s := b.getenv(env)
-	if s == "" {
-		return def
-	}
-	v, err := parse(s)
-	if err != nil {
-		b.errs = append(b.errs, fmt.Sprintf("%s=%q: want %s", env, s, want))
-		return def
-	}
-	return v
-}
-
-func (b *builder) num(p *int, name, env string, def int, usage string) {
-	b.add(name, env, strconv.Itoa(def), usage)
-	*p = def
-	if b.active() {
-		b.fs.IntVar(p, name, def, usage+" (env "+env+")")
-		*p = fromEnv(b, env, def, strconv.Atoi, "an integer")
-	}
-}
-
-func (b *builder) boolean(p *bool, name, env string, def bool, usage string) {
-	b.add(name, env, strconv.FormatBool(def), usage)
-	*p = def
-	if b.active() {
-		b.fs.BoolVar(p, name, def, usage+" (env "+env+")")
-		*p = fromEnv(b, env, def, strconv.ParseBool, "a boolean")
-	}
-}
-
-// prefixes registers a comma-separated CIDR list (none by default).
-func (b *builder) prefixes(p *[]netip.Prefix, name, env, usage string) {
-	b.add(name, env, "", usage)
-	if !b.active() {
-		return
-	}
-	*p = fromEnv(b, env, nil, api.ParseTrustedProxies, "comma-separated CIDRs")
-	b.fs.Func(name, usage+" (env "+env+")", func(s string) error {
-		v, err := api.ParseTrustedProxies(s)
-		if err == nil {
-			*p = v
-		}
-		return err
-	})
-}
-
-func (b *builder) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
-	positive := func(s string) (time.Duration, error) {
-		d, err := time.ParseDuration(s)
-		if err == nil && d <= 0 {
-			err = errors.New("not positive")
-		}
-		return d, err
-	}
-	b.add(name, env, def.String(), usage)
-	*p = def
-	if b.active() {
-		b.fs.DurationVar(p, name, def, usage+" (env "+env+")")
-		*p = fromEnv(b, env, def, positive, "a positive Go duration")
-	}
-}
-
 // Commands that read settings (Setting.Commands).
 const (
 	CommandDev             = "dev"
@@ -328,8 +206,9 @@ func Commands() []string {
 }
 
 // define registers the settings of command cmd on a new flag set ("" lists
-// every setting and registers none).
-func define(cmd string, c *Config, getenv func(string) string) *builder {
+// every setting and registers none); base holds the defaults of the
+// settings a component owns (see Load).
+func define(cmd string, c *Config, getenv func(string) string, base Config) *builder {
 	b := &builder{fs: flag.NewFlagSet("hookrelay "+cmd, flag.ContinueOnError), getenv: getenv, cmd: cmd, shown: map[string]string{
 		"database-url":             "dev: private cluster; else required",
 		"admin-key":                "dev: generated into `<data dir>/admin-key`",
@@ -361,7 +240,7 @@ func define(cmd string, c *Config, getenv func(string) string) *builder {
 	b.str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 keys sealing secrets and custom headers, comma-separated, newest first: the newest seals, all open (see rotate-secret-key)")
 	b.uses(dev, apiCmd, workerCmd)
 	b.num(&c.DBMaxConns, "db-max-conns", "HOOKRELAY_DB_MAX_CONNS", DBMaxConnsDefault, "Postgres pool size")
-	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", store.RetentionDefault, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
+	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", base.Retention, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
 	b.boolean(&c.MetricsEndpointLabels, "metrics-endpoint-labels", "HOOKRELAY_METRICS_ENDPOINT_LABELS", false, "also count attempts per endpoint ID (one series per endpoint)")
 	b.duration(&c.ShutdownTimeout, "shutdown-timeout", "HOOKRELAY_SHUTDOWN_TIMEOUT", ShutdownTimeoutDefault, "graceful stop bound")
 
@@ -382,10 +261,10 @@ func define(cmd string, c *Config, getenv func(string) string) *builder {
 	b.str(&c.PublicURL, "public-url", "HOOKRELAY_PUBLIC_URL", "", "base URL users reach the API and portal at, for portal links")
 	b.str(&c.PortalFrameAncestors, "portal-frame-ancestors", "HOOKRELAY_PORTAL_FRAME_ANCESTORS", "", "origins allowed to embed the portal in a frame, space-separated (CSP frame-ancestors)")
 	b.num(&c.MaxBacklog, "max-backlog", "HOOKRELAY_MAX_BACKLOG", MaxBacklogDefault, "one app's outbox backlog past which that app's ingest answers 429 + Retry-After (0 = never)")
-	b.num(&c.IngestRate, "ingest-rate", "HOOKRELAY_INGEST_RATE", api.IngestRateDefault, "events per second one app key may publish, sustained (429 + Retry-After past it; negative = no limit)")
-	b.num(&c.IngestBurst, "ingest-burst", "HOOKRELAY_INGEST_BURST", api.IngestBurstDefault, "events one app key may publish at once above its ingest rate")
-	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", api.HeaderTimeoutDefault, "how long a client may take to send its request headers; past it the connection is closed")
-	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", api.AuthFailuresPerMinuteDefault, "failed authentications per client address per minute before requests without a valid key from it get 429")
+	b.num(&c.IngestRate, "ingest-rate", "HOOKRELAY_INGEST_RATE", base.IngestRate, "events per second one app key may publish, sustained (429 + Retry-After past it; negative = no limit)")
+	b.num(&c.IngestBurst, "ingest-burst", "HOOKRELAY_INGEST_BURST", base.IngestBurst, "events one app key may publish at once above its ingest rate")
+	b.duration(&c.HTTPHeaderTimeout, "http-header-timeout", "HOOKRELAY_HTTP_HEADER_TIMEOUT", base.HTTPHeaderTimeout, "how long a client may take to send its request headers; past it the connection is closed")
+	b.num(&c.AuthFailuresPerMinute, "auth-failures-per-minute", "HOOKRELAY_AUTH_FAILURES_PER_MINUTE", base.AuthFailuresPerMinute, "failed authentications per client address per minute before requests without a valid key from it get 429")
 	b.prefixes(&c.TrustedProxies, "trusted-proxies", "HOOKRELAY_TRUSTED_PROXIES", "reverse proxies and load balancers (comma-separated CIDRs) whose X-Forwarded-For or Forwarded names the client for per-client limits; their connections skip the per-client connection bound")
 	b.uses(apiCmd, workerCmd)
 	b.boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow http and loopback/private endpoint addresses (always on in dev)")
@@ -393,14 +272,14 @@ func define(cmd string, c *Config, getenv func(string) string) *builder {
 	b.uses(dev, workerCmd)
 	b.boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
 	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")
-	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", dispatch.BatchDefault, "outbox rows claimed per dispatcher round")
+	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", base.DispatchBatch, "outbox rows claimed per dispatcher round")
 	b.str(&c.FirstAttempts, "first-attempts", "HOOKRELAY_FIRST_ATTEMPTS", FirstAttemptsSender, "how first attempts are made: sender (from the outbox at their due time) or carrier (carried many to a workflow)")
-	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", dispatch.CarrierSizeDefault, "most first attempts one carrier workflow makes, at most 50 (1 = one workflow per delivery)")
-	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", dispatch.CarrierMinDefault, "fewest new deliveries a dispatcher round carries together")
-	b.num(&c.EndpointShare, "endpoint-share", "HOOKRELAY_ENDPOINT_SHARE", activities.EndpointShareDefault, "requests one endpoint may have open from one worker at once")
-	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", worker.MaxConcurrentActivitiesDefault, "concurrent attempts per worker")
-	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", store.FailingAfterDefault, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
-	b.duration(&c.AutoDisableAfter, "auto-disable-after", "HOOKRELAY_AUTO_DISABLE_AFTER", store.AutoDisableAfterDefault, "disable an endpoint whose deliveries all failed this long (at least 10 dead letters)")
+	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", base.CarrierSize, "most first attempts one carrier workflow makes, at most 50 (1 = one workflow per delivery)")
+	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", base.CarrierMin, "fewest new deliveries a dispatcher round carries together")
+	b.num(&c.EndpointShare, "endpoint-share", "HOOKRELAY_ENDPOINT_SHARE", base.EndpointShare, "requests one endpoint may have open from one worker at once")
+	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", base.WorkerConcurrency, "concurrent attempts per worker")
+	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", base.FailingAfter, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
+	b.duration(&c.AutoDisableAfter, "auto-disable-after", "HOOKRELAY_AUTO_DISABLE_AFTER", base.AutoDisableAfter, "disable an endpoint whose deliveries all failed this long (at least 10 dead letters)")
 	b.uses(workerCmd)
 	b.str(&c.MetricsAddr, "metrics-addr", "HOOKRELAY_METRICS_ADDR", "", "listen address of a worker process's /metrics (the API serves it on its own address)")
 
@@ -411,22 +290,24 @@ func define(cmd string, c *Config, getenv func(string) string) *builder {
 
 // Settings lists every setting in the order --help shows them; the README's
 // configuration table is made from it (see MarkdownTable).
-func Settings() []Setting {
-	return define("", &Config{}, func(string) string { return "" }).settings
+func Settings(base Config) []Setting {
+	return define("", &Config{}, func(string) string { return "" }, base).settings
 }
 
 // MarkdownTable renders Settings as the README's configuration table.
-func MarkdownTable() string {
+func MarkdownTable(base Config) string {
 	var sb strings.Builder
 	sb.WriteString("| flag | env | default | commands | meaning |\n|---|---|---|---|---|\n")
-	for _, s := range Settings() {
+	for _, s := range Settings(base) {
 		fmt.Fprintf(&sb, "| `%s` | `%s` | %s | %s | %s |\n", s.Flag, s.Env, s.Default, strings.Join(s.Commands, ", "), s.Usage)
 	}
 	return sb.String()
 }
 
-// Load parses args (after the subcommand name) over the environment.
-func Load(name string, dev bool, args []string, getenv func(string) string) (Config, error) {
+// Load parses args (after the subcommand name) over the environment and
+// base, which holds the defaults of the settings a component owns
+// (defaults.Components()); config's own defaults are its constants.
+func Load(name string, dev bool, args []string, getenv func(string) string, base Config) (Config, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
@@ -434,7 +315,7 @@ func Load(name string, dev bool, args []string, getenv func(string) string) (Con
 	if !slices.Contains(Commands(), name) {
 		return c, fmt.Errorf("config: unknown command %q", name)
 	}
-	b := define(name, &c, getenv)
+	b := define(name, &c, getenv, base)
 	if err := b.fs.Parse(args); err != nil {
 		return c, err
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/config"
+	"hookrelay/internal/defaults"
 )
 
 // stderrOf runs f with os.Stderr captured (the flag package prints usage
@@ -37,7 +38,7 @@ func TestUsageNeverShowsTheEnvironment(t *testing.T) {
 		"HOOKRELAY_DATABASE_URL":     "postgres://u:review-db-password@db/hookrelay",
 	}
 	for _, args := range [][]string{{"-h"}, {"--http-addr", "0.0.0.0:8080"}} {
-		out := stderrOf(t, func() { _, _ = config.Load("worker", false, args, env(secrets)) })
+		out := stderrOf(t, func() { _, _ = config.Load("worker", false, args, env(secrets), defaults.Components()) })
 		require.Contains(t, out, "temporal-api-key", "the usage was printed")
 		for name, v := range secrets {
 			require.NotContains(t, out, v, "worker %v prints %s", args, name)

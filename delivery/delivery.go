@@ -41,7 +41,7 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("%s: payload exceeds %d bytes", e.Field, e.Limit)
 }
 
-// Status is a delivery's state (CONTRACT §6).
+// Status is a delivery's state (docs/contract.md#5-statuses-and-their-transitions).
 type Status string
 
 // Delivery statuses.
@@ -54,7 +54,7 @@ const (
 )
 
 // InFlight reports whether a delivery in status s may still make an
-// attempt: the statuses a cancel ends (CONTRACT §4).
+// attempt: the statuses a cancel ends (docs/contract.md#5-statuses-and-their-transitions).
 func (s Status) InFlight() bool { return s == StatusPending || s == StatusDelivering }
 
 // Statuses lists every delivery status.
@@ -77,7 +77,7 @@ func Durations(ms []int64) []time.Duration {
 	return out
 }
 
-// Class is the classification of one attempt (CONTRACT §4).
+// Class is the classification of one attempt (docs/contract.md#4-retries-and-classes).
 type Class string
 
 // Attempt classes.
@@ -124,14 +124,14 @@ const PausedRecheck = 30 * time.Second
 // Classes lists the classes an attempt's record may hold.
 func Classes() []Class { return []Class{ClassSuccess, ClassRetryable, ClassThrottled, ClassPermanent} }
 
-// Retry settings defaults (CONTRACT §4 and §5).
+// Retry settings defaults (docs/contract.md#4-retries-and-classes).
 const (
 	// DeadlineDefault bounds a delivery cycle from the event's acceptance.
 	DeadlineDefault = 75 * time.Minute
 	// RequestTimeoutDefault bounds one attempt.
 	RequestTimeoutDefault = 10 * time.Second
-	// RetentionDefault is how long a dead letter waits for a replay.
-	RetentionDefault = 7 * 24 * time.Hour
+	// DeadLetterWindowDefault is how long a dead letter waits for a replay.
+	DeadLetterWindowDefault = 7 * 24 * time.Hour
 	// JitterFraction is the largest jitter, as a fraction of a wait.
 	JitterFraction = 0.10
 	// MinThrottleWait is the shortest wait a 429's Retry-After can ask for.
@@ -157,7 +157,7 @@ type Settings struct {
 	// RequestTimeout bounds one attempt. Defaults to RequestTimeoutDefault.
 	RequestTimeout time.Duration
 	// Retention is how long a dead letter waits for a replay. Defaults to
-	// RetentionDefault.
+	// DeadLetterWindowDefault.
 	Retention time.Duration
 }
 
@@ -173,7 +173,7 @@ func (s Settings) WithDefaults() Settings {
 		s.RequestTimeout = RequestTimeoutDefault
 	}
 	if s.Retention <= 0 {
-		s.Retention = RetentionDefault
+		s.Retention = DeadLetterWindowDefault
 	}
 	return s
 }

@@ -1,5 +1,5 @@
 // Package inbox is the receiving half's durable acceptance on Postgres
-// (CONTRACT §8): Accept dedupes an event inside the caller's transaction
+// (docs/contract.md#9-receivers): Accept dedupes an event inside the caller's transaction
 // with its business change, and a durable task inbox runs external side
 // effects (pending → processing → completed) with retries, crash recovery
 // and a stable idempotency key.

@@ -371,3 +371,96 @@ func TestPruneCompletedTasks(t *testing.T) {
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`))
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_seen`), "dedupe rows stay")
 }
+
+// TestEveryClaimedTaskKeepsItsLease: worker A claims a batch and runs its
+// tasks one after another, each longer than a lease, while worker B claims
+// whatever lapses. A holds the lease of every task it claimed from the
+// claim on and never starts a handler on a lease that is not current, so
+// each task's handler runs once, by one worker.
+func TestEveryClaimedTaskKeepsItsLease(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	const n = 6
+	for i := range n {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		require.NoError(t, inbox.Enqueue(ctx, tx, inbox.Task{Source: "acme", EventID: fmt.Sprintf("evt_%d", i), Kind: "email", Payload: []byte("{}")}))
+		require.NoError(t, tx.Commit(ctx))
+	}
+	const lease = 150 * time.Millisecond
+	var mu sync.Mutex
+	runs := map[string][]string{}
+	handler := func(name string) func(context.Context, inbox.Task) error {
+		return func(ctx context.Context, task inbox.Task) error {
+			mu.Lock()
+			runs[task.EventID] = append(runs[task.EventID], name)
+			mu.Unlock()
+			select { // longer than a lease: the batch's later tasks would lapse
+			case <-time.After(2 * lease):
+			case <-ctx.Done():
+			}
+			return nil
+		}
+	}
+	a := &inbox.Worker{Pool: pool, Lease: lease, Handle: handler("A")}
+	b := &inbox.Worker{Pool: pool, Lease: lease, Handle: handler("B")}
+	done := make(chan struct{})
+	go func() { defer close(done); _, _ = a.RunOnce(ctx) }()
+	require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(runs) > 0 }, 5*time.Second, 5*time.Millisecond)
+	stop := time.Now().Add(time.Duration(n+2) * 2 * lease)
+	for time.Now().Before(stop) {
+		_, err := b.RunOnce(ctx)
+		require.NoError(t, err)
+		time.Sleep(20 * time.Millisecond)
+	}
+	<-done
+	require.Eventually(t, func() bool {
+		_, err := b.RunOnce(ctx)
+		require.NoError(t, err)
+		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == n
+	}, 10*time.Second, 20*time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for id, by := range runs {
+		require.Len(t, by, 1, "%s handled by %v", id, by)
+	}
+	require.Len(t, runs, n)
+}
+
+// TestVersionsCompareExactly: numbers compare as the exact decimals they
+// were sent as (no rounding to 9 places), created times to the
+// millisecond hookrelay sends, other strings as strings, and a number after
+// a string is a conflict.
+func TestVersionsCompareExactly(t *testing.T) {
+	pool := setup(t)
+	ctx := context.Background()
+	deliver := func(resource, field, id, created, data string) inbox.Outcome {
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		o, err := inbox.ApplyIfNewer(ctx, tx, inbox.Change{Source: "billing", Resource: resource, EventID: id,
+			Body: envelope(id, "ledger.updated", created, data), VersionField: field}, func() error { return nil })
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+		return o
+	}
+	const at = "2026-12-01T10:00:00.000Z"
+	require.Equal(t, inbox.OutcomeApplied, deliver("ledger:1", "version", "evt_a", at, `{"version":1.0000000004}`))
+	require.Equal(t, inbox.OutcomeStale, deliver("ledger:1", "version", "evt_b", at, `{"version":1.0000000003}`), "rounded to 9 places they were equal")
+	require.Equal(t, inbox.OutcomeApplied, deliver("ledger:1", "version", "evt_c", at, `{"version":1.00000000040000000001}`))
+	require.Equal(t, inbox.OutcomeApplied, deliver("ledger:1", "version", "evt_d", at, `{"version":2e0}`))
+	require.Equal(t, inbox.OutcomeConflict, deliver("ledger:1", "version", "evt_e", at, `{"version":1e-1000}`), "a hostile scale is no version")
+	require.Equal(t, inbox.OutcomeConflict, deliver("ledger:1", "version", "evt_f", at, `{"version":"v3"}`), "a string after a number")
+
+	require.Equal(t, inbox.OutcomeApplied, deliver("doc:1", "etag", "evt_g", at, `{"etag":"b"}`))
+	require.Equal(t, inbox.OutcomeStale, deliver("doc:1", "etag", "evt_h", at, `{"etag":"a"}`), "strings compare as strings")
+	require.Equal(t, inbox.OutcomeApplied, deliver("doc:1", "etag", "evt_i", at, `{"etag":"c"}`))
+
+	require.Equal(t, inbox.OutcomeApplied, deliver("sub:1", "", "evt_j", "2026-12-01T10:00:00.870Z", `{}`))
+	require.Equal(t, inbox.OutcomeStale, deliver("sub:1", "", "evt_k", "2026-12-01T10:00:00.120Z", `{}`), "the earlier change of the same second")
+	require.Equal(t, inbox.OutcomeApplied, deliver("sub:1", "", "evt_l", "2026-12-01T10:00:00.871Z", `{}`))
+
+	var stored string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT version::text FROM webhook_inbox_versions WHERE resource = 'ledger:1'`).Scan(&stored))
+	require.Equal(t, "2", stored)
+}

@@ -9,6 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -52,70 +55,134 @@ type Change struct {
 // seed §4: delivery order is not guaranteed): inside the caller's
 // transaction it compares the change's version with the one the resource
 // last applied, runs apply only for a newer one, and records the outcome
-// (queryable in webhook_inbox_outcomes). Equal versions with different
-// content, or a missing version, are a conflict, never an overwrite.
+// (queryable in webhook_inbox_outcomes). Versions compare exactly: numbers
+// as the exact decimals they were sent as, RFC 3339 times as instants to
+// the nanosecond (hookrelay's created has milliseconds), other strings as
+// strings (byte order). Equal versions with different content, versions of
+// different kinds (a number after a string), or a missing version are a
+// conflict, never an overwrite: the change is recorded, not applied, and the
+// handler should still answer 2xx (sending it again changes nothing) and
+// leave the decision to a person or to the resource's own API.
 func ApplyIfNewer(ctx context.Context, tx pgx.Tx, c Change, apply func() error) (Outcome, error) {
-	record := func(o Outcome, version *big.Rat, reason string) (Outcome, error) {
-		var v any
-		if version != nil {
-			v = version.FloatString(9)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO webhook_inbox_outcomes (source, resource, event_id, version, outcome, reason)
-			VALUES ($1, $2, $3, $4::numeric, $5, $6)`, c.Source, c.Resource, c.EventID, v, string(o), reason); err != nil {
+	record := func(o Outcome, v version, reason string) (Outcome, error) {
+		if _, err := tx.Exec(ctx, `INSERT INTO webhook_inbox_outcomes (source, resource, event_id, version, version_text, outcome, reason)
+			VALUES ($1, $2, $3, $4::numeric, $5, $6, $7)`, c.Source, c.Resource, c.EventID, v.numeric(), v.textValue(), string(o), reason); err != nil {
 			return "", fmt.Errorf("record outcome of %s: %w", c.EventID, err)
 		}
 		return o, nil
 	}
-	version, err := versionOf(c.Body, c.VersionField)
+	v, err := versionOf(c.Body, c.VersionField)
 	if err != nil {
-		return record(OutcomeConflict, nil, err.Error())
+		return record(OutcomeConflict, version{}, err.Error())
 	}
 	content := sha256.Sum256(c.Body)
 	if _, err := tx.Exec(ctx, `INSERT INTO webhook_inbox_versions (source, resource) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
 		c.Source, c.Resource); err != nil {
 		return "", fmt.Errorf("version of %s: %w", c.Resource, err)
 	}
-	var stored *string
+	var storedNum, storedText *string
 	var storedContent []byte
-	if err := tx.QueryRow(ctx, `SELECT version::text, content FROM webhook_inbox_versions WHERE source = $1 AND resource = $2 FOR UPDATE`,
-		c.Source, c.Resource).Scan(&stored, &storedContent); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT version::text, version_text, content FROM webhook_inbox_versions WHERE source = $1 AND resource = $2 FOR UPDATE`,
+		c.Source, c.Resource).Scan(&storedNum, &storedText, &storedContent); err != nil {
 		return "", fmt.Errorf("version of %s: %w", c.Resource, err)
 	}
-	if stored != nil {
-		old, ok := new(big.Rat).SetString(*stored)
-		if !ok {
-			return "", fmt.Errorf("version of %s: stored %q is not a number", c.Resource, *stored)
+	if storedNum != nil || storedText != nil {
+		old := version{}
+		if storedText != nil {
+			old.text, old.isText = *storedText, true
+		} else if old.num, _ = new(big.Rat).SetString(*storedNum); old.num == nil {
+			return "", fmt.Errorf("version of %s: stored %q is not a number", c.Resource, *storedNum)
 		}
-		switch order := version.Cmp(old); {
+		order, comparable := v.compare(old)
+		switch {
+		case !comparable:
+			return record(OutcomeConflict, v, "a version of another kind than the one applied (a number and a string)")
 		case order < 0:
-			return record(OutcomeStale, version, "older than the version applied")
+			return record(OutcomeStale, v, "older than the version applied")
 		case order == 0 && bytes.Equal(storedContent, content[:]):
-			return record(OutcomeDuplicate, version, "")
+			return record(OutcomeDuplicate, v, "")
 		case order == 0:
-			return record(OutcomeConflict, version, "same version as the one applied, different content")
+			return record(OutcomeConflict, v, "same version as the one applied, different content")
 		}
 	}
 	if err := apply(); err != nil {
 		return "", err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE webhook_inbox_versions SET version = $3::numeric, event_id = $4, content = $5, updated_at = now()
-		WHERE source = $1 AND resource = $2`, c.Source, c.Resource, version.FloatString(9), c.EventID, content[:]); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE webhook_inbox_versions SET version = $3::numeric, version_text = $4, event_id = $5, content = $6, updated_at = now()
+		WHERE source = $1 AND resource = $2`, c.Source, c.Resource, v.numeric(), v.textValue(), c.EventID, content[:]); err != nil {
 		return "", fmt.Errorf("version of %s: %w", c.Resource, err)
 	}
-	return record(OutcomeApplied, version, "")
+	return record(OutcomeApplied, v, "")
 }
 
+// version orders a change: an exact number (a JSON number, or an RFC 3339
+// time as Unix seconds to the nanosecond), or a string compared as bytes.
+type version struct {
+	num    *big.Rat
+	text   string
+	isText bool
+}
+
+// compare orders v after old (1), before it (-1) or equal (0); false when
+// one is a number and the other a string.
+func (v version) compare(old version) (int, bool) {
+	if v.isText != old.isText {
+		return 0, false
+	}
+	if v.isText {
+		return strings.Compare(v.text, old.text), true
+	}
+	return v.num.Cmp(old.num), true
+}
+
+// numeric is v as the exact decimal Postgres keeps (nil for a string or no
+// version).
+func (v version) numeric() any {
+	if v.num == nil {
+		return nil
+	}
+	return exactDecimal(v.num)
+}
+
+func (v version) textValue() any {
+	if !v.isText {
+		return nil
+	}
+	return v.text
+}
+
+// MaxVersionScale bounds the digits after the point (and the exponent) of a
+// numeric version, and twice it the number's length, so a hostile number
+// cannot cost more than a normal one.
+const MaxVersionScale = 100
+
+// exactDecimal writes r, a finite decimal, with every digit it has.
+func exactDecimal(r *big.Rat) string {
+	ten := big.NewRat(10, 1)
+	scaled := new(big.Rat).Set(r)
+	for digits := 0; digits <= MaxVersionScale; digits++ {
+		if scaled.IsInt() {
+			return r.FloatString(digits)
+		}
+		scaled.Mul(scaled, ten)
+	}
+	return r.FloatString(MaxVersionScale) // not reached: versionOf bounds the scale
+}
+
+// jsonNumber is a JSON number with its exponent apart.
+var jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(\.[0-9]+)?(?:[eE]([+-]?[0-9]+))?$`)
+
 // versionOf reads the version that orders a change: the envelope's
-// "created", or data[field] as a number or an RFC 3339 time (as Unix
-// seconds, to the nanosecond).
-func versionOf(body []byte, field string) (*big.Rat, error) {
+// "created", or data[field] as a number, an RFC 3339 time or a string.
+func versionOf(body []byte, field string) (version, error) {
 	var env struct {
 		Created string                     `json:"created"`
 		Data    map[string]json.RawMessage `json:"data"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
-		return nil, fmt.Errorf("%w: the body is not an envelope", ErrNoVersion)
+		return version{}, fmt.Errorf("%w: the body is not an envelope", ErrNoVersion)
 	}
+	name := cmp.Or(field, "created")
 	raw := json.RawMessage(nil)
 	if field == "" {
 		if env.Created != "" {
@@ -125,19 +192,29 @@ func versionOf(body []byte, field string) (*big.Rat, error) {
 		raw = env.Data[field]
 	}
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, fmt.Errorf("%w: %s is missing", ErrNoVersion, cmp.Or(field, "created"))
+		return version{}, fmt.Errorf("%w: %s is missing", ErrNoVersion, name)
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		t, err := time.Parse(time.RFC3339Nano, s)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %s is neither a number nor an RFC 3339 time", ErrNoVersion, cmp.Or(field, "created"))
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return version{num: new(big.Rat).SetFrac(big.NewInt(t.UnixNano()), big.NewInt(int64(time.Second)))}, nil
 		}
-		return new(big.Rat).SetFrac(big.NewInt(t.UnixNano()), big.NewInt(int64(time.Second))), nil
+		if field == "" {
+			return version{}, fmt.Errorf("%w: created is not an RFC 3339 time", ErrNoVersion)
+		}
+		return version{text: s, isText: true}, nil
+	}
+	m := jsonNumber.FindSubmatch(raw)
+	if m == nil {
+		return version{}, fmt.Errorf("%w: %s is neither a number nor a string", ErrNoVersion, name)
+	}
+	exp, _ := strconv.Atoi(string(m[2]))
+	if scale := max(len(m[1])-1, 0) - exp; len(raw) > 2*MaxVersionScale || scale > MaxVersionScale || exp > MaxVersionScale {
+		return version{}, fmt.Errorf("%w: %s has more than %d digits of scale", ErrNoVersion, name, MaxVersionScale)
 	}
 	v, ok := new(big.Rat).SetString(string(raw))
 	if !ok {
-		return nil, fmt.Errorf("%w: %s is neither a number nor an RFC 3339 time", ErrNoVersion, field)
+		return version{}, fmt.Errorf("%w: %s is not a number", ErrNoVersion, name)
 	}
-	return v, nil
+	return version{num: v}, nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -94,8 +96,14 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // RunOnce claims a batch of due tasks (pending and due, or processing with
-// an expired lease), each under a new lease number, runs them and records
-// each outcome. It returns how many it claimed.
+// an expired lease), each under a new lease number, runs them one after
+// another and records each outcome. It returns how many it claimed.
+//
+// The lease of every claimed task is held from the claim on, by one
+// heartbeat for the whole batch, and a handler starts only after its task's
+// lease is confirmed current: a task waiting its turn in the batch is never
+// taken by another worker meanwhile, and one that was (its lease lost) is
+// skipped, so no handler runs on a lease that is not current.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	rows, err := w.Pool.Query(ctx, `
 		UPDATE webhook_inbox_tasks t SET status = $3, attempts = attempts + 1, lease = lease + 1,
@@ -113,50 +121,147 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("claim inbox tasks: %w", err)
 	}
+	if len(tasks) == 0 {
+		return 0, nil
+	}
+	h := newHeld(tasks)
+	bctx, stop := context.WithCancel(ctx)
+	beat := make(chan struct{})
+	go func() { defer close(beat); w.heartbeat(bctx, h) }()
+	defer func() { stop(); <-beat }()
 	for _, t := range tasks {
-		if err := w.run(ctx, t); err != nil {
+		hctx, cancel := context.WithCancel(ctx)
+		if !h.start(t.ID, cancel) {
+			cancel()
+			w.logger().Warn("inbox task lease lost before its turn; another worker owns it", "task", t.ID)
+			continue
+		}
+		// The start is fenced too: the heartbeat may not have seen a loss.
+		ok, err := w.fenced(ctx, t, `locked_until = now() + $4 * interval '1 millisecond'`, w.lease().Milliseconds())
+		if err != nil || !ok {
+			cancel()
+			h.finish(t.ID)
+			if err != nil {
+				return len(tasks), fmt.Errorf("start inbox task %d: %w", t.ID, err)
+			}
+			w.logger().Warn("inbox task lease lost before its turn; another worker owns it", "task", t.ID)
+			continue
+		}
+		err = w.run(ctx, hctx, t)
+		cancel()
+		h.finish(t.ID)
+		if err != nil {
 			return len(tasks), err
 		}
 	}
 	return len(tasks), nil
 }
 
-// fenced updates task t only while t's lease is the current one; it
-// reports whether it did.
-func (w *Worker) fenced(ctx context.Context, t Task, set string, args ...any) (bool, error) {
-	tag, err := w.Pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET `+set+` WHERE id = $1 AND lease = $2 AND status = $3`,
-		append([]any{t.ID, t.Lease, StatusProcessing}, args...)...)
-	if err != nil {
-		return false, err
+// heartbeat extends the lease of every task h holds every Lease/3, in one
+// statement, until ctx ends; a task whose lease is no longer current is
+// lost: its handler is stopped, or never started.
+func (w *Worker) heartbeat(ctx context.Context, h *held) {
+	tick := time.NewTicker(w.lease() / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ids, leases := h.snapshot()
+		if len(ids) == 0 {
+			continue
+		}
+		rows, err := w.Pool.Query(ctx, `
+			UPDATE webhook_inbox_tasks t SET locked_until = now() + $3 * interval '1 millisecond'
+			FROM unnest($1::bigint[], $2::bigint[]) AS h(id, lease)
+			WHERE t.id = h.id AND t.lease = h.lease AND t.status = $4
+			RETURNING t.id`, ids, leases, w.lease().Milliseconds(), StatusProcessing)
+		if err != nil {
+			continue // tried again at the next tick, well within the lease
+		}
+		kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			continue
+		}
+		for _, id := range h.lose(ids, kept) {
+			w.logger().Warn("inbox task lease lost; its handler is stopped", "task", id)
+		}
 	}
-	return tag.RowsAffected() == 1, nil
 }
 
-func (w *Worker) run(ctx context.Context, t Task) error {
-	hctx, lost := context.WithCancel(ctx)
-	defer lost()
-	beat := make(chan struct{})
-	go func() {
-		defer close(beat)
-		tick := time.NewTicker(w.lease() / 3)
-		defer tick.Stop()
-		for {
-			select {
-			case <-hctx.Done():
-				return
-			case <-tick.C:
-				ok, err := w.fenced(hctx, t, `locked_until = now() + $4 * interval '1 millisecond'`, w.lease().Milliseconds())
-				if err == nil && !ok {
-					w.logger().Warn("inbox task lease lost; its handler is stopped", "task", t.ID)
-					lost()
-					return
-				}
-			}
+// held is the tasks a RunOnce holds leases on: claimed and not finished.
+type held struct {
+	mu     sync.Mutex
+	leases map[int64]int64
+	// cancel stops the running task's handler.
+	cancel map[int64]context.CancelFunc
+}
+
+func newHeld(tasks []Task) *held {
+	h := &held{leases: make(map[int64]int64, len(tasks)), cancel: map[int64]context.CancelFunc{}}
+	for _, t := range tasks {
+		h.leases[t.ID] = t.Lease
+	}
+	return h
+}
+
+// start marks task id running with its handler's cancel; false if its
+// lease was lost.
+func (h *held) start(id int64, cancel context.CancelFunc) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.leases[id]; !ok {
+		return false
+	}
+	h.cancel[id] = cancel
+	return true
+}
+
+// finish stops holding task id.
+func (h *held) finish(id int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.leases, id)
+	delete(h.cancel, id)
+}
+
+func (h *held) snapshot() (ids, leases []int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, l := range h.leases {
+		ids, leases = append(ids, id), append(leases, l)
+	}
+	return ids, leases
+}
+
+// lose drops the tasks of asked not in kept, stopping a running handler,
+// and returns them.
+func (h *held) lose(asked, kept []int64) []int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var lost []int64
+	for _, id := range asked {
+		if slices.Contains(kept, id) {
+			continue
 		}
-	}()
+		if _, ok := h.leases[id]; !ok {
+			continue // finished meanwhile
+		}
+		lost = append(lost, id)
+		delete(h.leases, id)
+		if c := h.cancel[id]; c != nil {
+			c()
+		}
+	}
+	return lost
+}
+
+// run runs t's handler under hctx (ended by the heartbeat when the lease is
+// lost) and records its outcome, fenced by t's lease.
+func (w *Worker) run(ctx, hctx context.Context, t Task) error {
 	herr := w.Handle(hctx, t)
-	lost()
-	<-beat
 	if herr == nil {
 		ok, err := w.fenced(ctx, t, `status = $4, completed_at = now(), last_error = NULL, locked_until = NULL`, StatusCompleted)
 		if err != nil {
@@ -194,6 +299,17 @@ func (w *Worker) run(ctx context.Context, t Task) error {
 		w.logger().Warn("inbox task lease lost before reschedule; another worker owns it", "task", t.ID)
 	}
 	return nil
+}
+
+// fenced updates task t only while t's lease is the current one; it
+// reports whether it did.
+func (w *Worker) fenced(ctx context.Context, t Task, set string, args ...any) (bool, error) {
+	tag, err := w.Pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET `+set+` WHERE id = $1 AND lease = $2 AND status = $3`,
+		append([]any{t.ID, t.Lease, StatusProcessing}, args...)...)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
 }
 
 // ErrNotDead: Retry found no dead task with that ID.

@@ -26,6 +26,7 @@ import (
 	"hookrelay/config"
 	"hookrelay/delivery"
 	"hookrelay/internal/app"
+	"hookrelay/internal/defaults"
 	"hookrelay/internal/devstack"
 	"hookrelay/internal/testenv"
 	"hookrelay/outbox"
@@ -137,7 +138,7 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	// Every default as `hookrelay dev` has it, then what this deployment
 	// varies: its database, Temporal through the proxy, its own port, key
 	// and secret key.
-	h.cfg, err = config.Load("dev", true, nil, func(string) string { return "" })
+	h.cfg, err = config.Load("dev", true, nil, func(string) string { return "" }, defaults.Components())
 	require.NoError(t, err)
 	h.cfg.DatabaseURL, h.cfg.DBMaxConns = dbURL, 16
 	h.cfg.TemporalAddress, h.cfg.HTTPAddr = px.Addr(), "127.0.0.1:0"

@@ -31,8 +31,16 @@ import (
 // APIVersionDefault is the api_version of events that name none.
 const APIVersionDefault = "2026-11-01"
 
+// CreatedFormat is how the envelope writes created: RFC 3339 in UTC with
+// milliseconds, so receivers can order two changes of one second.
+const CreatedFormat = "2006-01-02T15:04:05.000Z07:00"
+
 // Limits on events.
 const (
+	// MaxCreatedAhead is how far in the future a producer's created may
+	// be: a receiver that orders by created would take every later real
+	// event for stale.
+	MaxCreatedAhead = 5 * time.Minute
 	MaxPayloadBytes = 256 << 10
 	MaxTypeLength   = 128
 	MaxIDLength     = 128
@@ -82,7 +90,7 @@ type Published struct {
 	Duplicate bool `json:"-"`
 }
 
-// envelope is the frozen body (CONTRACT §2); field order is fixed here.
+// envelope is the frozen body (docs/contract.md#2-envelope); field order is fixed here.
 type envelope struct {
 	ID         string          `json:"id"`
 	Type       string          `json:"type"`
@@ -120,6 +128,8 @@ func (e *Event) Validate(now time.Time) error {
 		return &delivery.FieldError{Field: "id", Reason: fmt.Sprintf("must be 1–%d characters of [A-Za-z0-9_:-] (no '.': the signed content is id.timestamp.body)", MaxIDLength)}
 	case len(bytes.TrimSpace(e.Data)) == 0:
 		return &delivery.FieldError{Field: "data", Reason: "is required (a JSON object)"}
+	case e.Created.After(now.Add(MaxCreatedAhead)):
+		return &delivery.FieldError{Field: "created", Reason: fmt.Sprintf("is more than %s in the future (%s); a receiver that orders by it would take every later event for stale", MaxCreatedAhead, e.Created.UTC().Format(CreatedFormat))}
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, e.Data); err != nil || compact.Bytes()[0] != '{' {
@@ -207,8 +217,8 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 	if created.IsZero() {
 		created = now
 	}
-	created = created.UTC().Truncate(time.Second)
-	body, err := json.Marshal(envelope{ID: ev.ID, Type: ev.Type, Created: created.Format(time.RFC3339), APIVersion: ev.APIVersion, Data: ev.Data})
+	created = created.UTC().Truncate(time.Millisecond)
+	body, err := json.Marshal(envelope{ID: ev.ID, Type: ev.Type, Created: created.Format(CreatedFormat), APIVersion: ev.APIVersion, Data: ev.Data})
 	if err != nil {
 		return Published{}, fmt.Errorf("encode envelope: %w", err)
 	}

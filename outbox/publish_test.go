@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strconv"
 	"testing"
@@ -269,4 +270,37 @@ func TestPausedRowsDoNotSilenceTheWake(t *testing.T) {
 	defer cancel()
 	_, err = conn.Conn().WaitForNotification(wctx)
 	require.NoError(t, err, "a paused endpoint's waiting row silenced the NOTIFY of every new delivery")
+}
+
+// TestCreatedOrdersChangesOfOneSecond: the envelope's created carries
+// milliseconds, so two changes of one second are ordered by it; a created
+// more than MaxCreatedAhead in the future is refused naming the field, and
+// one within it is kept as given.
+func TestCreatedOrdersChangesOfOneSecond(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	base := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	var created []string
+	for i, at := range []time.Time{base.Add(120 * time.Millisecond), base.Add(870 * time.Millisecond)} {
+		p, err := publish(t, b, outbox.Event{ID: "evt_ms_" + strconv.Itoa(i), Type: "payment.succeeded", Data: json.RawMessage(`{}`), Created: at})
+		require.NoError(t, err)
+		var body []byte
+		require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT payload FROM events WHERE id = $1`, p.ID).Scan(&body))
+		var env struct{ Created string }
+		require.NoError(t, json.Unmarshal(body, &env))
+		created = append(created, env.Created)
+	}
+	require.Equal(t, base.Add(120*time.Millisecond).Format("2006-01-02T15:04:05.000Z"), created[0])
+	require.Less(t, created[0], created[1], "two changes of one second are ordered")
+	for _, c := range created {
+		_, err := time.Parse(time.RFC3339, c)
+		require.NoError(t, err, "still RFC 3339 for every receiver")
+	}
+
+	_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`), Created: time.Now().Add(outbox.MaxCreatedAhead + time.Minute)})
+	fe, ok := errors.AsType[*delivery.FieldError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, "created", fe.Field)
+	_, err = publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`), Created: time.Now().Add(outbox.MaxCreatedAhead - time.Minute)})
+	require.NoError(t, err, "a clock a little ahead is fine")
 }

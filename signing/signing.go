@@ -1,5 +1,5 @@
 // Package signing builds the signature headers hookrelay sends on every
-// attempt (CONTRACT §3): the Standard Webhooks trio and X-Webhook-Signature.
+// attempt (docs/contract.md#3-headers-and-signatures): the Standard Webhooks trio and X-Webhook-Signature.
 // It also parses and generates endpoint secrets. It holds no Temporal or
 // database code.
 package signing

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -26,13 +27,14 @@ type Pruned struct {
 // retention at now (App.Retention, else keep): finished deliveries
 // (succeeded or canceled, last changed before then) with their attempts and
 // replays; dead letters only once also past their own retention
-// (delivery.RetentionDefault), so one that can still be replayed survives;
+// (delivery.DeadLetterWindowDefault), so one that can still be replayed survives;
 // then events left with no delivery. A delivery in flight or with an outbox
 // row is never touched. Expired portal sessions and links go too, and
-// audit entries older than keep.
+// audit entries older than keep. keep defaults to RetentionDefault.
 func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (Pruned, error) {
+	keep = cmp.Or(keep, RetentionDefault)
 	var p Pruned
-	keepMS, deadMS := keep.Milliseconds(), delivery.RetentionDefault.Milliseconds()
+	keepMS, deadMS := keep.Milliseconds(), delivery.DeadLetterWindowDefault.Milliseconds()
 	for {
 		tag, err := s.pool.Exec(ctx, `
 			DELETE FROM deliveries WHERE id IN (

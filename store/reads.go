@@ -179,7 +179,7 @@ func (s *Store) DeadLettered(ctx context.Context, appID, endpointID string, sinc
 }
 
 // Stats are the seed article's acceptance figures over the latest events
-// (CONTRACT §7). An event with several endpoints has several deliveries, so
+// (docs/contract.md#8-acceptance-figures). An event with several endpoints has several deliveries, so
 // the success figures and the rate count deliveries, each by its first
 // cycle; replays are counted apart and never change the first-cycle
 // figures.
@@ -220,7 +220,7 @@ type HourCount struct {
 	ByStatus map[delivery.Status]int `json:"by_status"`
 }
 
-// Stats computes CONTRACT §7 over the app's latest n events, and the
+// Stats computes the acceptance figures (docs/contract.md#8-acceptance-figures) over the app's latest n events, and the
 // hourly figures at now. Only deliveries to endpointIDs count when any are
 // given.
 func (s *Store) Stats(ctx context.Context, appID string, n int, endpointIDs []string, now time.Time) (Stats, error) {

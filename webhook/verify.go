@@ -21,6 +21,22 @@ import (
 // DefaultTolerance is how far a timestamp may be from now, either way.
 const DefaultTolerance = 5 * time.Minute
 
+// Bounds on what a verifier reads of a signature header, so that one
+// request from a stranger costs microseconds, not seconds: senders send a
+// signature per valid key (hookrelay at most two, during a rotation).
+const (
+	// MaxSignatureHeaderBytes is the longest signature header read; a
+	// longer one is malformed, before any signature is checked.
+	MaxSignatureHeaderBytes = 1024
+	// MaxSignatures is the most signatures one header may carry; more is
+	// malformed, before any signature is checked.
+	MaxSignatures = 4
+	// MaxEd25519Signatures is the most v1a signatures one header may
+	// carry (a sender rotating its key signs with two): each is checked
+	// against every public key, at about 50 µs a check.
+	MaxEd25519Signatures = 2
+)
+
 // Typed verification errors. Log them; answer the sender a generic 401.
 var (
 	ErrMissingHeader = errors.New("webhook: missing signature headers")
@@ -188,8 +204,18 @@ func (v *Verifier) verifyStandard(id, ts, sigs string, body []byte) (string, err
 		m.Write(signed)
 		want[i] = m.Sum(nil)
 	}
+	if len(sigs) > MaxSignatureHeaderBytes {
+		return "", fmt.Errorf("%w: webhook-signature longer than %d bytes", ErrMalformed, MaxSignatureHeaderBytes)
+	}
+	parts := strings.Fields(sigs)
+	if len(parts) > MaxSignatures {
+		return "", fmt.Errorf("%w: webhook-signature carries more than %d signatures", ErrMalformed, MaxSignatures)
+	}
+	if n := strings.Count(sigs, "v1a,"); n > MaxEd25519Signatures {
+		return "", fmt.Errorf("%w: webhook-signature carries more than %d v1a signatures", ErrMalformed, MaxEd25519Signatures)
+	}
 	wellFormed := false
-	for _, part := range strings.Fields(sigs) {
+	for _, part := range parts {
 		version, sig, ok := strings.Cut(part, ",")
 		if !ok {
 			continue
@@ -228,9 +254,16 @@ func (v *Verifier) verifyStandard(id, ts, sigs string, body []byte) (string, err
 }
 
 func (v *Verifier) verifyX(header string, body []byte) (string, error) {
+	if len(header) > MaxSignatureHeaderBytes {
+		return "", fmt.Errorf("%w: X-Webhook-Signature longer than %d bytes", ErrMalformed, MaxSignatureHeaderBytes)
+	}
+	parts := strings.Split(header, ",")
+	if len(parts) > MaxSignatures+1 { // t= and the signatures
+		return "", fmt.Errorf("%w: X-Webhook-Signature carries more than %d signatures", ErrMalformed, MaxSignatures)
+	}
 	var ts string
 	var sigs [][]byte
-	for _, part := range strings.Split(header, ",") {
+	for _, part := range parts {
 		k, val, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
 			return "", ErrMalformed

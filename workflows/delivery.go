@@ -26,7 +26,7 @@ const (
 	SignalReplay = "replay"
 	// SignalCancel ends a delivery as canceled.
 	SignalCancel = "cancel"
-	// QueryState answers the three questions of CONTRACT §6.
+	// QueryState answers the three questions (docs/contract.md#7-the-three-questions).
 	QueryState = "state"
 )
 
@@ -96,7 +96,7 @@ const (
 	outContinued
 )
 
-// DeliveryWorkflow drives one delivery. See CONTRACT §4–§6.
+// DeliveryWorkflow drives one delivery. See docs/contract.md, sections 4–7.
 func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 	r := &run{
 		in:       in,

@@ -226,7 +226,7 @@ func TestGoneDeadLettersAndReportsDisabled(t *testing.T) {
 	result(t, env)
 	require.Len(t, s.calls, 1)
 	require.Contains(t, dead.DeadLetterReason, "410 Gone; the endpoint was disabled")
-	require.Equal(t, activities.ClassPermanent, dead.LastAttempt.Class, "CONTRACT §4: a 410 is permanent")
+	require.Equal(t, activities.ClassPermanent, dead.LastAttempt.Class, "contract §4: a 410 is permanent")
 }
 
 // TestActivityFailureIsNoAttempt: an attempt that did not complete (the

@@ -103,6 +103,8 @@ func tryStartDev(t *testing.T, dataDir string, withUI bool) (*devProc, error) {
 func startProc(t *testing.T, env []string, ready *regexp.Regexp, args ...string) (*devProc, []string, error) {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "HOOKRELAY_TEST_MAIN=1"), env...)
+	// A test that panics runs no cleanup: the process must not outlive it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	p := &devProc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}

@@ -25,6 +25,7 @@ import (
 
 	"hookrelay/config"
 	"hookrelay/internal/app"
+	"hookrelay/internal/defaults"
 )
 
 const usage = `usage: hookrelay <command> [flags]
@@ -75,7 +76,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hookrelay: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	cfg, err := config.Load(cmd, cmd == "dev", rest, os.Getenv)
+	cfg, err := config.Load(cmd, cmd == "dev", rest, os.Getenv, defaults.Components())
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}

@@ -88,6 +88,7 @@ func runToEnd(t *testing.T, env []string, args ...string) (int, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
 	cmd.Env = append(append(os.Environ(), "HOOKRELAY_TEST_MAIN=1"), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if exit, ok := errors.AsType[*exec.ExitError](err); ok {
 		return exit.ExitCode(), string(out)

@@ -1,7 +1,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,14 +56,13 @@ func (st *Stack) startWorker(tc client.Client, series *metrics.Sender, opts Opti
 	d := &dispatch.Dispatcher{Pool: pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
 		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
 		Metrics: series}
-	d.SetCarrierSize(cmp.Or(cfg.CarrierSize, dispatch.CarrierSizeDefault))
 	if cfg.FirstAttempts != config.FirstAttemptsCarrier {
 		d.Sender = acts
 	}
 	st.Dispatcher = d
 	st.services.run("dispatcher", d.Run)
 	st.services.run("pruner", func(ctx context.Context) error {
-		return prune(ctx, st.Store, cmp.Or(cfg.Retention, store.RetentionDefault), logger.With("component", "pruner"))
+		return prune(ctx, st.Store, cfg.Retention, logger.With("component", "pruner"))
 	})
 	if cfg.MetricsAddr != "" && ownMetrics {
 		if err := st.serveMetrics(cfg.MetricsAddr); err != nil {
@@ -80,7 +78,7 @@ func (st *Stack) startAPI(tc client.Client, series *metrics.Sender) error {
 	cfg, logger := st.Config, st.Logger
 	srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
 		AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
-		Metrics: series, Gatherer: st.Metrics, Retention: cmp.Or(cfg.Retention, store.RetentionDefault),
+		Metrics: series, Gatherer: st.Metrics, Retention: cfg.Retention,
 		LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,
 		IngestRate: cfg.IngestRate, IngestBurst: cfg.IngestBurst, TrustedProxies: cfg.TrustedProxies})
 	st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })

@@ -23,7 +23,7 @@ import (
 // HistoryRetention is how long a namespace Setup registers keeps closed
 // workflow histories: a day past the dead-letter retention, so a dead
 // letter's history is still there when its parked run completes.
-const HistoryRetention = delivery.RetentionDefault + 24*time.Hour
+const HistoryRetention = delivery.DeadLetterWindowDefault + 24*time.Hour
 
 // SearchAttribute is a custom search attribute and its type.
 type SearchAttribute struct {

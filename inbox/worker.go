@@ -35,9 +35,10 @@ const (
 )
 
 // Worker runs pending tasks with Handle. Each claim takes a new lease
-// number, kept alive by a heartbeat while Handle runs; a task whose worker
-// crashed is claimed again once its lease ends, and the old worker can no
-// longer change it.
+// number, kept alive by a heartbeat from the claim until the task's outcome
+// is recorded; a handler starts only on a lease confirmed current. A task
+// whose worker crashed is claimed again once its lease ends, and the old
+// worker can no longer change it.
 type Worker struct {
 	Pool *pgxpool.Pool
 	// Handle performs the side effect; it must pass task.IdempotencyKey()

@@ -98,6 +98,7 @@ func TestBadInputs(t *testing.T) {
 		{"POST", app + "/events", `{"type":"payment.succeeded"}`, 422, "data"},
 		{"POST", app + "/events", `{"type":"payment.succeeded","data":[]}`, 422, "data"},
 		{"POST", app + "/events", `{"type":"payment.succeeded","data":{},"created":"noon"}`, 422, "created"},
+		{"POST", app + "/events", `{"type":"payment.succeeded","data":{},"created":"2099-01-01T00:00:00Z"}`, 422, "created"},
 		{"POST", app + "/events", `{"type":"payment.succeeded","data":{},"id":"has spaces"}`, 422, "id"},
 		{"POST", app + "/events", big, 413, ""},
 		{"POST", "/v1/apps/" + other + "/events", `{"type":"payment.succeeded","data":{},"id":"x"}` + " trailing", 400, ""},

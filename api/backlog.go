@@ -63,7 +63,7 @@ func (b *backlogs) over(ctx context.Context, appID string, now time.Time) (bool,
 	e.counting = e.counting || stale
 	b.mu.Unlock()
 	if stale {
-		counts, err := appBacklogs(ctx, b.st, []string{appID}, b.limit+1)
+		counts, err := b.st.AppBacklogs(ctx, []string{appID}, b.limit+1)
 		b.store(counts, now, err == nil)
 		if err != nil {
 			return false, err
@@ -144,37 +144,13 @@ func (s *Server) WatchBacklog(ctx context.Context) {
 		}
 		now := time.Now()
 		if ids := b.active(now); len(ids) > 0 {
-			counts, err := appBacklogs(ctx, b.st, ids, b.limit+1)
+			counts, err := b.st.AppBacklogs(ctx, ids, b.limit+1)
 			if err != nil {
 				s.logger.Debug("counting backlogs failed", "err", err)
 			}
 			b.store(counts, now, err == nil)
 		}
 	}
-}
-
-// appBacklogs counts each app's outbox rows, at most limit each (an index
-// scan of outbox_app per app).
-func appBacklogs(ctx context.Context, st *store.Store, appIDs []string, limit int) (map[string]int64, error) {
-	rows, err := st.Pool().Query(ctx, `SELECT a.id, (SELECT count(*) FROM (SELECT 1 FROM outbox o WHERE o.app_id = a.id LIMIT $2) b)
-		FROM unnest($1::text[]) AS a(id)`, appIDs, limit)
-	if err != nil {
-		return nil, fmt.Errorf("count outbox backlogs: %w", err)
-	}
-	defer rows.Close()
-	out := make(map[string]int64, len(appIDs))
-	for rows.Next() {
-		var id string
-		var n int64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, fmt.Errorf("count outbox backlogs: %w", err)
-		}
-		out[id] = n
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("count outbox backlogs: %w", err)
-	}
-	return out, nil
 }
 
 // shed answers 429 when the app's outbox backlog is past its bound. A

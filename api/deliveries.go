@@ -13,7 +13,6 @@ import (
 
 	"hookrelay/delivery"
 	"hookrelay/ids"
-	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
@@ -105,7 +104,7 @@ func (s *Server) replayDelivery(c *gin.Context) {
 		return
 	}
 	by := principal(c)
-	queued, err := outbox.Replay(ctx, s.store.Pool(), c.Param("app"), []string{d.ID}, by.ID, by.Name)
+	queued, err := store.ReplayDeliveries(ctx, s.store.Pool(), c.Param("app"), []string{d.ID}, by.ID, by.Name)
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -183,7 +182,7 @@ func (s *Server) replayEndpoint(c *gin.Context) {
 		return
 	}
 	by := principal(c)
-	queued, err := outbox.Replay(ctx, s.store.Pool(), c.Param("app"), dead, by.ID, by.Name)
+	queued, err := store.ReplayDeliveries(ctx, s.store.Pool(), c.Param("app"), dead, by.ID, by.Name)
 	if err != nil {
 		s.fail(c, err)
 		return

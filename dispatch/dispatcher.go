@@ -23,6 +23,7 @@ import (
 	"hookrelay/internal/coalesce"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
+	"hookrelay/store"
 	"hookrelay/workflows"
 )
 
@@ -183,13 +184,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case n > 0:
 			backoff = 0
 			// Rows whose ingest overlapped this round saw its rows still
-			// unleased and woke nobody (see Publish); once that overlap has
+			// unleased and woke nobody (see outbox.Publish); once that overlap has
 			// passed, ask for a round by the earliest row left (at once when
 			// the batch left rows behind).
 			if !sleepCtx(ctx, linger) {
 				return nil
 			}
-			if at, ok, err := outbox.NextClaim(ctx, d.Pool); err != nil {
+			if at, ok, err := store.NextOutboxClaim(ctx, d.Pool); err != nil {
 				d.Logger.Warn("next claim not read; the poll takes the rows", "err", err)
 			} else if ok {
 				w.request(at)
@@ -218,7 +219,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after commit
 	// Rows of one delivery are handled in order: only its oldest row is
 	// claimed per round, so a cancel is signaled before a later replay.
-	items, err := outbox.Claim(ctx, tx, batch)
+	items, err := store.ClaimOutbox(ctx, tx, batch)
 	if err != nil {
 		return 0, err
 	}
@@ -253,7 +254,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			singles = append(singles, it)
 		}
 	}
-	if err := outbox.Lease(ctx, tx, leaseIDs, leaseUntil); err != nil {
+	if err := store.LeaseOutbox(ctx, tx, leaseIDs, leaseUntil); err != nil {
 		return 0, err
 	}
 	size := int(d.carrierSize.Load())
@@ -272,20 +273,20 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			stampIDs, stampNames = append(stampIDs, it.ID), append(stampNames, id)
 		}
 	}
-	if err := outbox.Stamp(ctx, tx, stampIDs, stampNames); err != nil {
+	if err := store.StampCarriers(ctx, tx, stampIDs, stampNames); err != nil {
 		return 0, err
 	}
 	// A batch stamped before (a dispatcher that died before deleting it) is
 	// read whole, so it restarts with exactly its rows.
 	if len(stamped) > 0 {
-		again, err := outbox.CarrierRows(ctx, tx, slices.Collect(maps.Keys(stamped)))
+		again, err := store.CarrierRows(ctx, tx, slices.Collect(maps.Keys(stamped)))
 		if err != nil {
 			return 0, err
 		}
 		carried = append(carried, again...)
 	}
 	sent, sendErr := d.sendEach(ctx, singles)
-	if err := outbox.Done(ctx, tx, append(done, sent...)); err != nil {
+	if err := store.OutboxDone(ctx, tx, append(done, sent...)); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -294,7 +295,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	d.sendFirsts(ctx, firsts)
 	started, carryErr := d.carry(ctx, carried)
 	if len(started) > 0 {
-		if err := outbox.DoneCarriers(ctx, d.Pool, started); err != nil {
+		if err := store.DoneCarriers(ctx, d.Pool, started); err != nil {
 			return 0, err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"hookrelay/activities"
 	"hookrelay/delivery"
 	"hookrelay/outbox"
+	"hookrelay/store"
 )
 
 // Bounds of first attempts made straight from the outbox.
@@ -239,7 +240,7 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 func (d *Dispatcher) release(id int64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := outbox.Release(ctx, d.Pool, id); err != nil {
+	if err := store.ReleaseOutbox(ctx, d.Pool, id); err != nil {
 		d.Logger.Warn("outbox row not released; its lease lapses", "row", id, "err", err)
 	}
 }
@@ -260,7 +261,7 @@ func recordedOutcome(row outbox.Row) (*activities.SendOutcome, error) {
 // deleteRows deletes a batch of start rows whose first attempts ended (a
 // coalesce.Func).
 func (d *Dispatcher) deleteRows(ctx context.Context, ids []int64) ([]struct{}, []error, error) {
-	if err := outbox.Done(ctx, d.Pool, ids); err != nil {
+	if err := store.OutboxDone(ctx, d.Pool, ids); err != nil {
 		return nil, nil, err
 	}
 	return make([]struct{}, len(ids)), nil, nil

@@ -7,11 +7,10 @@ package metrics
 import (
 	"cmp"
 	"context"
-	"hookrelay/delivery"
+	"hookrelay/store"
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -143,18 +142,19 @@ const stateQueryTimeout = 2 * time.Second
 // state reads gauges from Postgres at scrape time, so every process reports
 // the same figures as the database.
 type state struct {
-	pool                                                    *pgxpool.Pool
+	read                                                    func(context.Context) (store.Gauges, error)
 	backlog, oldest, waiting, dead, disabled, scrapeFailure *prometheus.Desc
 }
 
 // NewState registers the gauges read from Postgres at scrape time: outbox
 // backlog and the age of its oldest row, deliveries waiting for a retry,
 // dead letters, disabled endpoints.
-func NewState(reg prometheus.Registerer, pool *pgxpool.Pool) {
+// read is the store's reading of them (store.Store.Gauges).
+func NewState(reg prometheus.Registerer, read func(context.Context) (store.Gauges, error)) {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, nil, nil)
 	}
-	reg.MustRegister(&state{pool: pool,
+	reg.MustRegister(&state{read: read,
 		backlog:       d("outbox_backlog", "Outbox rows not yet carried to Temporal."),
 		oldest:        d("outbox_oldest_age_seconds", "Age of the oldest outbox row (0 when empty)."),
 		waiting:       d("deliveries_waiting_retry", "Deliveries waiting for their next attempt."),
@@ -173,23 +173,16 @@ func (s *state) Describe(ch chan<- *prometheus.Desc) {
 func (s *state) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), stateQueryTimeout)
 	defer cancel()
-	var backlog, waiting, dead, disabled int64
-	var oldest float64
-	err := s.pool.QueryRow(ctx, `
-		SELECT (SELECT count(*) FROM outbox),
-		       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(created_at)) FROM outbox), 0),
-		       (SELECT count(*) FROM deliveries WHERE status = $1 AND next_attempt_at IS NOT NULL),
-		       (SELECT count(*) FROM deliveries WHERE status = $2),
-		       (SELECT count(*) FROM endpoints WHERE disabled AND deleted_at IS NULL)`, delivery.StatusDelivering, delivery.StatusDeadLettered).Scan(&backlog, &oldest, &waiting, &dead, &disabled)
+	g, err := s.read(ctx)
 	failed := 0.0
 	if err != nil {
 		failed = 1
 	} else {
-		ch <- prometheus.MustNewConstMetric(s.backlog, prometheus.GaugeValue, float64(backlog))
-		ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, oldest)
-		ch <- prometheus.MustNewConstMetric(s.waiting, prometheus.GaugeValue, float64(waiting))
-		ch <- prometheus.MustNewConstMetric(s.dead, prometheus.GaugeValue, float64(dead))
-		ch <- prometheus.MustNewConstMetric(s.disabled, prometheus.GaugeValue, float64(disabled))
+		ch <- prometheus.MustNewConstMetric(s.backlog, prometheus.GaugeValue, float64(g.OutboxBacklog))
+		ch <- prometheus.MustNewConstMetric(s.oldest, prometheus.GaugeValue, g.OutboxOldestSeconds)
+		ch <- prometheus.MustNewConstMetric(s.waiting, prometheus.GaugeValue, float64(g.WaitingRetry))
+		ch <- prometheus.MustNewConstMetric(s.dead, prometheus.GaugeValue, float64(g.DeadLetters))
+		ch <- prometheus.MustNewConstMetric(s.disabled, prometheus.GaugeValue, float64(g.EndpointsDisabled))
 	}
 	ch <- prometheus.MustNewConstMetric(s.scrapeFailure, prometheus.GaugeValue, failed)
 }

@@ -254,7 +254,7 @@ func TestPausedRowsDoNotSilenceTheWake(t *testing.T) {
 	require.NoError(t, err)
 	tx, err := b.st.Pool().Begin(ctx)
 	require.NoError(t, err)
-	_, ok, err := outbox.NextClaim(ctx, tx)
+	_, ok, err := store.NextOutboxClaim(ctx, tx)
 	require.NoError(t, err)
 	require.False(t, ok, "the paused row is not claimable")
 	require.NoError(t, tx.Rollback(ctx))

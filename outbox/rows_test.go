@@ -9,6 +9,7 @@ import (
 
 	"hookrelay/delivery"
 	"hookrelay/outbox"
+	"hookrelay/store"
 )
 
 // TestStaleRows: rows with nothing left to do are only marked done: a start
@@ -42,18 +43,18 @@ func TestClaimTakesOneRowPerDelivery(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, p.Deliveries, 2)
 	first := p.Deliveries[0].ID
-	require.NoError(t, outbox.Cancel(ctx, b.st.Pool(), []string{first}, "test"))
+	require.NoError(t, store.CancelWorkflows(ctx, b.st.Pool(), []string{first}, "test"))
 
 	claim := func() []outbox.Row {
 		tx, err := b.st.Pool().Begin(ctx)
 		require.NoError(t, err)
-		rows, err := outbox.Claim(ctx, tx, 10)
+		rows, err := store.ClaimOutbox(ctx, tx, 10)
 		require.NoError(t, err)
 		var done []int64
 		for _, r := range rows {
 			done = append(done, r.ID)
 		}
-		require.NoError(t, outbox.Done(ctx, tx, done))
+		require.NoError(t, store.OutboxDone(ctx, tx, done))
 		require.NoError(t, tx.Commit(ctx))
 		return rows
 	}
@@ -70,7 +71,7 @@ func TestClaimTakesOneRowPerDelivery(t *testing.T) {
 	require.Equal(t, first, rows[0].DeliveryID)
 	require.Equal(t, "test", rows[0].RequestedBy)
 	require.Empty(t, claim())
-	n, err := outbox.Backlog(ctx, b.st.Pool(), 100)
+	n, err := store.OutboxBacklog(ctx, b.st.Pool(), 100)
 	require.NoError(t, err)
 	require.Zero(t, n)
 }

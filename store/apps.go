@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"hookrelay/delivery"
-	"hookrelay/outbox"
 
 	"hookrelay/ids"
 )
@@ -122,10 +121,10 @@ func (s *Store) DeleteApp(ctx context.Context, id string) error {
 		if err != nil {
 			return fmt.Errorf("open deliveries of app %s: %w", id, err)
 		}
-		if err := outbox.DropApp(ctx, tx, id); err != nil {
+		if err := DropAppOutbox(ctx, tx, id); err != nil {
 			return err
 		}
-		if err := outbox.Cancel(ctx, tx, open, "app deleted"); err != nil {
+		if err := CancelWorkflows(ctx, tx, open, "app deleted"); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM apps WHERE id = $1`, id)

@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"hookrelay/delivery"
-	"hookrelay/outbox"
 )
 
 // Reasons a delivery was canceled, as its row records them.
@@ -58,7 +57,7 @@ func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except
 	if err != nil {
 		return fmt.Errorf("cancel deliveries of %s: %w", endpointID, err)
 	}
-	return outbox.Cancel(ctx, tx, ids, reason)
+	return CancelWorkflows(ctx, tx, ids, reason)
 }
 
 // disable disables an endpoint for cause (DisabledGone after a 410,

@@ -12,7 +12,6 @@ import (
 
 	"hookrelay/delivery"
 	"hookrelay/ids"
-	"hookrelay/outbox"
 	"hookrelay/signing"
 )
 
@@ -264,7 +263,7 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 		}
 		if wasPaused && !out.Paused {
 			// Resumed: its waiting outbox rows go out now.
-			if err := outbox.Wake(ctx, tx); err != nil {
+			if err := WakeDispatcher(ctx, tx); err != nil {
 				return err
 			}
 		}

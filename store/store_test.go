@@ -220,7 +220,7 @@ func TestStatsCountFirstCycles(t *testing.T) {
 	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`)
 	require.NoError(t, err)
 	for _, id := range []string{dead, first} {
-		queued, err := outbox.Replay(ctx, f.st.Pool(), f.app.ID, []string{id}, "key_test", "test key")
+		queued, err := store.ReplayDeliveries(ctx, f.st.Pool(), f.app.ID, []string{id}, "key_test", "test key")
 		require.NoError(t, err)
 		require.Len(t, queued, 1)
 		_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: id, Status: delivery.StatusDelivering, Cycle: 2})

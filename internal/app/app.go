@@ -273,7 +273,7 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	st.closers = append(st.closers, st.services.stop)
 	st.Metrics = metrics.NewRegistry()
 	series := metrics.NewSender(st.Metrics, cfg.MetricsEndpointLabels)
-	metrics.NewState(st.Metrics, pool)
+	metrics.NewState(st.Metrics, st.Store.Gauges)
 	if roles&RoleWorker != 0 {
 		if err := st.startWorker(tc, series, opts, roles&RoleAPI == 0); err != nil {
 			return err

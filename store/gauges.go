@@ -1,0 +1,63 @@
+package store
+
+import (
+	"context"
+	"fmt"
+
+	"hookrelay/delivery"
+)
+
+// Gauges are the figures /metrics reads from Postgres at scrape time, so
+// every process reports what the database holds.
+type Gauges struct {
+	// OutboxBacklog counts outbox rows; OutboxOldestSeconds is the age of
+	// the oldest (0 when empty).
+	OutboxBacklog       int64
+	OutboxOldestSeconds float64
+	// WaitingRetry counts deliveries waiting for their next attempt.
+	WaitingRetry int64
+	// DeadLetters counts deliveries dead-lettered now.
+	DeadLetters int64
+	// EndpointsDisabled counts endpoints disabled now (not deleted).
+	EndpointsDisabled int64
+}
+
+// Gauges reads the Gauges in one statement.
+func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
+	var g Gauges
+	err := s.pool.QueryRow(ctx, `
+		SELECT (SELECT count(*) FROM outbox),
+		       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(created_at)) FROM outbox), 0),
+		       (SELECT count(*) FROM deliveries WHERE status = $1 AND next_attempt_at IS NOT NULL),
+		       (SELECT count(*) FROM deliveries WHERE status = $2),
+		       (SELECT count(*) FROM endpoints WHERE disabled AND deleted_at IS NULL)`,
+		delivery.StatusDelivering, delivery.StatusDeadLettered).Scan(&g.OutboxBacklog, &g.OutboxOldestSeconds, &g.WaitingRetry, &g.DeadLetters, &g.EndpointsDisabled)
+	if err != nil {
+		return g, fmt.Errorf("read gauges: %w", err)
+	}
+	return g, nil
+}
+
+// AppBacklogs counts each app's outbox rows, at most limit each (an index
+// scan of outbox_app per app).
+func (s *Store) AppBacklogs(ctx context.Context, appIDs []string, limit int) (map[string]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT a.id, (SELECT count(*) FROM (SELECT 1 FROM outbox o WHERE o.app_id = a.id LIMIT $2) b)
+		FROM unnest($1::text[]) AS a(id)`, appIDs, limit)
+	if err != nil {
+		return nil, fmt.Errorf("count outbox backlogs: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]int64, len(appIDs))
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, fmt.Errorf("count outbox backlogs: %w", err)
+		}
+		out[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count outbox backlogs: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,258 @@
+package store
+
+// The outbox's statements: what the dispatcher and the sender claim, lease
+// and delete, and the replays and cancels the API and the store queue.
+// Publish, which runs in a producer's own transaction, is package outbox's.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+)
+
+// rowSelect reads outbox rows with what their dispatch needs.
+const rowSelect = `
+	SELECT o.id, o.kind, COALESCE(o.requested_by, ''), o.created_at, o.delivery_id, d.id IS NOT NULL,
+	       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
+	       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
+	       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0),
+	       COALESCE(o.carrier_id, ''), o.outcome
+	FROM outbox o
+	LEFT JOIN deliveries d ON d.id = o.delivery_id
+	LEFT JOIN endpoints e ON e.id = d.endpoint_id
+	LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id`
+
+func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Row, error) {
+		var it outbox.Row
+		var sched []int64
+		var deadline, timeout int64
+		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
+			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
+			&it.CarrierID, &it.Outcome)
+		it.Settings = delivery.Settings{
+			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
+			RequestTimeout: time.Duration(timeout) * time.Millisecond,
+		}
+		return it, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read outbox rows: %w", err)
+	}
+	return out, nil
+}
+
+// ClaimOutbox locks up to limit rows in tx (FOR UPDATE SKIP LOCKED, so several
+// dispatchers can run), fairly across apps: each app's oldest rows are
+// taken in turn (its first, then every app's second, …), so a flood from
+// one app delays another app's rows by at most one round. Rows of one
+// delivery are handled in order: only its oldest row is claimed, so a
+// cancel is dispatched after the start a sender holds and before a later
+// replay of the same delivery. Rows leased to a sender (see LeaseOutbox) are
+// left alone until their lease lapses; starts and replays of a paused
+// endpoint wait in the outbox.
+func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error) {
+	rows, err := tx.Query(ctx, `
+		WITH RECURSIVE apps(app_id) AS (
+		  (SELECT app_id FROM outbox ORDER BY app_id LIMIT 1)
+		  UNION ALL
+		  SELECT (SELECT o.app_id FROM outbox o WHERE o.app_id > apps.app_id ORDER BY o.app_id LIMIT 1)
+		  FROM apps WHERE apps.app_id IS NOT NULL
+		), picked AS (
+		  SELECT c.id FROM apps CROSS JOIN LATERAL (
+		    SELECT o.id, row_number() OVER (ORDER BY o.id) AS rn
+		    FROM outbox o
+		    LEFT JOIN deliveries d ON d.id = o.delivery_id
+		    LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		    WHERE o.app_id = apps.app_id
+		      AND (o.leased_until IS NULL OR o.leased_until < now())
+		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
+		      AND NOT (o.kind <> $2 AND COALESCE(e.paused, false))
+		    ORDER BY o.id LIMIT $1
+		  ) c
+		  WHERE apps.app_id IS NOT NULL
+		  ORDER BY c.rn, c.id LIMIT $1
+		)`+rowSelect+`
+		WHERE o.id IN (SELECT id FROM picked)
+		  -- Checked again on the locked row: another dispatcher may have
+		  -- leased it since this statement's snapshot.
+		  AND (o.leased_until IS NULL OR o.leased_until < now())
+		ORDER BY o.id
+		FOR UPDATE OF o SKIP LOCKED`, limit, outbox.KindCancel)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	return collectRows(rows)
+}
+
+// NextOutboxClaim is the earliest claim_by of the rows a round could claim (not
+// leased, not held by a paused endpoint); ok is false when there are none.
+func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bool, err error) {
+	var next *time.Time
+	err = q.QueryRow(ctx, `
+		SELECT min(o.claim_by) FROM outbox o
+		LEFT JOIN deliveries d ON d.id = o.delivery_id
+		LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		WHERE (o.leased_until IS NULL OR o.leased_until < now()) AND NOT (o.kind <> $1 AND COALESCE(e.paused, false))`, outbox.KindCancel).Scan(&next)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("next claim: %w", err)
+	}
+	if next == nil {
+		return time.Time{}, false, nil
+	}
+	return *next, true, nil
+}
+
+// LeaseOutbox leases start rows (ids) to a sender, each until its until, in tx:
+// no dispatcher claims them before their lease lapses.
+func LeaseOutbox(ctx context.Context, tx pgx.Tx, ids []int64, until []time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `UPDATE outbox o SET leased_until = v.until FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, until) WHERE o.id = v.id`, ids, until); err != nil {
+		return fmt.Errorf("lease outbox rows: %w", err)
+	}
+	return nil
+}
+
+// ReleaseOutbox ends the lease of a start row whose first attempt was not made
+// or not handed off, so the next dispatcher round takes it again.
+func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
+	if _, err := q.Exec(ctx, `UPDATE outbox SET leased_until = NULL WHERE id = $1`, id); err != nil {
+		return fmt.Errorf("release outbox row %d: %w", id, err)
+	}
+	return WakeDispatcher(ctx, q)
+}
+
+// StampCarriers gives start rows (ids) to carriers (carrierIDs, one per row), in
+// one statement in tx: once tx commits, each batch is named, and a
+// dispatcher that restarts it (CarrierRows) starts the same carrier with the
+// same rows.
+func StampCarriers(ctx context.Context, tx pgx.Tx, ids []int64, carrierIDs []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `UPDATE outbox o SET carrier_id = v.carrier FROM unnest($1::bigint[], $2::text[]) AS v(id, carrier) WHERE o.id = v.id`,
+		ids, carrierIDs)
+	if err != nil {
+		return fmt.Errorf("stamp carriers: %w", err)
+	}
+	return nil
+}
+
+// CarrierRows reads every row of the given carriers, locking them (waiting
+// for another dispatcher's lock, so a batch is never read in part).
+func CarrierRows(ctx context.Context, tx pgx.Tx, carrierIDs []string) ([]outbox.Row, error) {
+	rows, err := tx.Query(ctx, rowSelect+` WHERE o.carrier_id = ANY ($1) ORDER BY o.id FOR UPDATE OF o`, carrierIDs)
+	if err != nil {
+		return nil, fmt.Errorf("carrier rows: %w", err)
+	}
+	return collectRows(rows)
+}
+
+// DoneCarriers deletes the rows of carriers that started.
+func DoneCarriers(ctx context.Context, q outbox.Querier, carrierIDs []string) error {
+	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE carrier_id = ANY ($1)`, carrierIDs); err != nil {
+		return fmt.Errorf("delete carried rows: %w", err)
+	}
+	return nil
+}
+
+// WakeDispatcher wakes the dispatcher when tx commits (rows it was holding back, a
+// paused endpoint's, may go now).
+func WakeDispatcher(ctx context.Context, q outbox.Querier) error {
+	if _, err := q.Exec(ctx, `SELECT pg_notify($1, '')`, outbox.Channel); err != nil {
+		return fmt.Errorf("wake dispatcher: %w", err)
+	}
+	return nil
+}
+
+// OutboxDone deletes rows whose work is done.
+func OutboxDone(ctx context.Context, q outbox.Querier, ids []int64) error {
+	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, ids); err != nil {
+		return fmt.Errorf("delete dispatched rows: %w", err)
+	}
+	return nil
+}
+
+// ReplayDeliveries records a replay of each delivery (by whom), sets it pending and
+// queues it, in one statement that wakes the dispatcher. Only finished
+// deliveries (succeeded, dead-lettered, canceled) of an enabled endpoint
+// with no start or replay queued are replayed, so a dead letter of a
+// disabled endpoint stays a dead letter until it is enabled again. It
+// returns the IDs queued. by and byName say who asked: the API key's or
+// portal session's ID and name.
+func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliveryIDs []string, by, byName string) ([]string, error) {
+	rows, err := q.Query(ctx, `
+		WITH r AS (
+		  SELECT d.id FROM deliveries d
+		  JOIN endpoints e ON e.id = d.endpoint_id AND NOT e.disabled AND e.deleted_at IS NULL
+		  WHERE d.app_id = $1 AND d.id = ANY ($2) AND d.status = ANY ($3)
+		    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.kind <> $6)
+		  FOR UPDATE OF d
+		), rec AS (
+		  INSERT INTO replays (delivery_id, requested_by, requested_by_name) SELECT id, $4, $9 FROM r
+		), upd AS (
+		  UPDATE deliveries SET status = $7, dead_letter_reason = NULL, next_attempt_at = NULL, updated_at = now()
+		  WHERE id IN (SELECT id FROM r)
+		), ob AS (
+		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id) SELECT id, $8, $4, $1 FROM r
+		), wake AS (
+		  SELECT pg_notify($5, '') FROM (SELECT 1 FROM r LIMIT 1) AS any_replay
+		)
+		SELECT id FROM r, (SELECT count(*) FROM wake) AS w`,
+		appID, deliveryIDs, delivery.From(delivery.EventReplay), by, outbox.Channel, outbox.KindCancel, delivery.To(delivery.EventReplay), outbox.KindReplay, byName)
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	queued, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("replay: %w", err)
+	}
+	return queued, nil
+}
+
+// CancelWorkflows queues a cancel of each delivery's workflow, by whom (a reason),
+// and wakes the dispatcher. Call it in the transaction that disables or
+// deletes what the deliveries belong to: a cancel row keeps no reference to
+// its delivery, so it outlives an app's delete.
+func CancelWorkflows(ctx context.Context, q outbox.Querier, deliveryIDs []string, by string) error {
+	if len(deliveryIDs) == 0 {
+		return nil
+	}
+	_, err := q.Exec(ctx, `
+		WITH ob AS (
+		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id)
+		  SELECT c.id, $2, $3, COALESCE(d.app_id, '') FROM unnest($1::text[]) AS c(id) LEFT JOIN deliveries d ON d.id = c.id
+		)
+		SELECT pg_notify($4, '')`, deliveryIDs, outbox.KindCancel, by, outbox.Channel)
+	if err != nil {
+		return fmt.Errorf("queue cancels: %w", err)
+	}
+	return nil
+}
+
+// DropAppOutbox deletes the start and replay rows of an app's deliveries, which
+// are about to be deleted with it; their cancel rows stay.
+func DropAppOutbox(ctx context.Context, q outbox.Querier, appID string) error {
+	_, err := q.Exec(ctx, `DELETE FROM outbox WHERE kind <> $2 AND delivery_id IN (SELECT id FROM deliveries WHERE app_id = $1)`,
+		appID, outbox.KindCancel)
+	if err != nil {
+		return fmt.Errorf("drop outbox rows of app %s: %w", appID, err)
+	}
+	return nil
+}
+
+// OutboxBacklog counts outbox rows, up to limit (counting stops there).
+func OutboxBacklog(ctx context.Context, q outbox.Querier, limit int) (int64, error) {
+	var n int64
+	if err := q.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM outbox LIMIT $1) b`, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("outbox backlog: %w", err)
+	}
+	return n, nil
+}

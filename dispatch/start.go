@@ -121,7 +121,7 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		// as the next cycle; a completed one is started again as that cycle.
 		// Either way the cycle runs with the endpoint's current settings and
 		// this replay's ID, so a row dispatched twice runs once.
-		in.Cycle++
+		// The replay gave the row its cycle (store.ReplayDeliveries).
 		in.ReplayID = it.ID
 		settings := in.Settings
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE

@@ -65,8 +65,8 @@ type Change struct {
 // leave the decision to a person or to the resource's own API.
 func ApplyIfNewer(ctx context.Context, tx pgx.Tx, c Change, apply func() error) (Outcome, error) {
 	record := func(o Outcome, v version, reason string) (Outcome, error) {
-		if _, err := tx.Exec(ctx, `INSERT INTO webhook_inbox_outcomes (source, resource, event_id, version, version_text, outcome, reason)
-			VALUES ($1, $2, $3, $4::numeric, $5, $6, $7)`, c.Source, c.Resource, c.EventID, v.numeric(), v.textValue(), string(o), reason); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO webhook_inbox_outcomes (source, resource, event_id, version, version_text, version_kind, outcome, reason)
+			VALUES ($1, $2, $3, $4::numeric, $5, $6, $7, $8)`, c.Source, c.Resource, c.EventID, v.numeric(), v.textValue(), v.kindValue(), string(o), reason); err != nil {
 			return "", fmt.Errorf("record outcome of %s: %w", c.EventID, err)
 		}
 		return o, nil
@@ -80,18 +80,22 @@ func ApplyIfNewer(ctx context.Context, tx pgx.Tx, c Change, apply func() error) 
 		c.Source, c.Resource); err != nil {
 		return "", fmt.Errorf("version of %s: %w", c.Resource, err)
 	}
-	var storedNum, storedText *string
+	var storedNum, storedText, storedKind *string
 	var storedContent []byte
-	if err := tx.QueryRow(ctx, `SELECT version::text, version_text, content FROM webhook_inbox_versions WHERE source = $1 AND resource = $2 FOR UPDATE`,
-		c.Source, c.Resource).Scan(&storedNum, &storedText, &storedContent); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT version::text, version_text, version_kind, content FROM webhook_inbox_versions WHERE source = $1 AND resource = $2 FOR UPDATE`,
+		c.Source, c.Resource).Scan(&storedNum, &storedText, &storedKind, &storedContent); err != nil {
 		return "", fmt.Errorf("version of %s: %w", c.Resource, err)
 	}
 	if storedNum != nil || storedText != nil {
-		old := version{}
+		// Rows written before version_kind: a number or a time, which
+		// compared as numbers then.
+		old := version{kind: versionKind(cmp.Or(ptrValue(storedKind), string(v.kind)))}
 		if storedText != nil {
-			old.text, old.isText = *storedText, true
+			old.text, old.kind = *storedText, kindString
 		} else if old.num, _ = new(big.Rat).SetString(*storedNum); old.num == nil {
 			return "", fmt.Errorf("version of %s: stored %q is not a number", c.Resource, *storedNum)
+		} else if old.kind == kindString {
+			old.kind = kindNumber
 		}
 		order, comparable := v.compare(old)
 		switch {
@@ -108,31 +112,57 @@ func ApplyIfNewer(ctx context.Context, tx pgx.Tx, c Change, apply func() error) 
 	if err := apply(); err != nil {
 		return "", err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE webhook_inbox_versions SET version = $3::numeric, version_text = $4, event_id = $5, content = $6, updated_at = now()
-		WHERE source = $1 AND resource = $2`, c.Source, c.Resource, v.numeric(), v.textValue(), c.EventID, content[:]); err != nil {
+	if _, err := tx.Exec(ctx, `UPDATE webhook_inbox_versions SET version = $3::numeric, version_text = $4, version_kind = $5, event_id = $6, content = $7, updated_at = now()
+		WHERE source = $1 AND resource = $2`, c.Source, c.Resource, v.numeric(), v.textValue(), v.kindValue(), c.EventID, content[:]); err != nil {
 		return "", fmt.Errorf("version of %s: %w", c.Resource, err)
 	}
 	return record(OutcomeApplied, v, "")
 }
 
-// version orders a change: an exact number (a JSON number, or an RFC 3339
-// time as Unix seconds to the nanosecond), or a string compared as bytes.
+// versionKind is what a version is; versions of different kinds do not
+// order.
+type versionKind string
+
+// Kinds of version.
+const (
+	kindNumber versionKind = "number"
+	kindTime   versionKind = "time"
+	kindString versionKind = "string"
+)
+
+// version orders a change: an exact number (a JSON number), an instant (an
+// RFC 3339 time, as Unix seconds to the nanosecond, any year), or a string
+// compared as bytes.
 type version struct {
-	num    *big.Rat
-	text   string
-	isText bool
+	kind versionKind
+	num  *big.Rat
+	text string
 }
 
 // compare orders v after old (1), before it (-1) or equal (0); false when
-// one is a number and the other a string.
+// they are of different kinds.
 func (v version) compare(old version) (int, bool) {
-	if v.isText != old.isText {
+	if v.kind != old.kind {
 		return 0, false
 	}
-	if v.isText {
+	if v.kind == kindString {
 		return strings.Compare(v.text, old.text), true
 	}
 	return v.num.Cmp(old.num), true
+}
+
+func (v version) kindValue() any {
+	if v.kind == "" {
+		return nil
+	}
+	return string(v.kind)
+}
+
+func ptrValue(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
 }
 
 // numeric is v as the exact decimal Postgres keeps (nil for a string or no
@@ -145,7 +175,7 @@ func (v version) numeric() any {
 }
 
 func (v version) textValue() any {
-	if !v.isText {
+	if v.kind != kindString {
 		return nil
 	}
 	return v.text
@@ -197,12 +227,14 @@ func versionOf(body []byte, field string) (version, error) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return version{num: new(big.Rat).SetFrac(big.NewInt(t.UnixNano()), big.NewInt(int64(time.Second)))}, nil
+			// Seconds and nanoseconds apart: UnixNano wraps outside 1678–2262.
+			at := new(big.Rat).SetFrac(big.NewInt(int64(t.Nanosecond())), big.NewInt(int64(time.Second)))
+			return version{kind: kindTime, num: at.Add(at, new(big.Rat).SetInt64(t.Unix()))}, nil
 		}
 		if field == "" {
 			return version{}, fmt.Errorf("%w: created is not an RFC 3339 time", ErrNoVersion)
 		}
-		return version{text: s, isText: true}, nil
+		return version{kind: kindString, text: s}, nil
 	}
 	m := jsonNumber.FindSubmatch(raw)
 	if m == nil {
@@ -216,5 +248,5 @@ func versionOf(body []byte, field string) (version, error) {
 	if !ok {
 		return version{}, fmt.Errorf("%w: %s is not a number", ErrNoVersion, name)
 	}
-	return version{num: v}, nil
+	return version{kind: kindNumber, num: v}, nil
 }

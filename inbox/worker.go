@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -26,7 +24,6 @@ const (
 const (
 	LeaseDefault       = 30 * time.Second
 	PollDefault        = 200 * time.Millisecond
-	BatchDefault       = 16
 	MaxBackoffDefault  = 5 * time.Minute
 	BaseBackoffDefault = time.Second
 	// MaxAttemptsDefault is how many times a task may fail before it is
@@ -34,11 +31,11 @@ const (
 	MaxAttemptsDefault = 10
 )
 
-// Worker runs pending tasks with Handle. Each claim takes a new lease
-// number, kept alive by a heartbeat from the claim until the task's outcome
-// is recorded; a handler starts only on a lease confirmed current. A task
-// whose worker crashed is claimed again once its lease ends, and the old
-// worker can no longer change it.
+// Worker runs pending tasks with Handle, one at a time: each is claimed
+// when it runs, under a new lease number kept alive by a heartbeat until
+// its outcome is recorded. A task whose worker crashed is claimed again
+// once its lease ends, and the old worker can no longer change it; a
+// handler whose lease is lost, or cannot be confirmed, is stopped.
 type Worker struct {
 	Pool *pgxpool.Pool
 	// Handle performs the side effect; it must pass task.IdempotencyKey()
@@ -96,173 +93,89 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce claims a batch of due tasks (pending and due, or processing with
-// an expired lease), each under a new lease number, runs them one after
-// another and records each outcome. It returns how many it claimed.
-//
-// The lease of every claimed task is held from the claim on, by one
-// heartbeat for the whole batch, and a handler starts only after its task's
-// lease is confirmed current: a task waiting its turn in the batch is never
-// taken by another worker meanwhile, and one that was (its lease lost) is
-// skipped, so no handler runs on a lease that is not current.
+// RunOnce claims the next due task (pending and due, or processing with an
+// expired lease) under a new lease number, runs it and records its outcome.
+// It returns how many it claimed (0 or 1). A task is claimed only when it
+// runs, so none waits on a lease behind another task's handler.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
+	claimed := time.Now() // no later than the lease's start
 	rows, err := w.Pool.Query(ctx, `
-		UPDATE webhook_inbox_tasks t SET status = $3, attempts = attempts + 1, lease = lease + 1,
+		UPDATE webhook_inbox_tasks t SET status = $2, attempts = attempts + 1, lease = lease + 1,
 		       locked_until = now() + $1 * interval '1 millisecond'
 		WHERE id IN (
 		  SELECT id FROM webhook_inbox_tasks
-		  WHERE (status = $4 AND run_after <= now()) OR (status = $3 AND locked_until < now())
-		  ORDER BY run_after, id LIMIT $2
+		  WHERE (status = $3 AND run_after <= now()) OR (status = $2 AND locked_until < now())
+		  ORDER BY run_after, id LIMIT 1
 		  FOR UPDATE SKIP LOCKED)
-		RETURNING id, source, event_id, kind, payload, attempts, lease`, w.lease().Milliseconds(), BatchDefault, StatusProcessing, StatusPending)
+		RETURNING id, source, event_id, kind, payload, attempts, lease`, w.lease().Milliseconds(), StatusProcessing, StatusPending)
 	if err != nil {
-		return 0, fmt.Errorf("claim inbox tasks: %w", err)
+		return 0, fmt.Errorf("claim inbox task: %w", err)
 	}
 	tasks, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Task])
 	if err != nil {
-		return 0, fmt.Errorf("claim inbox tasks: %w", err)
+		return 0, fmt.Errorf("claim inbox task: %w", err)
 	}
 	if len(tasks) == 0 {
 		return 0, nil
 	}
-	h := newHeld(tasks)
-	bctx, stop := context.WithCancel(ctx)
-	beat := make(chan struct{})
-	go func() { defer close(beat); w.heartbeat(bctx, h) }()
-	defer func() { stop(); <-beat }()
-	for _, t := range tasks {
-		hctx, cancel := context.WithCancel(ctx)
-		if !h.start(t.ID, cancel) {
-			cancel()
-			w.logger().Warn("inbox task lease lost before its turn; another worker owns it", "task", t.ID)
-			continue
-		}
-		// The start is fenced too: the heartbeat may not have seen a loss.
-		ok, err := w.fenced(ctx, t, `locked_until = now() + $4 * interval '1 millisecond'`, w.lease().Milliseconds())
-		if err != nil || !ok {
-			cancel()
-			h.finish(t.ID)
-			if err != nil {
-				return len(tasks), fmt.Errorf("start inbox task %d: %w", t.ID, err)
+	return 1, w.run(ctx, tasks[0], claimed)
+}
+
+// Why a handler's context ended early (context.Cause).
+var (
+	errLeaseLost = errors.New("inbox: the task's lease was taken by another worker")
+	// errLeaseUnconfirmed: no heartbeat succeeded for two thirds of a
+	// lease (the database unreachable, the pool exhausted), so the lease
+	// may lapse at any moment and another worker take the task.
+	errLeaseUnconfirmed = errors.New("inbox: the task's lease could not be extended in time")
+)
+
+// run runs t's handler while a heartbeat extends its lease every Lease/3
+// (claimed at claimed), and records the outcome, fenced by the lease. The
+// handler's context ends when the lease is lost, or when no extension
+// succeeded for two thirds of a lease; then nothing is recorded and the
+// task runs again once its lease lapses (its IdempotencyKey makes that
+// safe).
+func (w *Worker) run(ctx context.Context, t Task, claimed time.Time) error {
+	hctx, lose := context.WithCancelCause(ctx)
+	defer lose(nil)
+	stop, beat := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(beat)
+		lease := w.lease()
+		tick := time.NewTicker(lease / 3)
+		defer tick.Stop()
+		confirmed := claimed
+		for {
+			select {
+			case <-stop:
+				return
+			case <-hctx.Done():
+				return
+			case <-tick.C:
 			}
-			w.logger().Warn("inbox task lease lost before its turn; another worker owns it", "task", t.ID)
-			continue
+			at := time.Now()
+			ok, err := w.fenced(hctx, t, `locked_until = now() + $4 * interval '1 millisecond'`, lease.Milliseconds())
+			switch {
+			case err == nil && ok:
+				confirmed = at
+			case err == nil:
+				w.logger().Warn("inbox task lease lost; its handler is stopped", "task", t.ID)
+				lose(errLeaseLost)
+				return
+			case time.Since(confirmed) >= 2*lease/3:
+				w.logger().Warn("inbox task lease could not be extended; its handler is stopped", "task", t.ID, "err", err)
+				lose(errLeaseUnconfirmed)
+				return
+			}
 		}
-		err = w.run(ctx, hctx, t)
-		cancel()
-		h.finish(t.ID)
-		if err != nil {
-			return len(tasks), err
-		}
-	}
-	return len(tasks), nil
-}
-
-// heartbeat extends the lease of every task h holds every Lease/3, in one
-// statement, until ctx ends; a task whose lease is no longer current is
-// lost: its handler is stopped, or never started.
-func (w *Worker) heartbeat(ctx context.Context, h *held) {
-	tick := time.NewTicker(w.lease() / 3)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		ids, leases := h.snapshot()
-		if len(ids) == 0 {
-			continue
-		}
-		rows, err := w.Pool.Query(ctx, `
-			UPDATE webhook_inbox_tasks t SET locked_until = now() + $3 * interval '1 millisecond'
-			FROM unnest($1::bigint[], $2::bigint[]) AS h(id, lease)
-			WHERE t.id = h.id AND t.lease = h.lease AND t.status = $4
-			RETURNING t.id`, ids, leases, w.lease().Milliseconds(), StatusProcessing)
-		if err != nil {
-			continue // tried again at the next tick, well within the lease
-		}
-		kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			continue
-		}
-		for _, id := range h.lose(ids, kept) {
-			w.logger().Warn("inbox task lease lost; its handler is stopped", "task", id)
-		}
-	}
-}
-
-// held is the tasks a RunOnce holds leases on: claimed and not finished.
-type held struct {
-	mu     sync.Mutex
-	leases map[int64]int64
-	// cancel stops the running task's handler.
-	cancel map[int64]context.CancelFunc
-}
-
-func newHeld(tasks []Task) *held {
-	h := &held{leases: make(map[int64]int64, len(tasks)), cancel: map[int64]context.CancelFunc{}}
-	for _, t := range tasks {
-		h.leases[t.ID] = t.Lease
-	}
-	return h
-}
-
-// start marks task id running with its handler's cancel; false if its
-// lease was lost.
-func (h *held) start(id int64, cancel context.CancelFunc) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if _, ok := h.leases[id]; !ok {
-		return false
-	}
-	h.cancel[id] = cancel
-	return true
-}
-
-// finish stops holding task id.
-func (h *held) finish(id int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.leases, id)
-	delete(h.cancel, id)
-}
-
-func (h *held) snapshot() (ids, leases []int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id, l := range h.leases {
-		ids, leases = append(ids, id), append(leases, l)
-	}
-	return ids, leases
-}
-
-// lose drops the tasks of asked not in kept, stopping a running handler,
-// and returns them.
-func (h *held) lose(asked, kept []int64) []int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var lost []int64
-	for _, id := range asked {
-		if slices.Contains(kept, id) {
-			continue
-		}
-		if _, ok := h.leases[id]; !ok {
-			continue // finished meanwhile
-		}
-		lost = append(lost, id)
-		delete(h.leases, id)
-		if c := h.cancel[id]; c != nil {
-			c()
-		}
-	}
-	return lost
-}
-
-// run runs t's handler under hctx (ended by the heartbeat when the lease is
-// lost) and records its outcome, fenced by t's lease.
-func (w *Worker) run(ctx, hctx context.Context, t Task) error {
+	}()
 	herr := w.Handle(hctx, t)
+	close(stop)
+	<-beat
+	if cause := context.Cause(hctx); errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseUnconfirmed) {
+		return nil // another worker's, or soon; nothing of this run is recorded
+	}
 	if herr == nil {
 		ok, err := w.fenced(ctx, t, `status = $4, completed_at = now(), last_error = NULL, locked_until = NULL`, StatusCompleted)
 		if err != nil {

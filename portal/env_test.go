@@ -141,10 +141,12 @@ func (e *env) attempt(dlv string, number, code int, class delivery.Class, excerp
 		StartedAt: time.Now().Add(-time.Minute), DurationMS: 42, StatusCode: &code, Class: string(class), ResponseExcerpt: excerpt}))
 }
 
-// finish marks a delivery as a worker does when it ends.
+// finish marks a delivery as a worker does when its current cycle ends.
 func (e *env) finish(dlv string, status delivery.Status, reason string) {
 	e.t.Helper()
-	_, err := e.st.MarkDelivery(context.Background(), store.Mark{DeliveryID: dlv, Status: status, Reason: reason, Cycle: 1})
+	var cycle int
+	require.NoError(e.t, e.st.Pool().QueryRow(context.Background(), `SELECT cycle FROM deliveries WHERE id = $1`, dlv).Scan(&cycle))
+	_, err := e.st.MarkDelivery(context.Background(), store.Mark{DeliveryID: dlv, Status: status, Reason: reason, Cycle: max(cycle, 1)})
 	require.NoError(e.t, err)
 }
 

@@ -202,7 +202,7 @@ func prettyEnvelope(ev outbox.Published) string {
 		Created    string          `json:"created"`
 		APIVersion string          `json:"api_version"`
 		Data       json.RawMessage `json:"data"`
-	}{ev.ID, ev.Type, ev.Created.UTC().Format(time.RFC3339), ev.APIVersion, ev.Data}
+	}{ev.ID, ev.Type, ev.Created.UTC().Format(outbox.CreatedFormat), ev.APIVersion, ev.Data}
 	out, err := json.MarshalIndent(env, "", "  ")
 	if err != nil {
 		return string(ev.Data)

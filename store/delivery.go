@@ -149,7 +149,8 @@ func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
 // time, and on success the succeeded state. Recording is idempotent per
 // (delivery, cycle, number): a retried activity does not count twice. A 2xx
 // wins over a cancel that arrived during the request; nothing else
-// overrides a finished delivery. A 410 also disables the endpoint and
+// overrides a finished delivery, and an attempt of an earlier cycle than the
+// row's (recorded late, after a replay) is kept but changes no status. A 410 also disables the endpoint and
 // cancels its other in-flight deliveries. errs[i] is attempts[i]'s own
 // failure (ErrNotFound: its delivery no longer exists); err fails them all.
 func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []error, err error) {
@@ -212,12 +213,12 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		  UPDATE deliveries dl SET
 		    attempt_count = (SELECT count(*) FROM attempts a WHERE a.delivery_id = dl.id)
 		                  + (SELECT count(*) FROM ins WHERE ins.delivery_id = dl.id AND ins.inserted),
-		    last_status_code = i.status_code,
-		    status = CASE WHEN dl.status = ANY ($12) THEN i.status ELSE dl.status END,
-		    dead_letter_reason = CASE WHEN i.status = $13 AND dl.status = ANY ($12) THEN NULL ELSE dl.dead_letter_reason END,
-		    succeeded_attempt = CASE WHEN dl.status = ANY ($12) THEN COALESCE(i.succeeded, dl.succeeded_attempt) ELSE dl.succeeded_attempt END,
-		    next_attempt_at = CASE WHEN dl.status = ANY ($12) THEN i.next_at END,
-		    inflight_until = NULL,
+		    last_status_code = CASE WHEN i.cycle >= dl.cycle THEN i.status_code ELSE dl.last_status_code END,
+		    status = CASE WHEN dl.status = ANY ($12) AND i.cycle >= dl.cycle THEN i.status ELSE dl.status END,
+		    dead_letter_reason = CASE WHEN i.status = $13 AND dl.status = ANY ($12) AND i.cycle >= dl.cycle THEN NULL ELSE dl.dead_letter_reason END,
+		    succeeded_attempt = CASE WHEN dl.status = ANY ($12) AND i.cycle >= dl.cycle THEN COALESCE(i.succeeded, dl.succeeded_attempt) ELSE dl.succeeded_attempt END,
+		    next_attempt_at = CASE WHEN dl.status = ANY ($12) AND i.cycle >= dl.cycle THEN i.next_at WHEN i.cycle >= dl.cycle THEN NULL ELSE dl.next_attempt_at END,
+		    inflight_until = CASE WHEN i.cycle >= dl.cycle THEN NULL ELSE dl.inflight_until END,
 		    updated_at = now()
 		  FROM i WHERE dl.id = i.delivery_id AND dl.id = ANY ($2) AND dl.id IN (SELECT id FROM d)
 		)
@@ -259,10 +260,13 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 }
 
 // MarkDelivery sets a delivery's state as its workflow decided and returns
-// the status the row holds afterwards. A new cycle (delivering) always
-// applies; a dead letter and a cancel only change an in-flight delivery, so
-// a 2xx recorded during a cancel stays succeeded and a cancel never touches
-// a dead letter. A delivery that no longer exists is ErrNotFound.
+// the status the row holds afterwards. It applies only as the transition
+// table allows (a new cycle, a dead letter and a cancel change an in-flight
+// delivery only, so a 2xx recorded during a cancel stays succeeded and a
+// cancel never touches a dead letter) and only for the row's current cycle
+// or a later one: a retried mark of an earlier cycle, after a replay gave
+// the row its next cycle, changes nothing. A delivery that no longer exists
+// is ErrNotFound.
 func (s *Store) MarkDelivery(ctx context.Context, m Mark) (Marked, error) {
 	var r *string
 	if m.Reason != "" {
@@ -282,7 +286,7 @@ func (s *Store) MarkDelivery(ctx context.Context, m Mark) (Marked, error) {
 			), upd AS (
 			  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = $8 THEN COALESCE(dead_letter_reason, $3) ELSE $3 END,
 			    cycle = GREATEST(cycle, $4), replay_id = GREATEST(replay_id, $5), next_attempt_at = $6, updated_at = now()
-			  WHERE id = $1 AND (status = ANY ($7) OR status = $2)
+			  WHERE id = $1 AND $4 >= cycle AND (status = ANY ($7) OR status = $2)
 			  RETURNING status
 			)
 			SELECT (SELECT status FROM prev), COALESCE((SELECT status FROM upd), (SELECT status FROM prev)),

@@ -139,7 +139,7 @@ func TestSeedDemo(t *testing.T) {
 func FuzzVerify(f *testing.F) {
 	f.Add("msg_1", "1614265330", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=", "t=1614265330,v1=e962", []byte(`{"test": 1}`))
 	f.Add("", "", "v1a,", ",,=,t=", []byte{})
-	// Many entries: past the bounds, and at them.
+	// Many entries: past the bounds, and within them.
 	f.Add("msg_1", "1614265330", strings.Repeat("v1a,"+strings.Repeat("A", 86)+"== ", 50), "t=1614265330"+strings.Repeat(",v1=00", 50), []byte(`{}`))
 	f.Add("msg_1", "1614265330", strings.Repeat("v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE= ", 4), "t=1614265330,v1=e962,v1=e962,v1=e962,v1=e962", []byte(`{"test": 1}`))
 	ver, err := webhook.NewVerifier("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")

@@ -13,14 +13,13 @@ import (
 	"hookrelay/inbox"
 )
 
-// TestReviewHandlerStopsWhenItsHeartbeatKeepsFailing: worker A's heartbeat
+// TestHandlerStopsWhenItsHeartbeatKeepsFailing: worker A's heartbeat
 // statement fails at every tick (here a trigger refuses it; in production a
-// saturated pool, a failover, a statement timeout). A's lease lapses, B
-// claims the task and runs its handler. A's handler must have been stopped
-// by then: A cannot know its lease is still current once a full lease has
-// passed without a successful heartbeat. Today the heartbeat only
-// "continue"s on an error, so A's handler runs on, next to B's.
-func TestReviewHandlerStopsWhenItsHeartbeatKeepsFailing(t *testing.T) {
+// saturated pool, a failover, a statement timeout). A cannot know its lease
+// is still current once two thirds of it passed without a successful
+// extension, so it stops its handler before the lease lapses; B then claims
+// the task and runs it, never beside A.
+func TestHandlerStopsWhenItsHeartbeatKeepsFailing(t *testing.T) {
 	pool := setup(t)
 	ctx := context.Background()
 	enqueue(t, pool, "evt_hb")
@@ -75,13 +74,11 @@ func TestReviewHandlerStopsWhenItsHeartbeatKeepsFailing(t *testing.T) {
 	require.False(t, overlap.Load(), "B's handler ran while A's handler still ran on a lease it had lost")
 }
 
-// TestReviewOneStuckHandlerDoesNotStrandItsBatch: worker A claims a batch
-// (two tasks); the first handler hangs (a call without a timeout). The
-// single heartbeat keeps the second task's lease alive for as long as the
-// first hangs, and no handler context ever ends (it ends only on a lost
-// lease), so an idle worker B never gets the second task: it is stranded
-// behind the first, forever. Before the change its lease lapsed and B ran it.
-func TestReviewOneStuckHandlerDoesNotStrandItsBatch(t *testing.T) {
+// TestOneStuckHandlerDoesNotStrandItsBatch: worker A's handler hangs
+// (a call without a timeout, ignoring its context); the next task is not
+// held behind it: A claims a task only when it runs it, so an idle worker B
+// runs the next one.
+func TestOneStuckHandlerDoesNotStrandItsBatch(t *testing.T) {
 	pool := setup(t)
 	ctx := context.Background()
 	for i := range 2 {

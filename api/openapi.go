@@ -28,52 +28,54 @@ func listOf(name string) obj {
 	return obj{"type": "object", "properties": obj{"data": arr(ref(name)), "next_cursor": nullable("string")}}
 }
 
-// operation describes one route.
+// operation describes one route: its OpenAPI description and its handler.
 type operation struct {
 	method, path, summary string
 	request               obj // request body schema, nil for none
 	status                int
 	response              obj
 	query                 []string
+	handle                func(*Server, *gin.Context)
 }
 
-// operations is the API surface; Handler registers the same routes and a
-// test checks that the two agree.
+// operations is the API surface, each route declared once: Handler
+// registers these routes with their handlers, and the OpenAPI document is
+// made of the same list.
 func operations() []operation {
 	return []operation{
-		{"POST", "/v1/apps", "Create an app", ref("AppRequest"), 201, ref("App"), nil},
-		{"GET", "/v1/apps", "List apps", nil, 200, listOf("App"), []string{"limit", "cursor"}},
-		{"GET", "/v1/apps/{app}", "Get an app", nil, 200, ref("App"), nil},
-		{"PATCH", "/v1/apps/{app}", "Change an app's name or retention", ref("AppRequest"), 200, ref("App"), nil},
-		{"DELETE", "/v1/apps/{app}", "Delete an app and everything it owns", nil, 204, nil, nil},
-		{"POST", "/v1/event-types", "Add an event type to the operator's catalog, which every app sees", ref("EventTypeRequest"), 201, ref("EventType"), nil},
-		{"GET", "/v1/event-types", "List every event type: the operator's and those any app's events used", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
-		{"GET", "/v1/event-types/{name}", "Get an event type", nil, 200, ref("EventType"), nil},
-		{"PATCH", "/v1/event-types/{name}", "Describe an event type; it joins the operator's catalog", ref("EventTypeRequest"), 200, ref("EventType"), nil},
-		{"POST", "/v1/apps/{app}/endpoints", "Create an endpoint (the secret is returned once)", ref("EndpointRequest"), 201, ref("EndpointWithSecret"), nil},
-		{"GET", "/v1/apps/{app}/endpoints", "List endpoints", nil, 200, listOf("Endpoint"), []string{"limit", "cursor"}},
-		{"GET", "/v1/apps/{app}/endpoints/{ep}", "Get an endpoint", nil, 200, ref("Endpoint"), nil},
-		{"PATCH", "/v1/apps/{app}/endpoints/{ep}", "Update an endpoint", ref("EndpointRequest"), 200, ref("Endpoint"), nil},
-		{"DELETE", "/v1/apps/{app}/endpoints/{ep}", "Delete an endpoint; its open deliveries are canceled", nil, 204, nil, nil},
+		{"POST", "/v1/apps", "Create an app", ref("AppRequest"), 201, ref("App"), nil, (*Server).createApp},
+		{"GET", "/v1/apps", "List apps", nil, 200, listOf("App"), []string{"limit", "cursor"}, (*Server).listApps},
+		{"GET", "/v1/apps/{app}", "Get an app", nil, 200, ref("App"), nil, (*Server).getApp},
+		{"PATCH", "/v1/apps/{app}", "Change an app's name or retention", ref("AppRequest"), 200, ref("App"), nil, (*Server).patchApp},
+		{"DELETE", "/v1/apps/{app}", "Delete an app and everything it owns", nil, 204, nil, nil, (*Server).deleteApp},
+		{"POST", "/v1/event-types", "Add an event type to the operator's catalog, which every app sees", ref("EventTypeRequest"), 201, ref("EventType"), nil, (*Server).createEventType},
+		{"GET", "/v1/event-types", "List every event type: the operator's and those any app's events used", nil, 200, listOf("EventType"), []string{"limit", "cursor"}, (*Server).listEventTypes},
+		{"GET", "/v1/event-types/{name}", "Get an event type", nil, 200, ref("EventType"), nil, (*Server).getEventType},
+		{"PATCH", "/v1/event-types/{name}", "Describe an event type; it joins the operator's catalog", ref("EventTypeRequest"), 200, ref("EventType"), nil, (*Server).patchEventType},
+		{"POST", "/v1/apps/{app}/endpoints", "Create an endpoint (the secret is returned once)", ref("EndpointRequest"), 201, ref("EndpointWithSecret"), nil, (*Server).createEndpoint},
+		{"GET", "/v1/apps/{app}/endpoints", "List endpoints", nil, 200, listOf("Endpoint"), []string{"limit", "cursor"}, (*Server).listEndpoints},
+		{"GET", "/v1/apps/{app}/endpoints/{ep}", "Get an endpoint", nil, 200, ref("Endpoint"), nil, (*Server).getEndpoint},
+		{"PATCH", "/v1/apps/{app}/endpoints/{ep}", "Update an endpoint", ref("EndpointRequest"), 200, ref("Endpoint"), nil, (*Server).patchEndpoint},
+		{"DELETE", "/v1/apps/{app}/endpoints/{ep}", "Delete an endpoint; its open deliveries are canceled", nil, 204, nil, nil, (*Server).deleteEndpoint},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/rotate", "Rotate the signing secret", obj{"type": "object", "properties": obj{"grace_period": str("Go duration, 0s–168h, default 24h")}}, 200,
-			obj{"type": "object", "properties": obj{"secret": str("whsec_…, shown once (hmac-sha256)"), "public_key": str("whpk_… (ed25519)"), "previous_valid_until": obj{"type": "string", "format": "date-time"}}}, nil},
-		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/revoke-previous", "Stop the previous secret now", nil, 200, obj{"type": "object", "properties": obj{"revoked": obj{"type": "integer"}}}, nil},
-		{"POST", "/v1/apps/{app}/endpoints/{ep}/replay", "Replay the endpoint's dead letters created in a time range", ref("ReplayRange"), 202, ref("Replayed"), nil},
-		{"POST", "/v1/apps/{app}/events", "Publish an event (202; 200 on an idempotent repeat)", ref("EventRequest"), 202, ref("Event"), nil},
-		{"GET", "/v1/apps/{app}/events", "List events", nil, 200, listOf("Event"), []string{"type", "since", "until", "limit", "cursor"}},
-		{"GET", "/v1/apps/{app}/events/{evt}", "Get an event with its deliveries", nil, 200, ref("Event"), nil},
-		{"GET", "/v1/apps/{app}/deliveries", "List deliveries", nil, 200, listOf("Delivery"), []string{"status", "endpoint_id", "event_id", "event_type", "since", "until", "limit", "cursor"}},
-		{"GET", "/v1/apps/{app}/deliveries/{dlv}", "The three questions: state, last failure, next attempt", nil, 200, ref("Delivery"), nil},
-		{"GET", "/v1/apps/{app}/deliveries/{dlv}/attempts", "Every attempt of a delivery", nil, 200, obj{"type": "object", "properties": obj{"data": arr(ref("Attempt"))}}, nil},
-		{"POST", "/v1/apps/{app}/deliveries/{dlv}/replay", "Replay one delivery", nil, 202, ref("Replayed"), nil},
-		{"GET", "/v1/apps/{app}/stats", "Acceptance figures over the latest events, and deliveries per hour by outcome", nil, 200, ref("Stats"), []string{"last", "endpoint_id"}},
-		{"POST", "/v1/api-keys", "Create an API key (admin only; the key is returned once)", ref("APIKeyRequest"), 201, ref("APIKeyWithKey"), nil},
-		{"GET", "/v1/api-keys", "List API keys (admin only)", nil, 200, listOf("APIKey"), []string{"limit", "cursor"}},
-		{"DELETE", "/v1/api-keys/{key}", "Revoke an API key (admin only): its next request is refused", nil, 204, nil, nil},
-		{"POST", "/v1/apps/{app}/portal-links", "Make a single-use, expiring link into the app's portal", ref("PortalLinkRequest"), 201, ref("PortalLink"), nil},
-		{"GET", "/v1/apps/{app}/audit-log", "Every state-changing call on the app and who made it", nil, 200, listOf("AuditEntry"), []string{"limit", "cursor"}},
-		{"GET", "/v1/apps/{app}/event-types", "The event-type catalog as the app's endpoints can subscribe to it: the operator's types and those the app's own events used, never another app's (operational types only for app_operations)", nil, 200, listOf("EventType"), []string{"limit", "cursor"}},
-		{"POST", "/v1/apps/{app}/endpoints/{ep}/test", "Send the endpoint a test event (webhook.test), whatever its filter", nil, 202, ref("Event"), nil},
+			obj{"type": "object", "properties": obj{"secret": str("whsec_…, shown once (hmac-sha256)"), "public_key": str("whpk_… (ed25519)"), "previous_valid_until": obj{"type": "string", "format": "date-time"}}}, nil, (*Server).rotateSecret},
+		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/revoke-previous", "Stop the previous secret now", nil, 200, obj{"type": "object", "properties": obj{"revoked": obj{"type": "integer"}}}, nil, (*Server).revokePrevious},
+		{"POST", "/v1/apps/{app}/endpoints/{ep}/replay", "Replay the endpoint's dead letters created in a time range", ref("ReplayRange"), 202, ref("Replayed"), nil, (*Server).replayEndpoint},
+		{"POST", "/v1/apps/{app}/events", "Publish an event (202; 200 on an idempotent repeat)", ref("EventRequest"), 202, ref("Event"), nil, (*Server).createEvent},
+		{"GET", "/v1/apps/{app}/events", "List events", nil, 200, listOf("Event"), []string{"type", "since", "until", "limit", "cursor"}, (*Server).listEvents},
+		{"GET", "/v1/apps/{app}/events/{evt}", "Get an event with its deliveries", nil, 200, ref("Event"), nil, (*Server).getEvent},
+		{"GET", "/v1/apps/{app}/deliveries", "List deliveries", nil, 200, listOf("Delivery"), []string{"status", "endpoint_id", "event_id", "event_type", "since", "until", "limit", "cursor"}, (*Server).listDeliveries},
+		{"GET", "/v1/apps/{app}/deliveries/{dlv}", "The three questions: state, last failure, next attempt", nil, 200, ref("Delivery"), nil, (*Server).getDelivery},
+		{"GET", "/v1/apps/{app}/deliveries/{dlv}/attempts", "Every attempt of a delivery", nil, 200, obj{"type": "object", "properties": obj{"data": arr(ref("Attempt"))}}, nil, (*Server).listAttempts},
+		{"POST", "/v1/apps/{app}/deliveries/{dlv}/replay", "Replay one delivery", nil, 202, ref("Replayed"), nil, (*Server).replayDelivery},
+		{"GET", "/v1/apps/{app}/stats", "Acceptance figures over the latest events, and deliveries per hour by outcome", nil, 200, ref("Stats"), []string{"last", "endpoint_id"}, (*Server).stats},
+		{"POST", "/v1/api-keys", "Create an API key (admin only; the key is returned once)", ref("APIKeyRequest"), 201, ref("APIKeyWithKey"), nil, (*Server).createKey},
+		{"GET", "/v1/api-keys", "List API keys (admin only)", nil, 200, listOf("APIKey"), []string{"limit", "cursor"}, (*Server).listKeys},
+		{"DELETE", "/v1/api-keys/{key}", "Revoke an API key (admin only): its next request is refused", nil, 204, nil, nil, (*Server).revokeKey},
+		{"POST", "/v1/apps/{app}/portal-links", "Make a single-use, expiring link into the app's portal", ref("PortalLinkRequest"), 201, ref("PortalLink"), nil, (*Server).createPortalLink},
+		{"GET", "/v1/apps/{app}/audit-log", "Every state-changing call on the app and who made it", nil, 200, listOf("AuditEntry"), []string{"limit", "cursor"}, (*Server).listAudit},
+		{"GET", "/v1/apps/{app}/event-types", "The event-type catalog as the app's endpoints can subscribe to it: the operator's types and those the app's own events used, never another app's (operational types only for app_operations)", nil, 200, listOf("EventType"), []string{"limit", "cursor"}, (*Server).listAppEventTypes},
+		{"POST", "/v1/apps/{app}/endpoints/{ep}/test", "Send the endpoint a test event (webhook.test), whatever its filter", nil, 202, ref("Event"), nil, (*Server).testEndpoint},
 	}
 }
 

@@ -147,12 +147,8 @@ func (s *Server) Handler() http.Handler {
 	}
 
 	r.GET("/openapi.json", s.openapi)
-	handlers := s.handlers()
 	for _, op := range operations() {
-		h, ok := handlers[op.method+" "+op.path]
-		if !ok {
-			panic("api: no handler for " + op.method + " " + op.path)
-		}
+		h := func(c *gin.Context) { op.handle(s, c) }
 		chain := []gin.HandlerFunc{s.authenticate, authorize(op)}
 		if audited(op) {
 			chain = append(chain, s.audit)
@@ -162,43 +158,6 @@ func (s *Server) Handler() http.Handler {
 	return r
 }
 
-// handlers maps each operation ("METHOD /path/{param}") to its handler.
-func (s *Server) handlers() map[string]gin.HandlerFunc {
-	return map[string]gin.HandlerFunc{
-		"POST /v1/apps":                                             s.createApp,
-		"GET /v1/apps":                                              s.listApps,
-		"GET /v1/apps/{app}":                                        s.getApp,
-		"PATCH /v1/apps/{app}":                                      s.patchApp,
-		"DELETE /v1/apps/{app}":                                     s.deleteApp,
-		"POST /v1/event-types":                                      s.createEventType,
-		"GET /v1/event-types":                                       s.listEventTypes,
-		"GET /v1/event-types/{name}":                                s.getEventType,
-		"PATCH /v1/event-types/{name}":                              s.patchEventType,
-		"POST /v1/apps/{app}/endpoints":                             s.createEndpoint,
-		"GET /v1/apps/{app}/endpoints":                              s.listEndpoints,
-		"GET /v1/apps/{app}/endpoints/{ep}":                         s.getEndpoint,
-		"PATCH /v1/apps/{app}/endpoints/{ep}":                       s.patchEndpoint,
-		"DELETE /v1/apps/{app}/endpoints/{ep}":                      s.deleteEndpoint,
-		"POST /v1/apps/{app}/endpoints/{ep}/secret/rotate":          s.rotateSecret,
-		"POST /v1/apps/{app}/endpoints/{ep}/secret/revoke-previous": s.revokePrevious,
-		"POST /v1/apps/{app}/endpoints/{ep}/replay":                 s.replayEndpoint,
-		"POST /v1/apps/{app}/events":                                s.createEvent,
-		"GET /v1/apps/{app}/events":                                 s.listEvents,
-		"GET /v1/apps/{app}/events/{evt}":                           s.getEvent,
-		"GET /v1/apps/{app}/deliveries":                             s.listDeliveries,
-		"GET /v1/apps/{app}/deliveries/{dlv}":                       s.getDelivery,
-		"GET /v1/apps/{app}/deliveries/{dlv}/attempts":              s.listAttempts,
-		"POST /v1/apps/{app}/deliveries/{dlv}/replay":               s.replayDelivery,
-		"GET /v1/apps/{app}/stats":                                  s.stats,
-		"POST /v1/api-keys":                                         s.createKey,
-		"GET /v1/api-keys":                                          s.listKeys,
-		"DELETE /v1/api-keys/{key}":                                 s.revokeKey,
-		"POST /v1/apps/{app}/portal-links":                          s.createPortalLink,
-		"GET /v1/apps/{app}/audit-log":                              s.listAudit,
-		"GET /v1/apps/{app}/event-types":                            s.listAppEventTypes,
-		"POST /v1/apps/{app}/endpoints/{ep}/test":                   s.testEndpoint,
-	}
-}
 
 // ginPath turns /a/{b} into /a/:b.
 func ginPath(p string) string {

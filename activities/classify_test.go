@@ -24,6 +24,7 @@ import (
 )
 
 func TestClassifyStatus(t *testing.T) {
+	t.Parallel()
 	for code, want := range map[int]activities.Class{
 		200: activities.ClassSuccess, 201: activities.ClassSuccess, 204: activities.ClassSuccess, 299: activities.ClassSuccess,
 		429: activities.ClassThrottled,
@@ -37,6 +38,7 @@ func TestClassifyStatus(t *testing.T) {
 }
 
 func TestClassifyError(t *testing.T) {
+	t.Parallel()
 	blocked := &netguard.BlockedError{Addr: netip.MustParseAddr("169.254.169.254"), Reason: "link-local"}
 	for _, tc := range []struct {
 		err  error
@@ -60,6 +62,7 @@ func TestClassifyError(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Duration{
 		"120": 120 * time.Second, "0": 0, " 1 ": time.Second,
@@ -95,6 +98,7 @@ func FuzzParseRetryAfter(f *testing.F) {
 // TestClassifyRealTransportErrors classifies what the attempt client
 // really returns: a refused connection and an untrusted certificate.
 func TestClassifyRealTransportErrors(t *testing.T) {
+	t.Parallel()
 	c := activities.NewHTTPClient(false)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -115,6 +119,7 @@ func TestClassifyRealTransportErrors(t *testing.T) {
 }
 
 func TestNetguard(t *testing.T) {
+	t.Parallel()
 	for _, a := range []string{"127.0.0.1", "::1", "10.0.0.1", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "224.0.0.1", "fd00::1", "fe80::1", "0.0.0.0", "::ffff:127.0.0.1"} {
 		require.Error(t, netguard.Check(netip.MustParseAddr(a)), a)
 	}
@@ -128,6 +133,7 @@ func TestNetguard(t *testing.T) {
 // TestGuardedDialRefusesLoopback: a guarded client refuses a name that
 // resolves to loopback at connect time (what DNS rebinding would exploit).
 func TestGuardedDialRefusesLoopback(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()

@@ -103,6 +103,7 @@ func send(t *testing.T, st activities.Store, req activities.SendRequest) (activi
 // TestRecordSurvivesAShortOutage: the request was sent, so its record is
 // retried while Postgres is unreachable, not lost.
 func TestRecordSurvivesAShortOutage(t *testing.T) {
+	t.Parallel()
 	down := &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}
 	st := &flakyStore{target: target(t, 200), failures: []error{down, down}}
 	res, err := send(t, st, activities.SendRequest{})
@@ -118,6 +119,7 @@ func TestRecordSurvivesAShortOutage(t *testing.T) {
 // TestNextAttemptIsPlanned: a retryable attempt's record carries when the
 // workflow will make the next one; a success's does not.
 func TestNextAttemptIsPlanned(t *testing.T) {
+	t.Parallel()
 	st := &flakyStore{target: target(t, 503)}
 	set := delivery.Settings{}.WithDefaults()
 	before := time.Now()
@@ -137,6 +139,7 @@ func TestNextAttemptIsPlanned(t *testing.T) {
 // TestMissingRowsAndKeysAreNotRetried: a delivery whose row is gone and an
 // endpoint without a valid key fail with non-retryable typed errors.
 func TestMissingRowsAndKeysAreNotRetried(t *testing.T) {
+	t.Parallel()
 	var appErr *temporal.ApplicationError
 	_, err := send(t, &flakyStore{loadErr: store.ErrNotFound}, activities.SendRequest{})
 	require.ErrorAs(t, err, &appErr)
@@ -162,6 +165,7 @@ func TestMissingRowsAndKeysAreNotRetried(t *testing.T) {
 // gone is ErrDeliveryGone; a record that fails fails only the sent ones,
 // retryably, after the same bounded retries.
 func TestSendGroupIsSendSignedForMany(t *testing.T) {
+	t.Parallel()
 	st := &flakyStore{target: target(t, 200), missing: []string{"dlv_gone"}}
 	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test"}
 	reqs := []activities.SendRequest{

@@ -19,6 +19,7 @@ import (
 // changes nothing; a tab, non-ASCII text and the masked value of a stored
 // header are accepted.
 func TestCustomHeadersAreValidated(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, app, admin := tenant(t, "headers")
 	h := api.New(api.Options{Store: st, AllowPrivateTargets: true}).Handler()
@@ -67,6 +68,7 @@ func TestCustomHeadersAreValidated(t *testing.T) {
 // TestAuditCursorIsValidated: a cursor no list gave is a 422 naming
 // cursor, not a 500; the list's own next_cursor pages on.
 func TestAuditCursorIsValidated(t *testing.T) {
+	t.Parallel()
 	st, app, admin := tenant(t, "auditcursor")
 	h := api.New(api.Options{Store: st}).Handler()
 	for _, name := range []string{"one", "two", "three"} {

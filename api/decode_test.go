@@ -10,6 +10,7 @@ import (
 )
 
 func TestDecodeEvent(t *testing.T) {
+	t.Parallel()
 	big := `{"type":"a.b","data":{"x":"` + strings.Repeat("a", outbox.MaxPayloadBytes) + `"}}`
 	for _, tc := range []struct {
 		body, key string

@@ -56,6 +56,7 @@ type keyAnswer struct {
 // audit log under its ID and name; revoking it refuses its very next
 // request although it was cached.
 func TestAppKeyReachesOnlyItsApp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, appA, admin := tenant(t, "scope")
 	appB, err := st.CreateApp(ctx, store.App{Name: "other"})
@@ -155,6 +156,7 @@ func TestAppKeyReachesOnlyItsApp(t *testing.T) {
 // TestRevocationReachesOtherProcesses: a second API process that cached a
 // key refuses it within the revocation poll after the first revokes it.
 func TestRevocationReachesOtherProcesses(t *testing.T) {
+	t.Parallel()
 	st, app, admin := tenant(t, "revoke")
 	one := caller{t, api.New(api.Options{Store: st}).Handler()}
 	srv2 := api.New(api.Options{Store: st})
@@ -180,6 +182,7 @@ func TestRevocationReachesOtherProcesses(t *testing.T) {
 // configured one instead of adding to it; the same key again changes
 // nothing; keys made through the API are untouched.
 func TestChangedAdminKeyReplacesTheOld(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, _, first := tenant(t, "bootstrap")
 	c := caller{t, api.New(api.Options{Store: st}).Handler()}
@@ -215,6 +218,7 @@ func TestChangedAdminKeyReplacesTheOld(t *testing.T) {
 // TestKeyAndLinkInputs: bad key and portal-link requests name their field
 // and change nothing.
 func TestKeyAndLinkInputs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, app, admin := tenant(t, "keyinput")
 	other, err := st.CreateApp(ctx, store.App{Name: "other"})

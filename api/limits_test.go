@@ -31,6 +31,7 @@ import (
 // served; an X-Forwarded-For from a client that is not a trusted proxy
 // changes nothing; no failure is logged with the key.
 func TestFailedAuthIsRateLimited(t *testing.T) {
+	t.Parallel()
 	const good = "hr_good_key_0123456789"
 	st := storeWithAdminKey(t, "auth", good)
 	var logs bytes.Buffer
@@ -70,6 +71,7 @@ func TestFailedAuthIsRateLimited(t *testing.T) {
 // Forwarded) that is not a trusted proxy, so one misconfigured producer
 // behind the proxy is limited alone and a valid key behind it is served.
 func TestClientAddressBehindTrustedProxies(t *testing.T) {
+	t.Parallel()
 	const good = "hr_good_proxy_key_0123456789"
 	st := storeWithAdminKey(t, "proxy", good)
 	trusted, err := config.ParseTrustedProxies("10.0.0.0/8, 2001:db8:ffff::/48,192.0.2.10")
@@ -127,6 +129,7 @@ func TestClientAddressBehindTrustedProxies(t *testing.T) {
 // address but not a fourth from a trusted proxy, which carries many
 // producers.
 func TestConnectionBoundSkipsTrustedProxies(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := api.NewHTTPServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }), api.ServerOptions{})
@@ -163,6 +166,7 @@ func TestConnectionBoundSkipsTrustedProxies(t *testing.T) {
 // bound at once, the rest at the header timeout), and ingest from another
 // address keeps answering meanwhile.
 func TestSlowClientsCannotHoldTheAPI(t *testing.T) {
+	t.Parallel()
 	st, app, key := tenant(t, "slow")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -250,6 +254,7 @@ func TestSlowClientsCannotHoldTheAPI(t *testing.T) {
 // TestPrunedDeliveryIsGone: a delivery ID older than the retention that is
 // no longer stored answers 410 with the reason; a recent unknown one 404.
 func TestPrunedDeliveryIsGone(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, app, key := tenant(t, "pruned")
 	h := api.New(api.Options{Store: st, Retention: 30 * 24 * time.Hour}).Handler()
@@ -281,9 +286,7 @@ func TestPrunedDeliveryIsGone(t *testing.T) {
 func tenant(tb testing.TB, name string) (*store.Store, store.App, string) {
 	tb.Helper()
 	ctx := context.Background()
-	st, err := pg.Store(ctx, name)
-	require.NoError(tb, err)
-	tb.Cleanup(st.Pool().Close)
+	st := pg.Store(tb, name)
 	app, err := st.CreateApp(ctx, store.App{Name: name})
 	require.NoError(tb, err)
 	key := "hr_" + name + "_key_0123456789"
@@ -295,9 +298,7 @@ func tenant(tb testing.TB, name string) (*store.Store, store.App, string) {
 func storeWithAdminKey(t *testing.T, name, key string) *store.Store {
 	t.Helper()
 	ctx := context.Background()
-	st, err := pg.Store(ctx, name)
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
+	st := pg.Store(t, name)
 	require.NoError(t, st.EnsureAdminKey(ctx, key))
 	return st
 }

@@ -14,6 +14,7 @@ import (
 // TestOpenAPIMatchesRoutes: every served route is documented and every
 // documented route is served.
 func TestOpenAPIMatchesRoutes(t *testing.T) {
+	t.Parallel()
 	s := New(Options{Logger: slog.New(slog.DiscardHandler)})
 	engine := s.Handler().(*gin.Engine)
 	served := map[string]bool{}

@@ -158,7 +158,6 @@ func (s *Server) Handler() http.Handler {
 	return r
 }
 
-
 // ginPath turns /a/{b} into /a/:b.
 func ginPath(p string) string {
 	return strings.NewReplacer("{", ":", "}", "").Replace(p)

@@ -64,6 +64,7 @@ func appKey(t *testing.T, h http.Handler, admin, appID, name string) string {
 // Retry-After and no other app does, whether its rows are new events held
 // for a paused endpoint or a range replay's.
 func TestBacklogShedsPerApp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, held, admin := tenant(t, "shed")
 	calm, err := st.CreateApp(ctx, store.App{Name: "calm"})
@@ -128,6 +129,7 @@ func TestBacklogShedsPerApp(t *testing.T) {
 // TestWatchBacklogFollowsTheOutbox: with WatchBacklog running, an app shed
 // for its backlog is served again soon after its outbox drains.
 func TestWatchBacklogFollowsTheOutbox(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, app, admin := tenant(t, "watch")
 	srv := api.New(api.Options{Store: st, AllowPrivateTargets: true, MaxBacklog: 1})
@@ -151,6 +153,7 @@ func TestWatchBacklogFollowsTheOutbox(t *testing.T) {
 // with Retry-After; another key, of the same app or another, is not
 // affected, nor is an admin key.
 func TestIngestRateLimitPerAppKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, app, admin := tenant(t, "rate")
 	other, err := st.CreateApp(ctx, store.App{Name: "other"})
@@ -209,6 +212,7 @@ func catalogOf(t *testing.T, h http.Handler, key, appID string) []string {
 // transaction), never another app's; a type the operator describes joins
 // every catalog.
 func TestCatalogIsPerApp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, a, admin := tenant(t, "catalog")
 	b, err := st.CreateApp(ctx, store.App{Name: "b"})
@@ -241,6 +245,7 @@ func TestCatalogIsPerApp(t *testing.T) {
 // types, the operator's types and other apps are unaffected; concurrent
 // new types never overshoot the bound.
 func TestAppEventTypesAreBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, app, admin := tenant(t, "bounded")
 	other, err := st.CreateApp(ctx, store.App{Name: "other"})

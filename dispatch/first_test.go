@@ -58,9 +58,7 @@ type senderFixture struct {
 func setupSender(t *testing.T, answer time.Duration, timeout time.Duration) senderFixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := pg.Store(ctx, "dispatch")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
+	st := pg.Store(t, "dispatch")
 	hits := &atomic.Int64{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)

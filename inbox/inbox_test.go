@@ -24,14 +24,10 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
 func setup(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
-	url, err := pg.NewDatabase(ctx, "inbox")
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pg.Pool(t, "inbox", false)
 	require.NoError(t, inbox.Migrate(ctx, pool))
 	require.NoError(t, inbox.Migrate(ctx, pool), "idempotent")
-	_, err = pool.Exec(ctx, `CREATE TABLE orders (event_id text PRIMARY KEY)`)
+	_, err := pool.Exec(ctx, `CREATE TABLE orders (event_id text PRIMARY KEY)`)
 	require.NoError(t, err)
 	return pool
 }
@@ -66,6 +62,7 @@ func count(t *testing.T, pool *pgxpool.Pool, sql string) int {
 }
 
 func TestAcceptSeedDemo(t *testing.T) {
+	t.Parallel()
 	pool := setup(t)
 	ctx := context.Background()
 	_, err := handle(ctx, pool, "evt_1", true, 0)
@@ -85,6 +82,7 @@ func TestAcceptSeedDemo(t *testing.T) {
 }
 
 func TestConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
+	t.Parallel()
 	for _, firstFails := range []bool{false, true} {
 		pool := setup(t)
 		ctx := context.Background()
@@ -296,6 +294,7 @@ func envelope(id, typ, created, data string) []byte {
 // the payment of 10:00 arrives after it; the same time with another body is
 // a conflict; a version field in data orders changes too.
 func TestApplyIfNewer(t *testing.T) {
+	t.Parallel()
 	pool := setup(t)
 	ctx := context.Background()
 	_, err := pool.Exec(ctx, `CREATE TABLE subscriptions (id text PRIMARY KEY, status text NOT NULL)`)
@@ -354,6 +353,7 @@ func TestApplyIfNewer(t *testing.T) {
 // TestPruneCompletedTasks: completed tasks past the retention go; a dead
 // one and the dedupe rows stay.
 func TestPruneCompletedTasks(t *testing.T) {
+	t.Parallel()
 	pool := setup(t)
 	ctx := context.Background()
 	enqueue(t, pool, "evt_old")
@@ -432,6 +432,7 @@ func TestEveryClaimedTaskKeepsItsLease(t *testing.T) {
 // millisecond hookrelay sends, other strings as strings, and a number after
 // a string is a conflict.
 func TestVersionsCompareExactly(t *testing.T) {
+	t.Parallel()
 	pool := setup(t)
 	ctx := context.Background()
 	deliver := func(resource, field, id, created, data string) inbox.Outcome {

@@ -29,6 +29,7 @@ func deliverVersion(t *testing.T, pool *pgxpool.Pool, resource, field, id, creat
 // instants in any year (int64 nanoseconds wrap outside 1678–2262), so a
 // created of 1600 does not pin a resource.
 func TestTimesOutsideInt64NanosOrderAsInstants(t *testing.T) {
+	t.Parallel()
 	pool := setup(t)
 	const at = "2026-12-01T10:00:00.000Z"
 	require.Equal(t, inbox.OutcomeApplied, deliverVersion(t, pool, "sub:1", "", "evt_a", "1600-01-01T00:00:00.000Z", `{}`))
@@ -45,6 +46,7 @@ func TestTimesOutsideInt64NanosOrderAsInstants(t *testing.T) {
 // TestATimeAfterANumberIsAConflict: a time and a number are versions of
 // different kinds, which do not order: a conflict, never an overwrite.
 func TestATimeAfterANumberIsAConflict(t *testing.T) {
+	t.Parallel()
 	pool := setup(t)
 	const at = "2026-12-01T10:00:00.000Z"
 	require.Equal(t, inbox.OutcomeApplied, deliverVersion(t, pool, "doc:2", "version", "evt_a", at, `{"version":5}`))

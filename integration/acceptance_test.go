@@ -31,12 +31,7 @@ type refReceiver struct {
 // endpoint's secret once the endpoint exists.
 func newRefReceiver(t *testing.T) *refReceiver {
 	t.Helper()
-	ctx := context.Background()
-	url, err := pg.NewDatabase(ctx, "receiver")
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pg.Pool(t, "receiver", false)
 	r := &refReceiver{pool: pool}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()

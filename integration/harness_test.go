@@ -126,8 +126,7 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 		o(&hc)
 	}
 	ctx := context.Background()
-	dbURL, err := pg.MigratedDatabase(ctx, "it")
-	require.NoError(t, err)
+	dbURL := pg.Database(t, "it", true)
 	secretKey, err := secretbox.GenerateKey()
 	require.NoError(t, err)
 	px, err := newProxy(temporal.FrontendAddr())

@@ -31,9 +31,7 @@ type bundle struct {
 func setup(t *testing.T) bundle {
 	t.Helper()
 	ctx := context.Background()
-	st, err := pg.Store(ctx, "outbox")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
+	st := pg.Store(t, "outbox")
 	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
 	require.NoError(t, err)
 	ep := func(types ...string) store.Endpoint {

@@ -32,6 +32,7 @@ func matches(re *regexp.Regexp, page string) []string {
 // keeps them all; a save that would turn a non-empty subscription into
 // "every type" needs that choice made explicitly.
 func TestSavingKeepsEverySubscribedType(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, envConfig{})
 	const catalog = 260 // past the API's page of 250
@@ -88,6 +89,7 @@ func TestSavingKeepsEverySubscribedType(t *testing.T) {
 // endpoint form) shows the operator's types and the app's own, never
 // another app's.
 func TestPortalCatalogIsPerApp(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	e := newEnv(t, envConfig{})
 	other, err := e.st.CreateApp(ctx, store.App{Name: "Globex"})

@@ -50,9 +50,7 @@ type envConfig struct {
 func newEnv(t *testing.T, cfg envConfig) *env {
 	t.Helper()
 	ctx := context.Background()
-	st, err := pg.Store(ctx, "portal")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
+	st := pg.Store(t, "portal")
 	app, err := st.CreateApp(ctx, store.App{Name: "Acme Billing"})
 	require.NoError(t, err)
 	e := &env{t: t, st: st, app: app, admin: "hr_admin_portal_test_0123456789", signer: access.NewSigner([]byte("portal test secret"))}

@@ -21,6 +21,7 @@ const refused = "This portal link is invalid, has expired or was already used."
 // reused, tampered, expired (by its signature or by its row) or forged with
 // another key, it gets the same plain page and no cookie.
 func TestLinkIsSingleUseSignedAndExpiring(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{tls: true})
 	link := e.link(map[string]any{"ttl": "5m"})
 
@@ -90,6 +91,7 @@ func TestLinkIsSingleUseSignedAndExpiring(t *testing.T) {
 // changes anything, and each change it posts anyway (with a valid CSRF
 // token) is refused and changes nothing.
 func TestViewOnlyCannotChange(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{})
 	ep, dlv := e.deadLetter(404, delivery.ClassPermanent, "not here")
 
@@ -129,6 +131,7 @@ func TestViewOnlyCannotChange(t *testing.T) {
 // or with another session's, is refused; with it, the resend is made and
 // recorded as the portal session's.
 func TestChangesNeedTheCSRFToken(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{})
 	_, dlv := e.deadLetter(500, delivery.ClassRetryable, "down")
 	full := map[string]any{"capabilities": []string{"resend", "manage_endpoints", "rotate_secret"}}
@@ -157,6 +160,7 @@ func TestChangesNeedTheCSRFToken(t *testing.T) {
 // that endpoint and its deliveries; the other's pages are 404 and it cannot
 // create endpoints.
 func TestEndpointLimitedSession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{})
 	mine := e.endpoint("http://127.0.0.1:9/mine")
 	theirs := e.endpoint("http://127.0.0.1:9/theirs")
@@ -186,6 +190,7 @@ func TestEndpointLimitedSession(t *testing.T) {
 // TestPortalAnswersAreHardened: every page has a strict CSP (no inline
 // script or style), framing only by the configured origins, and no caching.
 func TestPortalAnswersAreHardened(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, envConfig{frameAncestors: []string{"https://dash.example.com"}})
 	c := e.client()
 	open(t, c, e.link(map[string]any{}))

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/internal/testenv"
@@ -27,11 +26,7 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
 // only; with one it needs the bearer token.
 func TestControlIsGuarded(t *testing.T) {
 	ctx := context.Background()
-	url, err := pg.NewDatabase(ctx, "receiver")
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pg.Pool(t, "receiver", false)
 	control := func(h http.Handler, from, token string) int {
 		req := httptest.NewRequest(http.MethodPost, "/control", strings.NewReader(`{"fail":"502","fail_times":1}`))
 		req.RemoteAddr = net.JoinHostPort(from, "5000")
@@ -75,11 +70,7 @@ func signed(t *testing.T, id, secret string) *http.Request {
 // neither as seen.
 func TestTenantsDedupeApart(t *testing.T) {
 	ctx := context.Background()
-	url, err := pg.NewDatabase(ctx, "tenants")
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pg.Pool(t, "tenants", false)
 	secretA, err := signing.GenerateSecret()
 	require.NoError(t, err)
 	secretB, err := signing.GenerateSecret()

@@ -32,9 +32,7 @@ func appCatalog(t *testing.T, st *store.Store, appID string) []string {
 // operational types stay everyone's. Down and up again, it holds.
 func TestCatalogMigrationSplitsAppTypes(t *testing.T) {
 	ctx := context.Background()
-	st, err := pg.Store(ctx, "catalogmigration")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
+	st := pg.Store(t, "catalogmigration")
 	db := stdlib.OpenDBFromPool(st.Pool())
 	t.Cleanup(func() { db.Close() })
 	p, err := goose.NewProvider(goose.DialectPostgres, db, os.DirFS("../migrations"))

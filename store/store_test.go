@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/delivery"
@@ -32,9 +31,7 @@ type fixture struct {
 func setup(t *testing.T) fixture {
 	t.Helper()
 	ctx := context.Background()
-	st, err := pg.Store(ctx, "store")
-	require.NoError(t, err)
-	t.Cleanup(st.Pool().Close)
+	st := pg.Store(t, "store")
 	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
 	require.NoError(t, err)
 	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", Environment: "live",
@@ -309,11 +306,7 @@ func TestSecretKeyRotation(t *testing.T) {
 	require.NoError(t, err)
 	newKey, err := secretbox.GenerateKey()
 	require.NoError(t, err)
-	url, err := pg.MigratedDatabase(ctx, "rotate")
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, url)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
+	pool := pg.Pool(t, "rotate", true)
 	storeWith := func(keys string) *store.Store {
 		box, err := secretbox.Open(keys)
 		require.NoError(t, err)

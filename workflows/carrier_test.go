@@ -78,6 +78,7 @@ func carrierRun(t *testing.T, answers map[string]func() (activities.SendResult, 
 // other result goes on in its own DeliveryWorkflow, which judges it as if
 // it had made the attempt itself.
 func TestCarrierJudgesEachFirstAttempt(t *testing.T) {
+	t.Parallel()
 	throttled := fail(429)
 	throttled.RetryAfter, throttled.HasRetryAfter = 3*time.Second, true
 	answers := map[string]func() (activities.SendResult, error){
@@ -148,6 +149,7 @@ func TestCarrierJudgesEachFirstAttempt(t *testing.T) {
 // TestCarrierWaitsEachFirstWait: each first attempt starts at its own first
 // wait, never early and at most CarrierLateness late.
 func TestCarrierWaitsEachFirstWait(t *testing.T) {
+	t.Parallel()
 	answers := map[string]func() (activities.SendResult, error){}
 	var in []workflows.Input
 	for i, w := range []time.Duration{0, time.Second, 1010 * time.Millisecond, 5 * time.Second} {
@@ -168,6 +170,7 @@ func TestCarrierWaitsEachFirstWait(t *testing.T) {
 // off dead-letters on its carried result; a replay's cycle makes its own
 // first attempt instead of judging that result again.
 func TestReplayOfAHandedOffDeliveryStartsFresh(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false)
 	in.Cycle = 1
 	in.Resume = &workflows.Resume{Result: fail(404)}
@@ -191,6 +194,7 @@ func TestReplayOfAHandedOffDeliveryStartsFresh(t *testing.T) {
 // SendGroup that fails as a whole (nothing sent) is followed by one
 // SendSigned each, with the same results.
 func TestCarrierSendsEachGroupAtOnce(t *testing.T) {
+	t.Parallel()
 	ok := func() (activities.SendResult, error) {
 		return activities.SendResult{Class: activities.ClassSuccess, StatusCode: 200}, nil
 	}

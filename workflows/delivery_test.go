@@ -123,6 +123,7 @@ func expectedWaits() []time.Duration {
 }
 
 func TestFirstAttemptSucceeds(t *testing.T) {
+	t.Parallel()
 	for _, local := range []bool{false, true} {
 		env, s, in := setup(t, local, ok())
 		env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
@@ -136,6 +137,7 @@ func TestFirstAttemptSucceeds(t *testing.T) {
 }
 
 func TestSixFailuresDeadLetterAt72Minutes(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false)
 	early := queryAt(t, env, 500*time.Millisecond)
 	mid := queryAt(t, env, 40*time.Second)
@@ -169,6 +171,7 @@ func TestSixFailuresDeadLetterAt72Minutes(t *testing.T) {
 }
 
 func TestThrottledHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
 	throttled := fail(429)
 	throttled.RetryAfter, throttled.HasRetryAfter = 120*time.Second, true
 	env, s, in := setup(t, false, throttled, ok())
@@ -180,6 +183,7 @@ func TestThrottledHonoursRetryAfter(t *testing.T) {
 }
 
 func TestThrottledWithoutHintUsesSchedule(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, fail(429), ok())
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
@@ -187,6 +191,7 @@ func TestThrottledWithoutHintUsesSchedule(t *testing.T) {
 }
 
 func TestThrottledHintIsClampedToOneSecond(t *testing.T) {
+	t.Parallel()
 	throttled := fail(429)
 	throttled.HasRetryAfter = true // Retry-After: 0
 	env, s, in := setup(t, false, throttled, ok())
@@ -196,6 +201,7 @@ func TestThrottledHintIsClampedToOneSecond(t *testing.T) {
 }
 
 func TestThrottledHintPastDeadlineDeadLettersAtOnce(t *testing.T) {
+	t.Parallel()
 	throttled := fail(429)
 	throttled.RetryAfter, throttled.HasRetryAfter = 2*time.Hour, true
 	env, s, in := setup(t, false, throttled)
@@ -208,6 +214,7 @@ func TestThrottledHintPastDeadlineDeadLettersAtOnce(t *testing.T) {
 }
 
 func TestPermanentFailuresDeadLetterAfterOneAttempt(t *testing.T) {
+	t.Parallel()
 	for _, code := range []int{400, 401, 403, 404, 301, 302} {
 		env, s, in := setup(t, false, fail(code))
 		dead := queryAt(t, env, time.Minute)
@@ -220,6 +227,7 @@ func TestPermanentFailuresDeadLetterAfterOneAttempt(t *testing.T) {
 }
 
 func TestGoneDeadLettersAndReportsDisabled(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, fail(410))
 	dead := queryAt(t, env, time.Minute)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
@@ -232,6 +240,7 @@ func TestGoneDeadLettersAndReportsDisabled(t *testing.T) {
 // TestActivityFailureIsNoAttempt: an attempt that did not complete (the
 // worker died) uses its slot of the schedule but is not an attempt.
 func TestActivityFailureIsNoAttempt(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, activities.SendResult{}, ok())
 	s.errs = []error{errors.New("worker lost")}
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
@@ -244,6 +253,7 @@ func TestActivityFailureIsNoAttempt(t *testing.T) {
 }
 
 func TestDisabledEndpointCancelsWithoutAnAttempt(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, activities.SendResult{Class: activities.ClassEndpointDisabled})
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	st := result(t, env)
@@ -255,6 +265,7 @@ func TestDisabledEndpointCancelsWithoutAnAttempt(t *testing.T) {
 // TestNoSigningKeyDeadLettersAtOnce: nothing can be sent, so the delivery
 // dead-letters with that reason instead of retrying until the deadline.
 func TestNoSigningKeyDeadLettersAtOnce(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false)
 	s.errs = []error{temporal.NewNonRetryableApplicationError("endpoint ep_1 has no valid signing key; nothing was sent", activities.ErrNoSigningKey, nil)}
 	dead := queryAt(t, env, time.Minute)
@@ -269,6 +280,7 @@ func TestNoSigningKeyDeadLettersAtOnce(t *testing.T) {
 // TestDeliveryGoneEndsTheRun: once the delivery's row is gone (its app was
 // deleted), the run ends at once, whichever activity finds out.
 func TestDeliveryGoneEndsTheRun(t *testing.T) {
+	t.Parallel()
 	goneErr := temporal.NewNonRetryableApplicationError("delivery gone", activities.ErrDeliveryGone, nil)
 	t.Run("attempt", func(t *testing.T) {
 		env, s, in := setup(t, false)
@@ -291,6 +303,7 @@ func TestDeliveryGoneEndsTheRun(t *testing.T) {
 // TestSuccessWinsOverCancel: a cancel that arrives while an attempt is in
 // flight does not undo its 2xx.
 func TestSuccessWinsOverCancel(t *testing.T) {
+	t.Parallel()
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestWorkflowEnvironment()
 	var a *activities.Activities
@@ -311,6 +324,7 @@ func TestSuccessWinsOverCancel(t *testing.T) {
 // TestCancelWhileParkedKeepsTheDeadLetter: a cancel ends a parked dead
 // letter's run; the row answers that it is still dead-lettered.
 func TestCancelWhileParkedKeepsTheDeadLetter(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, fail(404))
 	s.markStatus = func(m activities.MarkRequest) (delivery.Status, error) { return delivery.StatusDeadLettered, nil }
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCancel, nil) }, time.Hour)
@@ -324,6 +338,7 @@ func TestCancelWhileParkedKeepsTheDeadLetter(t *testing.T) {
 // TestDeadlineCountsFromAcceptance: an event accepted 74 minutes before its
 // workflow started has a minute left: 3 attempts instead of 6.
 func TestDeadlineCountsFromAcceptance(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false)
 	in.AcceptedAt = env.Now().Add(-74 * time.Minute)
 	dead := queryAt(t, env, 10*time.Minute)
@@ -337,6 +352,7 @@ func TestDeadlineCountsFromAcceptance(t *testing.T) {
 }
 
 func TestCancelSignalWhileWaiting(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false)
 	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCancel, nil) }, 10*time.Second)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
@@ -358,6 +374,7 @@ func continued(t *testing.T, env *testsuite.TestWorkflowEnvironment) workflows.I
 }
 
 func TestReplayAfterDeadLetterContinuesAsNew(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, fail(404))
 	dead := queryAt(t, env, time.Hour)
 	newer := delivery.Settings{Schedule: []time.Duration{0, time.Minute}, Deadline: time.Hour, RequestTimeout: 3 * time.Second}
@@ -391,6 +408,7 @@ func TestReplayAfterDeadLetterContinuesAsNew(t *testing.T) {
 // TestReplayIDRunsOnce: a replay signal whose ID the run has already run
 // (the outbox row was dispatched twice) starts no cycle.
 func TestReplayIDRunsOnce(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, fail(404))
 	in.Cycle, in.ReplayID = 2, 9
 	env.RegisterDelayedCallback(func() {
@@ -415,6 +433,7 @@ func TestReplayIDRunsOnce(t *testing.T) {
 // run holds one cycle, so its state (the query answer and the result) does
 // not grow.
 func TestThreeHundredReplaysStayBounded(t *testing.T) {
+	t.Parallel()
 	env, _, in := setup(t, false, fail(404))
 	smallest, largest := 1<<30, 0
 	for i := 1; i <= 300; i++ {
@@ -438,6 +457,7 @@ func TestThreeHundredReplaysStayBounded(t *testing.T) {
 }
 
 func TestNewRunFromReplayAfterRetention(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, ok())
 	in.Cycle = 3
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
@@ -448,6 +468,7 @@ func TestNewRunFromReplayAfterRetention(t *testing.T) {
 }
 
 func TestDeadlineStopsAttempts(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false)
 	in.Settings = delivery.Settings{
 		Schedule:       []time.Duration{time.Second, 10 * time.Second, 10 * time.Second, 10 * time.Second},
@@ -466,6 +487,7 @@ func TestDeadlineStopsAttempts(t *testing.T) {
 // TestReplayRacingSuccess: a replay signal that reaches the run in the same
 // task as its success starts a new cycle instead of being dropped.
 func TestReplayRacingSuccess(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, ok(), ok())
 	// Delivered at ≈0.9–1.1 s; the signal lands in the same task.
 	env.RegisterDelayedCallback(func() {
@@ -480,6 +502,7 @@ func TestReplayRacingSuccess(t *testing.T) {
 // sends nothing; the run continues as new past HistoryBound events with
 // the attempt it waits to make, instead of growing to Temporal's limit.
 func TestBusyEndpointContinuesAsNew(t *testing.T) {
+	t.Parallel()
 	busy := activities.SendResult{Class: activities.ClassEndpointBusy}
 	results := make([]activities.SendResult, 5000)
 	for i := range results {
@@ -508,6 +531,7 @@ func TestBusyEndpointContinuesAsNew(t *testing.T) {
 // replay's run before its first task is run when this cycle ends, not
 // dropped with the signal that started the run.
 func TestReplayBufferedBeforeFirstTaskIsKept(t *testing.T) {
+	t.Parallel()
 	env, _, in := setup(t, false, ok())
 	in.Cycle, in.ReplayID = 2, 9
 	env.RegisterDelayedCallback(func() {
@@ -522,6 +546,7 @@ func TestReplayBufferedBeforeFirstTaskIsKept(t *testing.T) {
 // new run (Progress) does not mark the delivery delivering again, so a
 // cancel recorded meanwhile stays.
 func TestContinuedCycleIsNotStartedAgain(t *testing.T) {
+	t.Parallel()
 	env, s, in := setup(t, false, ok())
 	in.Cycle, in.ReplayID = 2, 9
 	in.Progress = &workflows.Progress{Attempt: 1}

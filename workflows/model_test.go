@@ -100,6 +100,7 @@ func (m *model) mark(_ context.Context, req activities.MarkRequest) (activities.
 //
 // A failure names the seed; MODEL_SEED=n plays that seed alone.
 func TestModel(t *testing.T) {
+	t.Parallel()
 	first, last := uint64(1), uint64(modelRuns)
 	if v := os.Getenv("MODEL_SEED"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)

@@ -17,6 +17,7 @@ import (
 // v2-* by integration.TestHistoriesOfEveryPath with HOOKRELAY_RECORD_HISTORIES,
 // which never overwrites a file.
 func TestReplayRecordedHistories(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("testdata/*.json")
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(files), 15)

@@ -143,26 +143,64 @@ func (p *Postgres) createDatabase(ctx context.Context, prefix, template string) 
 	return u.String(), nil
 }
 
-// Store opens a store on a new migrated database. The pool closes when the
-// test ends.
-func (p *Postgres) Store(ctx context.Context, prefix string) (*store.Store, error) {
-	dbURL, err := p.MigratedDatabase(ctx, prefix)
-	if err != nil {
-		return nil, err
+// Database creates a database for tb (every migration applied when
+// migrated) and returns its URL; it is dropped when tb ends.
+func (p *Postgres) Database(tb testing.TB, prefix string, migrated bool) string {
+	tb.Helper()
+	ctx := context.Background()
+	create := p.NewDatabase
+	if migrated {
+		create = p.MigratedDatabase
 	}
-	pool, err := pgxpool.New(ctx, dbURL)
+	u, err := create(ctx, prefix)
 	if err != nil {
-		return nil, fmt.Errorf("connect: %w", err)
+		tb.Fatal(err)
 	}
+	tb.Cleanup(func() { p.drop(u) })
+	return u
+}
+
+// Pool opens a pool on a new database for tb (see Database); it is closed,
+// and the database dropped, when tb ends.
+func (p *Postgres) Pool(tb testing.TB, prefix string, migrated bool) *pgxpool.Pool {
+	tb.Helper()
+	pool, err := pgxpool.New(context.Background(), p.Database(tb, prefix, migrated))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close) // runs before the drop: cleanups run last first
+	return pool
+}
+
+// Store opens a store, with a fresh sealing key, on a new migrated
+// database for tb (see Pool).
+func (p *Postgres) Store(tb testing.TB, prefix string) *store.Store {
+	tb.Helper()
 	key, err := secretbox.GenerateKey()
 	if err != nil {
-		return nil, err
+		tb.Fatal(err)
 	}
 	box, err := secretbox.Open(key)
 	if err != nil {
-		return nil, err
+		tb.Fatal(err)
 	}
-	return store.New(pool, box), nil
+	return store.New(p.Pool(tb, prefix, true), box)
+}
+
+// drop drops a test's database; a failure only leaves it behind with the
+// cluster's temporary directory.
+func (p *Postgres) drop(u string) {
+	name, err := databaseName(u)
+	if err != nil {
+		return
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, p.AdminURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 }
 
 // Main runs a test binary with a Postgres in *pg; it is for TestMain.

@@ -204,7 +204,11 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		}
 	}
 	switch {
-	case err == nil && (res.Class == activities.ClassSuccess || res.Class == activities.ClassEndpointDisabled),
+	case err == nil && res.Class == activities.ClassSuccess:
+		// Recording the 2xx deleted the row in the same statement.
+		d.firstDone.Add(1)
+		return
+	case err == nil && res.Class == activities.ClassEndpointDisabled,
 		errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone:
 		if _, err := d.doneRows.Do(context.WithoutCancel(ctx), f.row.ID); err != nil {
 			// The lease lapses; the next claim finds the row stale.

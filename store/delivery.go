@@ -129,8 +129,8 @@ type Attempt struct {
 	// delivery, not to the attempt.
 	NextAttemptAt *time.Time `json:"-" db:"-"`
 	// OutboxID and Outcome record a sender's first attempt on its start row
-	// in the same statement (see outbox.Row.Outcome); zero and nil for an
-	// attempt a workflow made.
+	// in the same statement (see outbox.Row.Outcome), or delete the row when
+	// the attempt succeeded; zero and nil for an attempt a workflow made.
 	OutboxID int64  `json:"-" db:"-"`
 	Outcome  []byte `json:"-" db:"-"`
 }
@@ -197,7 +197,10 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		    AS t(id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids, status, succeeded, next_at)
 		), ob AS (
 		  UPDATE outbox o SET outcome = v.outcome::jsonb
-		  FROM unnest($17::bigint[], $18::text[]) AS v(id, outcome) WHERE o.id = v.id AND v.id > 0
+		  FROM unnest($17::bigint[], $18::text[], $8::text[]) AS v(id, outcome, class) WHERE o.id = v.id AND v.id > 0 AND v.class <> $19
+		), obdone AS (
+		  -- A sender's first attempt that succeeded ends its start row here.
+		  DELETE FROM outbox o USING unnest($17::bigint[], $8::text[]) AS v(id, class) WHERE o.id = v.id AND v.id > 0 AND v.class = $19
 		), d AS (
 		  SELECT id, endpoint_id FROM deliveries WHERE id = ANY ($2) ORDER BY id FOR UPDATE
 		), ins AS (
@@ -225,7 +228,7 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		SELECT i.delivery_id, d.endpoint_id, COALESCE(e.consecutive_failures, 0)
 		FROM i LEFT JOIN d ON d.id = i.delivery_id LEFT JOIN endpoints e ON e.id = d.endpoint_id`,
 		attemptIDs, deliveryIDs, cycles, numbers, started, durations, codes, classes, errTexts, excerpts, keyIDs,
-		delivery.From(delivery.EventRecord), delivery.StatusSucceeded, statuses, succeeded, next, outboxIDs, outcomes)
+		delivery.From(delivery.EventRecord), delivery.StatusSucceeded, statuses, succeeded, next, outboxIDs, outcomes, delivery.ClassSuccess)
 	if err != nil {
 		return nil, fmt.Errorf("record %d attempts: %w", n, transitionError(err))
 	}

@@ -160,17 +160,18 @@ func TestWorkerRecoversStuckTasks(t *testing.T) {
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	_, _ = crashed.RunOnce(cctx)
 	// Simulate the crash: the row stays in processing.
-	_, err := pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET status = 'processing', locked_until = now() + interval '50 milliseconds'`)
+	_, err := pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET status = 'processing', locked_until = now() + interval '1 second'`)
 	require.NoError(t, err)
 	var ran int
 	w := &inbox.Worker{Pool: pool, Handle: func(context.Context, inbox.Task) error { ran++; return nil }}
 	n, err := w.RunOnce(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "a live lease is respected")
-	time.Sleep(80 * time.Millisecond)
-	n, err = w.RunOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, n, "an expired lease is recovered")
+	require.Eventually(t, func() bool {
+		n, err = w.RunOnce(ctx)
+		require.NoError(t, err)
+		return n == 1
+	}, 5*time.Second, 10*time.Millisecond, "an expired lease is recovered")
 	require.Equal(t, 1, ran)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`))
 }

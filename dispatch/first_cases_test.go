@@ -40,10 +40,17 @@ func TestSenderDeathAfterA2xxSendsNothingMore(t *testing.T) {
 
 	fc := &fakeClient{}
 	_, cancel, done := f.run(t, fc)
-	time.Sleep(500 * time.Millisecond)
+	// A later event is sent by the same dispatcher: its rounds have run
+	// past the ended row.
+	later := f.publish(t)
+	require.Eventually(t, func() bool {
+		d, err := f.st.GetDelivery(ctx, f.app.ID, later)
+		require.NoError(t, err)
+		return d.Status == delivery.StatusSucceeded
+	}, 30*time.Second, 20*time.Millisecond)
 	cancel()
 	<-done
-	require.EqualValues(t, 1, f.hits.Load())
+	require.EqualValues(t, 2, f.hits.Load(), "the ended row was not sent again; the later one once")
 	require.Empty(t, fc.starts)
 	d, err := f.st.GetDelivery(ctx, f.app.ID, id)
 	require.NoError(t, err)

@@ -20,7 +20,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"time"
@@ -340,22 +339,44 @@ func (p *Portal) call(c *gin.Context, method, path string, body any, out any) er
 	}
 	req.RemoteAddr = c.Request.RemoteAddr
 	req.Header.Set("Content-Type", "application/json")
-	rec := httptest.NewRecorder()
-	p.opts.API.ServeHTTP(rec, req)
-	if rec.Code >= 400 {
+	ans := &answer{header: http.Header{}, code: http.StatusOK}
+	p.opts.API.ServeHTTP(ans, req)
+	if ans.code >= 400 {
 		var prob struct {
 			Detail string   `json:"detail"`
 			Fields []string `json:"fields"`
 		}
-		_ = json.Unmarshal(rec.Body.Bytes(), &prob)
-		return &APIError{Status: rec.Code, Detail: cmp.Or(prob.Detail, http.StatusText(rec.Code)), Fields: prob.Fields}
+		_ = json.Unmarshal(ans.body.Bytes(), &prob)
+		return &APIError{Status: ans.code, Detail: cmp.Or(prob.Detail, http.StatusText(ans.code)), Fields: prob.Fields}
 	}
-	if out != nil && rec.Body.Len() > 0 {
-		if err := json.Unmarshal(rec.Body.Bytes(), out); err != nil {
+	if out != nil && ans.body.Len() > 0 {
+		if err := json.Unmarshal(ans.body.Bytes(), out); err != nil {
 			return fmt.Errorf("decode %s %s: %w", method, path, err)
 		}
 	}
 	return nil
+}
+
+// answer holds what the API answered an in-process call (an
+// http.ResponseWriter).
+type answer struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+	wrote  bool
+}
+
+func (a *answer) Header() http.Header { return a.header }
+
+func (a *answer) WriteHeader(code int) {
+	if !a.wrote {
+		a.code, a.wrote = code, true
+	}
+}
+
+func (a *answer) Write(b []byte) (int, error) {
+	a.WriteHeader(http.StatusOK)
+	return a.body.Write(b)
 }
 
 // failed answers an API error as a page: the API's own words (escaped) for

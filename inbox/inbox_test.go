@@ -433,14 +433,7 @@ func TestVersionsCompareExactly(t *testing.T) {
 	pool := setup(t)
 	ctx := context.Background()
 	deliver := func(resource, field, id, created, data string) inbox.Outcome {
-		tx, err := pool.Begin(ctx)
-		require.NoError(t, err)
-		defer tx.Rollback(ctx) //nolint:errcheck
-		o, err := inbox.ApplyIfNewer(ctx, tx, inbox.Change{Source: "billing", Resource: resource, EventID: id,
-			Body: envelope(id, "ledger.updated", created, data), VersionField: field}, func() error { return nil })
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-		return o
+		return deliverVersion(t, pool, resource, field, id, created, data)
 	}
 	const at = "2026-12-01T10:00:00.000Z"
 	require.Equal(t, inbox.OutcomeApplied, deliver("ledger:1", "version", "evt_a", at, `{"version":1.0000000004}`))

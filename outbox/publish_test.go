@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/delivery"
@@ -197,18 +198,31 @@ func TestPublishRefusesWhatReceiversCannotVerify(t *testing.T) {
 	}
 }
 
+// listen LISTENs on the dispatcher's channel on a connection of b's pool
+// held until the test ends, and answers how to wait for the next
+// notification (an error when none comes within the wait).
+func listen(t *testing.T, b bundle) func(wait time.Duration) (*pgconn.Notification, error) {
+	ctx := context.Background()
+	conn, err := b.st.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(conn.Release)
+	_, err = conn.Exec(ctx, "LISTEN "+outbox.Channel)
+	require.NoError(t, err)
+	return func(wait time.Duration) (*pgconn.Notification, error) {
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		return conn.Conn().WaitForNotification(wctx)
+	}
+}
+
 // TestClaimByFollowsTheFirstWait: a start row may wait in the outbox for
 // its first wait less its jitter and ClaimGuard; the NOTIFY of the first
 // row says by when, and a later row due no sooner wakes nobody.
 func TestClaimByFollowsTheFirstWait(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
-	conn, err := b.st.Pool().Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, "LISTEN "+outbox.Channel)
-	require.NoError(t, err)
-	_, err = publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	notified := listen(t, b)
+	_, err := publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	var ahead time.Duration
 	var ms int64
@@ -217,9 +231,7 @@ func TestClaimByFollowsTheFirstWait(t *testing.T) {
 	first := delivery.DefaultSchedule()[0]
 	want := time.Duration(float64(first)*(1-delivery.JitterFraction)) - outbox.ClaimGuard
 	require.InDelta(t, float64(want), float64(ahead), float64(5*time.Millisecond), "claim_by %s after acceptance", ahead)
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	n, err := conn.Conn().WaitForNotification(wctx)
+	n, err := notified(2 * time.Second)
 	require.NoError(t, err)
 	at, err := strconv.ParseInt(n.Payload, 10, 64)
 	require.NoError(t, err)
@@ -227,9 +239,7 @@ func TestClaimByFollowsTheFirstWait(t *testing.T) {
 
 	_, err = publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
-	wctx2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
-	defer cancel2()
-	_, err = conn.Conn().WaitForNotification(wctx2)
+	_, err = notified(300 * time.Millisecond)
 	require.Error(t, err, "a row claimed with an earlier one wakes nobody")
 }
 
@@ -257,16 +267,10 @@ func TestPausedRowsDoNotSilenceTheWake(t *testing.T) {
 	require.False(t, ok, "the paused row is not claimable")
 	require.NoError(t, tx.Rollback(ctx))
 
-	conn, err := b.st.Pool().Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	_, err = conn.Exec(ctx, "LISTEN "+outbox.Channel)
-	require.NoError(t, err)
+	notified := listen(t, b)
 	_, err = publish(t, b, outbox.Event{Type: "invoice.created", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
-	wctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	_, err = conn.Conn().WaitForNotification(wctx)
+	_, err = notified(time.Second)
 	require.NoError(t, err, "a paused endpoint's waiting row silenced the NOTIFY of every new delivery")
 }
 

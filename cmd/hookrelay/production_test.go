@@ -138,6 +138,28 @@ func (f *flaky) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// flakyApp creates, through api, an app named name with one endpoint on
+// the given retry schedule (a 10 min deadline) at a new flaky receiver
+// that verifies its signatures.
+func flakyApp(t *testing.T, api *devProc, adminKey, name string, schedule ...string) (*crashRig, string, *flaky) {
+	t.Helper()
+	rc := &flaky{seen: map[string]int{}, ok: map[string]int{}}
+	srv := httptest.NewServer(rc)
+	t.Cleanup(srv.Close)
+	r := &crashRig{t: t, key: adminKey}
+	var a struct{ ID string }
+	require.Equal(t, 201, r.call(api, "POST", "/v1/apps", map[string]any{"name": name}, &a))
+	var ep struct{ Secret string }
+	require.Equal(t, 201, r.call(api, "POST", "/v1/apps/"+a.ID+"/endpoints", map[string]any{
+		"url": srv.URL + "/hook", "retry_schedule": schedule, "deadline": "10m"}, &ep))
+	v, err := webhook.NewVerifier(ep.Secret)
+	require.NoError(t, err)
+	rc.mu.Lock()
+	rc.verifier = v
+	rc.mu.Unlock()
+	return r, a.ID, rc
+}
+
 func (f *flaky) delivered() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -186,20 +208,7 @@ func TestProductionPathAsSeparateProcesses(t *testing.T) {
 	sender := startRole(t, env, "worker")
 	startRole(t, env, "worker", "--first-attempts", "carrier")
 
-	rc := &flaky{seen: map[string]int{}, ok: map[string]int{}}
-	srv := httptest.NewServer(rc)
-	t.Cleanup(srv.Close)
-	r := &crashRig{t: t, key: adminKey}
-	var a struct{ ID string }
-	require.Equal(t, 201, r.call(api, "POST", "/v1/apps", map[string]any{"name": "production"}, &a))
-	var ep struct{ Secret string }
-	require.Equal(t, 201, r.call(api, "POST", "/v1/apps/"+a.ID+"/endpoints", map[string]any{
-		"url": srv.URL + "/hook", "retry_schedule": []string{"0s", "1s", "2s", "5s", "10s", "30s"}, "deadline": "10m"}, &ep))
-	v, err := webhook.NewVerifier(ep.Secret)
-	require.NoError(t, err)
-	rc.mu.Lock()
-	rc.verifier = v
-	rc.mu.Unlock()
+	r, a, rc := flakyApp(t, api, adminKey, "production", "0s", "1s", "2s", "5s", "10s", "30s")
 
 	const n = 400
 	var wg sync.WaitGroup
@@ -210,7 +219,7 @@ func TestProductionPathAsSeparateProcesses(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				require.Equal(t, 202, r.call(api, "POST", "/v1/apps/"+a.ID+"/events", map[string]any{"type": "payment.succeeded", "data": map[string]any{"i": i}}, nil))
+				require.Equal(t, 202, r.call(api, "POST", "/v1/apps/"+a+"/events", map[string]any{"type": "payment.succeeded", "data": map[string]any{"i": i}}, nil))
 				if i == n/3 {
 					// Mid-burst: the sender worker dies with what it holds.
 					require.NoError(t, sender.cmd.Process.Signal(syscall.SIGKILL))
@@ -317,21 +326,9 @@ func TestTemporalMTLS(t *testing.T) {
 	status, body := get(t, "http://"+api.api+"/readyz", "")
 	require.Equal(t, http.StatusOK, status, string(body))
 
-	rc := &flaky{seen: map[string]int{}, ok: map[string]int{}}
-	srv := httptest.NewServer(rc)
-	t.Cleanup(srv.Close)
-	r := &crashRig{t: t, key: adminKey}
-	var a struct{ ID string }
-	require.Equal(t, 201, r.call(api, "POST", "/v1/apps", map[string]any{"name": "mtls"}, &a))
-	var ep struct{ Secret string }
-	require.Equal(t, 201, r.call(api, "POST", "/v1/apps/"+a.ID+"/endpoints", map[string]any{"url": srv.URL + "/hook", "retry_schedule": []string{"0s", "1s"}}, &ep))
-	v, err := webhook.NewVerifier(ep.Secret)
-	require.NoError(t, err)
-	rc.mu.Lock()
-	rc.verifier = v
-	rc.mu.Unlock()
+	r, a, rc := flakyApp(t, api, adminKey, "mtls", "0s", "1s")
 	for i := range 8 {
-		require.Equal(t, 202, r.call(api, "POST", "/v1/apps/"+a.ID+"/events", map[string]any{"type": "payment.succeeded", "data": map[string]any{"i": i}}, nil))
+		require.Equal(t, 202, r.call(api, "POST", "/v1/apps/"+a+"/events", map[string]any{"type": "payment.succeeded", "data": map[string]any{"i": i}}, nil))
 	}
 	require.Eventually(t, func() bool { return rc.delivered() == 8 }, time.Minute, 50*time.Millisecond,
 		"delivered over the mTLS connection, including the retried ones")

@@ -326,12 +326,13 @@ func (s *Server) startUI(addr string, logger *slog.Logger) error {
 }
 
 func (s *Server) prepareNamespace(ctx context.Context, opts Options) error {
-	copts := client.Options{HostPort: s.frontendAddr, Logger: quietSDKLogger{}}
-	if opts.TLS != nil {
-		var err error
-		if copts.ConnectionOptions.TLS, err = opts.TLS.clientConfig(); err != nil {
-			return err
-		}
+	conn := temporalconn.Settings{Address: s.frontendAddr}
+	if t := opts.TLS; t != nil {
+		conn.CAFile, conn.CertFile, conn.KeyFile, conn.ServerName = t.CAFile, t.ClientCertFile, t.ClientKeyFile, t.ServerName
+	}
+	copts, err := conn.ClientOptions(quietSDKLogger{})
+	if err != nil {
+		return err
 	}
 	c, err := client.Dial(copts)
 	if err != nil {

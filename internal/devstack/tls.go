@@ -1,12 +1,6 @@
 package devstack
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
-	"fmt"
-	"os"
-
 	"go.temporal.io/server/common/config"
 )
 
@@ -35,22 +29,4 @@ func (t *TLS) apply(conf *config.Config) {
 	client := config.ClientTLS{ServerName: t.ServerName, RootCAFiles: []string{t.CAFile}}
 	conf.Global.TLS.Frontend.Client = client
 	conf.Global.TLS.SystemWorker = config.WorkerTLS{CertFile: t.ClientCertFile, KeyFile: t.ClientKeyFile, Client: client}
-}
-
-// clientConfig is the TLS a client of the frontend uses (with the client
-// certificate).
-func (t *TLS) clientConfig() (*tls.Config, error) {
-	pem, err := os.ReadFile(t.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("embedded temporal TLS: %w", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		return nil, errors.New("embedded temporal TLS: no certificate in the CA file")
-	}
-	cert, err := tls.LoadX509KeyPair(t.ClientCertFile, t.ClientKeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("embedded temporal TLS: %w", err)
-	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots, Certificates: []tls.Certificate{cert}, ServerName: t.ServerName}, nil
 }

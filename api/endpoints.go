@@ -32,6 +32,9 @@ type endpointRequest struct {
 	Deadline       *string            `json:"deadline"`
 	RequestTimeout *string            `json:"request_timeout"`
 	Headers        *map[string]string `json:"headers"`
+	// Filter is a CEL expression (docs/contract.md#13-payload-filters);
+	// "" delivers every subscribed event.
+	Filter *string `json:"filter"`
 	// SignatureScheme is "hmac-sha256" (the default) or "ed25519", fixed at
 	// creation.
 	SignatureScheme *string `json:"signature_scheme"`
@@ -53,6 +56,7 @@ type EndpointView struct {
 	Deadline       string            `json:"deadline"`
 	RequestTimeout string            `json:"request_timeout"`
 	Headers        map[string]string `json:"headers"`
+	Filter         string            `json:"filter"`
 	// SignatureScheme is "hmac-sha256" or "ed25519"; PublicKey the current
 	// Ed25519 key's "whpk_…", which receivers verify v1a signatures with.
 	SignatureScheme string    `json:"signature_scheme"`
@@ -67,7 +71,7 @@ type EndpointView struct {
 func viewEndpoint(e store.Endpoint) EndpointView {
 	v := EndpointView{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
 		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), MaxInFlight: nonZero(e.MaxInFlight), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
-		Headers: e.Headers, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+		Headers: e.Headers, Filter: e.Filter, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
 	}
@@ -160,6 +164,12 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 			return bad(field, msg)
 		}
 		e.Headers = *req.Headers
+	}
+	if req.Filter != nil {
+		if msg := s.checkFilter(*req.Filter); msg != "" {
+			return bad("filter", msg)
+		}
+		e.Filter = *req.Filter
 	}
 	set := delivery.Settings{Schedule: e.RetrySchedule, Deadline: e.Deadline, RequestTimeout: e.RequestTimeout}
 	if err := set.Validate(); err != nil {
@@ -310,7 +320,7 @@ func (s *Server) patchEndpoint(c *gin.Context) {
 		return
 	}
 	p := store.EndpointPatch{URL: req.URL, Description: req.Description, EventTypes: req.EventTypes, Environment: req.Environment,
-		Disabled: req.Disabled, Paused: req.Paused, RateLimit: req.RateLimit, MaxInFlight: req.MaxInFlight, Headers: req.Headers}
+		Disabled: req.Disabled, Paused: req.Paused, RateLimit: req.RateLimit, MaxInFlight: req.MaxInFlight, Headers: req.Headers, Filter: req.Filter}
 	if req.RetrySchedule != nil {
 		p.RetrySchedule = &e.RetrySchedule
 	}

@@ -77,7 +77,7 @@ func (s *Server) createEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	pub, err := outbox.PublishNow(ctx, s.store.Pool(), app, ev)
+	pub, err := s.publisher.PublishNow(ctx, s.store.Pool(), app, ev)
 	if err != nil {
 		if errors.Is(err, delivery.ErrConflict) {
 			s.metrics.Ingested(metrics.IngestConflict)
@@ -93,6 +93,11 @@ func (s *Server) createEvent(c *gin.Context) {
 		s.backlogs.added(app, len(pub.Deliveries))
 	}
 	s.metrics.Ingested(outcome)
+	for _, f := range pub.FilteredOut {
+		if f.Error != "" && !pub.Duplicate {
+			s.metrics.FilterError(f.EndpointID)
+		}
+	}
 	c.JSON(status, pub)
 }
 
@@ -118,6 +123,11 @@ func eventView(e store.EventRecord) (outbox.Published, error) {
 	var v outbox.Published
 	if err := json.Unmarshal(e.Payload, &v); err != nil {
 		return v, fmt.Errorf("decode event %s: %w", e.ID, err)
+	}
+	if e.FilteredOut != nil {
+		if err := json.Unmarshal(e.FilteredOut, &v.FilteredOut); err != nil {
+			return v, fmt.Errorf("decode event %s: %w", e.ID, err)
+		}
 	}
 	return v, nil
 }
@@ -184,7 +194,7 @@ func (s *Server) testEndpoint(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	pub, err := outbox.PublishNow(c.Request.Context(), s.store.Pool(), c.Param("app"), outbox.Event{Type: outbox.TestType, Data: data, Endpoint: c.Param("ep")})
+	pub, err := s.publisher.PublishNow(c.Request.Context(), s.store.Pool(), c.Param("app"), outbox.Event{Type: outbox.TestType, Data: data, Endpoint: c.Param("ep")})
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -10,6 +10,7 @@ import (
 
 	"hookrelay/access"
 	"hookrelay/delivery"
+	"hookrelay/filter"
 	"hookrelay/signing"
 )
 
@@ -59,6 +60,8 @@ func operations() []operation {
 		{"DELETE", "/v1/apps/{app}/endpoints/{ep}", "Delete an endpoint; its open deliveries are canceled", nil, 204, nil, nil, (*Server).deleteEndpoint},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/rotate", "Rotate the signing secret", obj{"type": "object", "properties": obj{"grace_period": str("Go duration, 0s–168h, default 24h")}}, 200,
 			obj{"type": "object", "properties": obj{"secret": str("whsec_…, shown once (hmac-sha256)"), "public_key": str("whpk_… (ed25519)"), "previous_valid_until": obj{"type": "string", "format": "date-time"}}}, nil, (*Server).rotateSecret},
+		{"POST", "/v1/apps/{app}/endpoints/{ep}/filter-test", "Evaluate a filter (the endpoint's own unless the body gives one) on the app's latest events, as fan-out would", ref("FilterTestRequest"), 200, ref("FilterTest"), nil, (*Server).testEndpointFilter},
+		{"POST", "/v1/apps/{app}/filter-test", "Evaluate a filter on the app's latest events, as fan-out would for an endpoint with these event types", ref("FilterTestRequest"), 200, ref("FilterTest"), nil, (*Server).testAppFilter},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/secret/revoke-previous", "Stop the previous secret now", nil, 200, obj{"type": "object", "properties": obj{"revoked": obj{"type": "integer"}}}, nil, (*Server).revokePrevious},
 		{"POST", "/v1/apps/{app}/endpoints/{ep}/replay", "Replay the endpoint's dead letters created in a time range", ref("ReplayRange"), 202, ref("Replayed"), nil, (*Server).replayEndpoint},
 		{"POST", "/v1/apps/{app}/events", "Publish an event (202; 200 on an idempotent repeat)", ref("EventRequest"), 202, ref("Event"), nil, (*Server).createEvent},
@@ -91,6 +94,8 @@ func schemas() obj {
 		"request_timeout":  str("Go duration, default 10s"),
 		"headers":          obj{"type": "object", "additionalProperties": obj{"type": "string"}, "description": "sealed at rest; reads show each value as ••••••, and sending •••••• back keeps it"},
 		"signature_scheme": obj{"type": "string", "enum": []string{signing.SchemeHMAC, signing.SchemeEd25519}, "description": "fixed at creation; default hmac-sha256"},
+		"filter": obj{"type": "string", "maxLength": filter.MaxBytes, "example": "data.amount >= 5000 && data.currency == 'usd'",
+			"description": "CEL expression over type, data, created and api_version; \"\" (the default) delivers every subscribed event; an evaluation error is no match"},
 	}
 	endpoint := obj{"type": "object", "properties": merge(endpointProps, obj{"id": str("ep_…"), "disabled_reason": nullable("string"),
 		"public_key": str("whpk_…: an ed25519 endpoint's current public key, to verify v1a signatures"), "created_at": ts, "updated_at": ts})}
@@ -117,7 +122,19 @@ func schemas() obj {
 			"data": obj{"type": "object"}, "created": ts, "api_version": str("default 2026-11-01")}},
 		"Event": obj{"type": "object", "properties": obj{"id": str("evt_… or the producer's id"), "type": str(""), "created": ts,
 			"api_version": str(""), "data": obj{"type": "object"}, "deliveries": arr(obj{"type": "object", "properties": obj{
-				"id": str("dlv_…"), "endpoint_id": str(""), "status": str("")}})}},
+				"id": str("dlv_…"), "endpoint_id": str(""), "status": str("")}}),
+			"filtered_out": arr(obj{"type": "object", "description": "a subscribed endpoint whose filter skipped the event (absent when none did)",
+				"properties": obj{"endpoint_id": str(""), "error": str("the filter's evaluation error, absent when it was false")}})}},
+		"FilterTestRequest": obj{"type": "object", "properties": obj{
+			"filter":      str("CEL expression; on an endpoint's route, defaults to the endpoint's filter"),
+			"event_types": arr(str("the subscription to test with; empty = all; on an endpoint's route, defaults to the endpoint's")),
+			"last":        obj{"type": "integer", "minimum": 1, "maximum": MaxFilterTestLast, "default": FilterTestLastDefault}}},
+		"FilterTest": obj{"type": "object", "properties": obj{"filter": str(""), "event_types": arr(str("")),
+			"evaluated": obj{"type": "integer"}, "matched": obj{"type": "integer"}, "not_matched": obj{"type": "integer"},
+			"errored": obj{"type": "integer"}, "not_subscribed": obj{"type": "integer"},
+			"events": arr(obj{"type": "object", "properties": obj{"id": str(""), "type": str(""), "created": ts,
+				"verdict": obj{"type": "string", "enum": []string{VerdictMatched, VerdictNotMatched, VerdictError, VerdictNotSubscribed}},
+				"error": str("the evaluation error (verdict error)")}})}},
 		"Attempt": attempt,
 		"Delivery": obj{"type": "object", "properties": obj{
 			"id": str("dlv_…"), "event_id": str(""), "endpoint_id": str(""),

@@ -19,6 +19,7 @@ import (
 
 	"hookrelay/access"
 	"hookrelay/metrics"
+	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
@@ -57,6 +58,8 @@ type Server struct {
 	retention    time.Duration
 	links        access.Signer
 	publicBase   string
+	// publisher publishes events and keeps each app's compiled filters.
+	publisher *outbox.Publisher
 }
 
 // Options configures the API.
@@ -120,7 +123,8 @@ func New(opts Options) *Server {
 		proxies:      opts.TrustedProxies,
 		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
 		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
-		metrics:      opts.Metrics, gatherer: opts.Gatherer, retention: cmp.Or(opts.Retention, store.RetentionDefault), links: opts.LinkSigner, publicBase: opts.PublicURL}
+		metrics:      opts.Metrics, gatherer: opts.Gatherer, retention: cmp.Or(opts.Retention, store.RetentionDefault), links: opts.LinkSigner, publicBase: opts.PublicURL,
+		publisher: outbox.NewPublisher()}
 }
 
 // Handler returns the HTTP handler with every route.

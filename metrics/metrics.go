@@ -41,6 +41,7 @@ type Sender struct {
 	finished       *prometheus.CounterVec
 	deadLettered   *prometheus.CounterVec
 	byEndpoint     *prometheus.CounterVec // nil unless opted in
+	filterErrors   *prometheus.CounterVec
 	attemptSeconds prometheus.Histogram
 	firstAttempt   prometheus.Histogram
 	rounds         prometheus.Counter
@@ -74,7 +75,10 @@ func NewSender(reg prometheus.Registerer, endpointSeries bool) *Sender {
 			Help: "Delivery attempts sent, by endpoint ID and class (opt-in: one series per endpoint)."}, []string{"endpoint_id", "class"})
 		reg.MustRegister(s.byEndpoint)
 	}
-	reg.MustRegister(s.ingested, s.attempts, s.finished, s.deadLettered, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors)
+	// Only endpoints whose filter fails on an event have a series.
+	s.filterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "filter_errors_total",
+		Help: "Events an endpoint's payload filter failed to evaluate on (counted as no match), by endpoint ID."}, []string{"endpoint_id"})
+	reg.MustRegister(s.filterErrors, s.ingested, s.attempts, s.finished, s.deadLettered, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors)
 	return s
 }
 
@@ -82,6 +86,13 @@ func NewSender(reg prometheus.Registerer, endpointSeries bool) *Sender {
 func (s *Sender) Ingested(outcome string) {
 	if s != nil {
 		s.ingested.WithLabelValues(outcome).Inc()
+	}
+}
+
+// FilterError counts an event endpointID's filter failed to evaluate on.
+func (s *Sender) FilterError(endpointID string) {
+	if s != nil {
+		s.filterErrors.WithLabelValues(endpointID).Inc()
 	}
 }
 

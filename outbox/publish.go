@@ -85,6 +85,9 @@ type Published struct {
 	APIVersion string          `json:"api_version"`
 	Data       json.RawMessage `json:"data"`
 	Deliveries []DeliveryRef   `json:"deliveries"`
+	// FilteredOut are the subscribed endpoints whose filter skipped the
+	// event (docs/contract.md#13-payload-filters).
+	FilteredOut []FilteredOut `json:"filtered_out,omitempty"`
 	// Duplicate is true when the ID was published before with the same
 	// content; nothing new was written.
 	Duplicate bool `json:"-"`
@@ -183,12 +186,14 @@ func (e Event) contentHash() []byte {
 }
 
 // Publish stores ev for app in tx: the frozen envelope, one pending delivery
-// per enabled endpoint whose filter matches, and an outbox row for each.
-// Nothing is visible until tx commits; a rollback leaves no trace.
-// It returns delivery.ErrNotFound for an unknown app and delivery.ErrConflict when
-// ev.ID was published before with different content.
+// per enabled endpoint subscribed to its type whose filter accepts it, and
+// an outbox row for each. Nothing is visible until tx commits; a rollback
+// leaves no trace. It returns delivery.ErrNotFound for an unknown app and
+// delivery.ErrConflict when ev.ID was published before with different
+// content. Each call compiles the app's filters afresh; a producer that
+// publishes often keeps a Publisher instead.
 func Publish(ctx context.Context, tx pgx.Tx, appID string, ev Event) (Published, error) {
-	return publish(ctx, tx, appID, ev)
+	return NewPublisher().publish(ctx, tx, appID, ev)
 }
 
 // Querier runs statements: a pgx.Tx, a *pgx.Conn or a *pgxpool.Pool.
@@ -201,10 +206,26 @@ type Querier interface {
 // PublishNow is Publish outside any transaction of the caller's: the single
 // statement it runs is atomic by itself (the API's ingest path).
 func PublishNow(ctx context.Context, q Querier, appID string, ev Event) (Published, error) {
-	return publish(ctx, q, appID, ev)
+	return NewPublisher().publish(ctx, q, appID, ev)
 }
 
-func publish(ctx context.Context, q Querier, appID string, ev Event) (Published, error) {
+// FilteredOut is an endpoint whose filter skipped an event.
+type FilteredOut struct {
+	EndpointID string `json:"endpoint_id"`
+	// Error is the filter's evaluation error on the event, "" when it
+	// evaluated to false.
+	Error string `json:"error,omitempty"`
+}
+
+// StaleFiltersError is a publish whose app's filters changed under it
+// maxStaleRounds times in a row; nothing was written.
+type StaleFiltersError struct{ AppID string }
+
+func (e *StaleFiltersError) Error() string {
+	return "the filters of app " + e.AppID + " kept changing during the publish; nothing was written, publish again"
+}
+
+func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Event) (Published, error) {
 	now := time.Now().UTC()
 	if err := ev.Validate(now); err != nil {
 		return Published{}, err
@@ -226,77 +247,118 @@ func publish(ctx context.Context, q Querier, appID string, ev Event) (Published,
 		return Published{}, &delivery.TooLargeError{Field: "data", Limit: MaxPayloadBytes}
 	}
 	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, Deliveries: []DeliveryRef{}}
-
-	// One statement: the event, its catalog entry, a delivery per matching
-	// endpoint, their outbox rows and the dispatcher's wake-up.
-	var inserted int
-	var dlvIDs, endpoints []string
-	err = q.QueryRow(ctx, `
-		WITH ev AS (
-		  INSERT INTO events (app_id, id, type, payload, payload_hash, created)
-		  VALUES ($1, $2, $3, $4, $5, $6)
-		  ON CONFLICT (app_id, id) DO NOTHING
-		  RETURNING app_id, id, type
-		), et AS (
-		  -- Checked first: a known type (the usual case) costs no insert attempt.
-		  INSERT INTO event_types (name) SELECT type FROM ev
-		  WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.name = ev.type)
-		  ON CONFLICT DO NOTHING
-		), dl AS (
-		  INSERT INTO deliveries (id, app_id, event_id, endpoint_id)
-		  SELECT hookrelay_id($8), ev.app_id, ev.id, e.id
-		  FROM ev JOIN endpoints e ON e.app_id = ev.app_id
-		  WHERE NOT e.disabled AND e.deleted_at IS NULL
-		    AND CASE WHEN $10 = '' THEN cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types) ELSE e.id = $10 END
-		  RETURNING id, endpoint_id
-		), cb AS (
-		  -- The latest a dispatcher may claim the rows and still send each
-		  -- first attempt on time: the earliest due (first wait less its
-		  -- jitter), less ClaimGuard, at most ClaimAheadMax away.
-		  SELECT now() + LEAST(GREATEST(min(COALESCE(e.retry_schedule_ms[1], $11)) * (1 - $12::float8) - $13, 0), $14) * interval '1 millisecond' AS at
-		  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
-		), ob AS (
-		  INSERT INTO outbox (delivery_id, kind, app_id, claim_by) SELECT id, $9, $1, (SELECT at FROM cb) FROM dl
-		), wake AS (
-		  -- Only a dispatcher that would not claim these rows in time needs
-		  -- waking: one with an unleased start row (of an endpoint that is
-		  -- not paused, so claimable) to claim no later than these takes
-		  -- them in that round. NOTIFY serialises commits on a global
-		  -- lock, so skipping it under load lifts ingest (913 → 3029
-		  -- events/s measured). The payload says by when to claim.
-		  SELECT pg_notify($7, (extract(epoch FROM (SELECT at FROM cb)) * 1000)::bigint::text)
-		  FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery
-		  WHERE NOT EXISTS (
-		    SELECT 1 FROM outbox o JOIN deliveries d ON d.id = o.delivery_id JOIN endpoints e ON e.id = d.endpoint_id
-		    WHERE o.leased_until IS NULL AND o.kind = $9 AND o.claim_by <= (SELECT at FROM cb) AND NOT e.paused)
-		)
-		SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM wake),
-		       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}')
-		FROM dl`,
-		appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
-		delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds()).Scan(&inserted, new(int), &dlvIDs, &endpoints)
-	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23503" {
-			return Published{}, fmt.Errorf("app %s: %w", appID, delivery.ErrNotFound)
+	fs := p.known(appID)
+	for round := 0; ; round++ {
+		v, err := p.verdicts(fs, ev, created)
+		if err != nil {
+			return Published{}, err
 		}
-		return Published{}, fmt.Errorf("publish event: %w", err)
+		var inserted, stale int
+		var dlvIDs, endpoints []string
+		var skipped []FilteredOut
+		err = q.QueryRow(ctx, publishSQL,
+			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
+			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
+			v.ids, v.exprs, v.matched, v.errs).Scan(&inserted, &stale, new(int), &dlvIDs, &endpoints, &skipped)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23503" {
+				return Published{}, fmt.Errorf("app %s: %w", appID, delivery.ErrNotFound)
+			}
+			return Published{}, fmt.Errorf("publish event: %w", err)
+		}
+		if stale > 0 {
+			if round+1 == maxStaleRounds {
+				return Published{}, &StaleFiltersError{AppID: appID}
+			}
+			if fs, err = p.reload(ctx, q, appID); err != nil {
+				return Published{}, err
+			}
+			continue
+		}
+		if inserted == 0 {
+			return repeat(ctx, q, appID, ev.ID, hash)
+		}
+		for i := range dlvIDs {
+			out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: endpoints[i], Status: delivery.StatusPending})
+		}
+		out.FilteredOut = skipped
+		return out, nil
 	}
-	if inserted == 0 {
-		return repeat(ctx, q, appID, ev.ID, hash)
-	}
-	for i := range dlvIDs {
-		out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: endpoints[i], Status: delivery.StatusPending})
-	}
-	return out, nil
 }
+
+// publishSQL is one publish in one statement: the event, its catalog
+// entry, a delivery per subscribed endpoint whose filter accepts it (the
+// verdicts $15–$18 were evaluated on the filters as the Publisher last
+// read them), their outbox rows and the dispatcher's wake-up. When an
+// enabled endpoint's filter is not among the verdicts (added or changed
+// since), it writes nothing and says so (the second column).
+const publishSQL = `
+	WITH fl AS (
+	  SELECT * FROM unnest($15::text[], $16::text[], $17::bool[], $18::text[]) AS f(id, filter, matched, error)
+	), stale AS (
+	  SELECT 1 FROM endpoints e
+	  WHERE e.app_id = $1 AND $10 = '' AND e.filter <> '' AND NOT e.disabled AND e.deleted_at IS NULL
+	    AND NOT EXISTS (SELECT 1 FROM fl WHERE fl.id = e.id AND fl.filter = e.filter)
+	  LIMIT 1
+	), skipped AS (
+	  SELECT e.id, fl.error FROM endpoints e JOIN fl ON fl.id = e.id AND fl.filter = e.filter
+	  WHERE e.app_id = $1 AND $10 = '' AND NOT fl.matched AND NOT e.disabled AND e.deleted_at IS NULL
+	    AND (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
+	), ev AS (
+	  INSERT INTO events (app_id, id, type, payload, payload_hash, created, filtered_out)
+	  SELECT $1, $2, $3, $4, $5, $6,
+	         (SELECT jsonb_agg(jsonb_build_object('endpoint_id', id, 'error', NULLIF(error, '')) ORDER BY id) FROM skipped)
+	  WHERE NOT EXISTS (SELECT 1 FROM stale)
+	  ON CONFLICT (app_id, id) DO NOTHING
+	  RETURNING app_id, id, type
+	), et AS (
+	  -- Checked first: a known type (the usual case) costs no insert attempt.
+	  INSERT INTO event_types (name) SELECT type FROM ev
+	  WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.name = ev.type)
+	  ON CONFLICT DO NOTHING
+	), dl AS (
+	  INSERT INTO deliveries (id, app_id, event_id, endpoint_id)
+	  SELECT hookrelay_id($8), ev.app_id, ev.id, e.id
+	  FROM ev JOIN endpoints e ON e.app_id = ev.app_id
+	  WHERE NOT e.disabled AND e.deleted_at IS NULL
+	    AND CASE WHEN $10 = '' THEN (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
+	                              AND (e.filter = '' OR EXISTS (SELECT 1 FROM fl WHERE fl.id = e.id AND fl.filter = e.filter AND fl.matched))
+	             ELSE e.id = $10 END
+	  RETURNING id, endpoint_id
+	), cb AS (
+	  -- The latest a dispatcher may claim the rows and still send each
+	  -- first attempt on time: the earliest due (first wait less its
+	  -- jitter), less ClaimGuard, at most ClaimAheadMax away.
+	  SELECT now() + LEAST(GREATEST(min(COALESCE(e.retry_schedule_ms[1], $11)) * (1 - $12::float8) - $13, 0), $14) * interval '1 millisecond' AS at
+	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
+	), ob AS (
+	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by) SELECT id, $9, $1, (SELECT at FROM cb) FROM dl
+	), wake AS (
+	  -- Only a dispatcher that would not claim these rows in time needs
+	  -- waking: one with an unleased start row (of an endpoint that is
+	  -- not paused, so claimable) to claim no later than these takes
+	  -- them in that round. NOTIFY serialises commits on a global
+	  -- lock, so skipping it under load lifts ingest (913 → 3029
+	  -- events/s measured). The payload says by when to claim.
+	  SELECT pg_notify($7, (extract(epoch FROM (SELECT at FROM cb)) * 1000)::bigint::text)
+	  FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery
+	  WHERE NOT EXISTS (
+	    SELECT 1 FROM outbox o JOIN deliveries d ON d.id = o.delivery_id JOIN endpoints e ON e.id = d.endpoint_id
+	    WHERE o.leased_until IS NULL AND o.kind = $9 AND o.claim_by <= (SELECT at FROM cb) AND NOT e.paused)
+	)
+	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
+	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),
+	       (SELECT coalesce(jsonb_agg(jsonb_build_object('endpoint_id', id, 'error', NULLIF(error, '')) ORDER BY id), '[]') FROM skipped)
+	FROM dl`
 
 // repeat answers a second Publish of the same ID.
 func repeat(ctx context.Context, tx Querier, appID, id string, hash []byte) (Published, error) {
 	var stored []byte
 	var payload []byte
-	if err := tx.QueryRow(ctx, `SELECT payload_hash, payload FROM events WHERE app_id = $1 AND id = $2`, appID, id).
-		Scan(&stored, &payload); err != nil {
+	var skipped []FilteredOut
+	if err := tx.QueryRow(ctx, `SELECT payload_hash, payload, filtered_out FROM events WHERE app_id = $1 AND id = $2`, appID, id).
+		Scan(&stored, &payload, &skipped); err != nil {
 		return Published{}, fmt.Errorf("load event %s: %w", id, err)
 	}
 	if !bytes.Equal(stored, hash) {
@@ -307,7 +369,7 @@ func repeat(ctx context.Context, tx Querier, appID, id string, hash []byte) (Pub
 		return Published{}, fmt.Errorf("decode stored event %s: %w", id, err)
 	}
 	created, _ := time.Parse(time.RFC3339, env.Created)
-	out := Published{ID: env.ID, Type: env.Type, Created: created, APIVersion: env.APIVersion, Data: env.Data, Duplicate: true}
+	out := Published{ID: env.ID, Type: env.Type, Created: created, APIVersion: env.APIVersion, Data: env.Data, FilteredOut: skipped, Duplicate: true}
 	rows, err := tx.Query(ctx, `SELECT id, endpoint_id, status FROM deliveries WHERE app_id = $1 AND event_id = $2 ORDER BY endpoint_id`, appID, id)
 	if err != nil {
 		return Published{}, fmt.Errorf("load deliveries of %s: %w", id, err)

@@ -306,3 +306,94 @@ func TestCreatedOrdersChangesOfOneSecond(t *testing.T) {
 	_, err = publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`), Created: time.Now().Add(outbox.MaxCreatedAhead - time.Minute)})
 	require.NoError(t, err, "a clock a little ahead is fine")
 }
+
+// setFilter gives an endpoint a filter straight in its row, as a PATCH
+// from another process would.
+func setFilter(t *testing.T, b bundle, ep store.Endpoint, expr string) {
+	t.Helper()
+	_, _, err := b.st.PatchEndpoint(context.Background(), b.app.ID, ep.ID, store.EndpointPatch{Filter: &expr})
+	require.NoError(t, err)
+}
+
+func endpointsOf(p outbox.Published) []string {
+	var out []string
+	for _, d := range p.Deliveries {
+		out = append(out, d.EndpointID)
+	}
+	return out
+}
+
+// Only endpoints whose filter accepts the event get a delivery; the
+// others are listed as filtered out (with the error when the filter
+// failed), inside the producer's transaction, and a rollback leaves no
+// trace of either.
+func TestPublishFiltersInTheProducersTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	setFilter(t, b, b.all, "data.amount >= 5000 && data.currency == 'usd'")
+	big, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{"amount": 9900, "currency": "usd"}`)})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{b.all.ID, b.pay.ID}, endpointsOf(big))
+	require.Empty(t, big.FilteredOut)
+
+	small, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{"amount": 12, "currency": "usd"}`)})
+	require.NoError(t, err)
+	require.Equal(t, []string{b.pay.ID}, endpointsOf(small))
+	require.Equal(t, []outbox.FilteredOut{{EndpointID: b.all.ID}}, small.FilteredOut)
+
+	// No amount: the filter fails, which is no match, and says why.
+	failed, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{"currency": "usd"}`)})
+	require.NoError(t, err)
+	require.Equal(t, []string{b.pay.ID}, endpointsOf(failed))
+	require.Len(t, failed.FilteredOut, 1)
+	require.Contains(t, failed.FilteredOut[0].Error, "no such key: amount")
+	rec, err := b.st.GetEvent(context.Background(), b.app.ID, failed.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `[{"endpoint_id": "`+b.all.ID+`", "error": "`+failed.FilteredOut[0].Error+`"}]`, string(rec.FilteredOut))
+
+	// An endpoint not subscribed to the type is not "filtered out".
+	setFilter(t, b, b.pay, "false")
+	other, err := publish(t, b, outbox.Event{Type: "invoice.created", Data: json.RawMessage(`{"amount": 9900, "currency": "usd"}`)})
+	require.NoError(t, err)
+	require.Equal(t, []string{b.all.ID}, endpointsOf(other))
+	require.Empty(t, other.FilteredOut)
+
+	// A rollback leaves no event, delivery or filtered-out record.
+	before := count(t, b.st, "events")
+	ctx := context.Background()
+	tx, err := b.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	_, err = outbox.Publish(ctx, tx, b.app.ID, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{"amount": 1}`)})
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback(ctx))
+	require.Equal(t, before, count(t, b.st, "events"))
+}
+
+// A Publisher that remembers an app's filters notices a filter added,
+// changed or removed by another process at the next event: the statement
+// refuses its stale verdicts and it reads the filters again.
+func TestPublisherNoticesChangedFilters(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := outbox.NewPublisher()
+	send := func(amount int) []string {
+		t.Helper()
+		pub, err := p.PublishNow(ctx, b.st.Pool(), b.app.ID, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{"amount": ` + strconv.Itoa(amount) + `}`)})
+		require.NoError(t, err)
+		return endpointsOf(pub)
+	}
+	require.ElementsMatch(t, []string{b.all.ID, b.pay.ID}, send(10))
+	setFilter(t, b, b.all, "data.amount > 100")
+	require.Equal(t, []string{b.pay.ID}, send(10))
+	require.ElementsMatch(t, []string{b.all.ID, b.pay.ID}, send(500))
+	setFilter(t, b, b.all, "data.amount > 1000")
+	require.Equal(t, []string{b.pay.ID}, send(500))
+	setFilter(t, b, b.all, "")
+	require.ElementsMatch(t, []string{b.all.ID, b.pay.ID}, send(10))
+	// A test event goes to its endpoint whatever the filter.
+	setFilter(t, b, b.pay, "false")
+	pub, err := p.PublishNow(ctx, b.st.Pool(), b.app.ID, outbox.Event{Type: outbox.TestType, Data: json.RawMessage(`{}`), Endpoint: b.pay.ID})
+	require.NoError(t, err)
+	require.Equal(t, []string{b.pay.ID}, endpointsOf(pub))
+}

@@ -131,13 +131,16 @@ type EventRecord struct {
 	Type       string
 	Payload    []byte
 	ReceivedAt time.Time
+	// FilteredOut is the JSON list of endpoints whose filter skipped the
+	// event (outbox.FilteredOut), nil for none.
+	FilteredOut []byte
 }
 
 // GetEvent loads an event of app.
 func (s *Store) GetEvent(ctx context.Context, appID, id string) (EventRecord, error) {
 	var e EventRecord
-	err := s.pool.QueryRow(ctx, `SELECT id, type, payload, received_at FROM events WHERE app_id = $1 AND id = $2`, appID, id).
-		Scan(&e.ID, &e.Type, &e.Payload, &e.ReceivedAt)
+	err := s.pool.QueryRow(ctx, `SELECT id, type, payload, received_at, filtered_out FROM events WHERE app_id = $1 AND id = $2`, appID, id).
+		Scan(&e.ID, &e.Type, &e.Payload, &e.ReceivedAt, &e.FilteredOut)
 	if err != nil {
 		return EventRecord{}, notFound(err, "event "+id)
 	}
@@ -146,13 +149,24 @@ func (s *Store) GetEvent(ctx context.Context, appID, id string) (EventRecord, er
 
 // ListEvents lists an app's events, newest first.
 func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until time.Time, p Page) ([]EventRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, type, payload, received_at FROM events
+	rows, err := s.pool.Query(ctx, `SELECT id, type, payload, received_at, filtered_out FROM events
 		WHERE app_id = $1 AND ($2 = '' OR type = $2)
 		  AND ($3::timestamptz IS NULL OR received_at >= $3) AND ($4::timestamptz IS NULL OR received_at < $4)
 		  AND ($5 = '' OR id < $5)
 		ORDER BY id DESC LIMIT $6`, appID, typ, nullTime(since), nullTime(until), p.Cursor, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[EventRecord])
+}
+
+// LatestEvents returns an app's latest n events, newest first, leaving
+// out those of type except ("" leaves none out).
+func (s *Store) LatestEvents(ctx context.Context, appID, except string, n int) ([]EventRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, type, payload, received_at, filtered_out FROM events
+		WHERE app_id = $1 AND type <> $2 ORDER BY received_at DESC, id DESC LIMIT $3`, appID, except, n)
+	if err != nil {
+		return nil, fmt.Errorf("latest events of %s: %w", appID, err)
 	}
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[EventRecord])
 }

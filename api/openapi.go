@@ -134,7 +134,7 @@ func schemas() obj {
 			"errored": obj{"type": "integer"}, "not_subscribed": obj{"type": "integer"},
 			"events": arr(obj{"type": "object", "properties": obj{"id": str(""), "type": str(""), "created": ts,
 				"verdict": obj{"type": "string", "enum": []string{VerdictMatched, VerdictNotMatched, VerdictError, VerdictNotSubscribed}},
-				"error": str("the evaluation error (verdict error)")}})}},
+				"error":   str("the evaluation error (verdict error)")}})}},
 		"Attempt": attempt,
 		"Delivery": obj{"type": "object", "properties": obj{
 			"id": str("dlv_…"), "event_id": str(""), "endpoint_id": str(""),

@@ -65,7 +65,7 @@ func TestCompileErrors(t *testing.T) {
 	t.Parallel()
 	f := filters(t)
 	for _, c := range []struct{ expr, want string }{
-		{"data.amount >= ", "<input>:1:16"},                            // syntax, with line and column
+		{"data.amount >= ", "<input>:1:16"},                           // syntax, with line and column
 		{"type > 5", "no matching overload"},                          // type error
 		{"unknown_var == 1", "undeclared reference to 'unknown_var'"}, // unknown variable
 		{"type", "must be a boolean expression, not string"},          // not a boolean

@@ -52,6 +52,10 @@ const (
 	heldWait = 10 * time.Millisecond
 	// startConcurrency bounds concurrent workflow starts per batch.
 	startConcurrency = 32
+	// HeldSweepInterval is how often a dispatcher releases held rows of
+	// endpoints no longer paused (store.ReleaseHeld): rows an ingest
+	// that overlapped a resume wrote held.
+	HeldSweepInterval = 10 * time.Second
 )
 
 // Dispatcher drains the outbox into Temporal: a workflow start per new
@@ -159,7 +163,17 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	w := &wakeup{signal: make(chan struct{}, 1)}
 	go d.listen(ctx, w)
 	backoff := time.Duration(0)
+	swept := time.Now()
 	for {
+		if time.Since(swept) >= HeldSweepInterval {
+			swept = time.Now()
+			if n, err := store.ReleaseHeld(ctx, d.Pool); err != nil {
+				d.Logger.Warn("held rows not swept; the next sweep tries again", "err", err)
+			} else if n > 0 {
+				d.Logger.Info("released rows held for an endpoint no longer paused", "rows", n)
+				w.request(time.Now())
+			}
+		}
 		room := heldMax - d.held.Load()
 		if room <= 0 {
 			// The sender holds its bound: claim nothing until some rows end.

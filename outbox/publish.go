@@ -333,7 +333,9 @@ const publishSQL = `
 	  SELECT now() + LEAST(GREATEST(min(COALESCE(e.retry_schedule_ms[1], $11)) * (1 - $12::float8) - $13, 0), $14) * interval '1 millisecond' AS at
 	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
 	), ob AS (
-	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by) SELECT id, $9, $1, (SELECT at FROM cb) FROM dl
+	  -- A paused endpoint's row is held (store.HoldRows).
+	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held)
+	  SELECT dl.id, $9, $1, (SELECT at FROM cb), e.paused FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
 	), wake AS (
 	  -- Only a dispatcher that would not claim these rows in time needs
 	  -- waking: one with an unleased start row (of an endpoint that is
@@ -345,7 +347,7 @@ const publishSQL = `
 	  FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery
 	  WHERE NOT EXISTS (
 	    SELECT 1 FROM outbox o JOIN deliveries d ON d.id = o.delivery_id JOIN endpoints e ON e.id = d.endpoint_id
-	    WHERE o.leased_until IS NULL AND o.kind = $9 AND o.claim_by <= (SELECT at FROM cb) AND NOT e.paused)
+	    WHERE o.leased_until IS NULL AND NOT o.held AND o.kind = $9 AND o.claim_by <= (SELECT at FROM cb) AND NOT e.paused)
 	)
 	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
 	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),

@@ -397,3 +397,52 @@ func TestPublisherNoticesChangedFilters(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{b.pay.ID}, endpointsOf(pub))
 }
+
+// A paused endpoint's rows are written held, held and released as it is
+// paused and resumed, and a row left held for an endpoint that is no
+// longer paused (an ingest that overlapped the resume) is released by the
+// dispatcher's sweep.
+func TestPausedRowsAreHeld(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	held := func() (n int) {
+		t.Helper()
+		require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox o JOIN deliveries d ON d.id = o.delivery_id
+			WHERE d.endpoint_id = $1 AND o.held`, b.pay.ID).Scan(&n))
+		return n
+	}
+	pause := func(on bool) {
+		t.Helper()
+		_, _, err := b.st.PatchEndpoint(ctx, b.app.ID, b.pay.ID, store.EndpointPatch{Paused: &on})
+		require.NoError(t, err)
+	}
+	send := func() {
+		t.Helper()
+		_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+	}
+	send()
+	require.Zero(t, held())
+	pause(true)
+	require.Equal(t, 1, held())
+	send()
+	send()
+	require.Equal(t, 3, held(), "rows written while paused are held")
+	n, err := store.ReleaseHeld(ctx, b.st.Pool())
+	require.NoError(t, err)
+	require.Zero(t, n, "the endpoint is still paused")
+	pause(false)
+	require.Zero(t, held())
+	pause(true)
+	// The resume's release ran before an overlapping ingest's row landed.
+	_, err = b.st.Pool().Exec(ctx, `UPDATE endpoints SET paused = false WHERE id = $1`, b.pay.ID)
+	require.NoError(t, err)
+	n, err = store.ReleaseHeld(ctx, b.st.Pool())
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	require.Zero(t, held())
+	var all int
+	require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE held`).Scan(&all))
+	require.Zero(t, all, "the other endpoint's rows were never held")
+}

@@ -267,6 +267,11 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 				return err
 			}
 		}
+		if out.Paused != wasPaused {
+			if err := HoldRows(ctx, tx, id, out.Paused); err != nil {
+				return err
+			}
+		}
 		if wasPaused && !out.Paused {
 			// Resumed: its waiting outbox rows go out now.
 			if err := WakeDispatcher(ctx, tx); err != nil {

@@ -69,7 +69,7 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 		    FROM outbox o
 		    LEFT JOIN deliveries d ON d.id = o.delivery_id
 		    LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		    WHERE o.app_id = apps.app_id
+		    WHERE o.app_id = apps.app_id AND NOT o.held
 		      AND (o.leased_until IS NULL OR o.leased_until < now())
 		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
 		      AND NOT (o.kind <> $2 AND COALESCE(e.paused, false))
@@ -98,7 +98,7 @@ func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bo
 		SELECT min(o.claim_by) FROM outbox o
 		LEFT JOIN deliveries d ON d.id = o.delivery_id
 		LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		WHERE (o.leased_until IS NULL OR o.leased_until < now()) AND NOT (o.kind <> $1 AND COALESCE(e.paused, false))`, outbox.KindCancel).Scan(&next)
+		WHERE (o.leased_until IS NULL OR o.leased_until < now()) AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(e.paused, false))`, outbox.KindCancel).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next claim: %w", err)
 	}
@@ -163,6 +163,32 @@ func DoneCarriers(ctx context.Context, q outbox.Querier, carrierIDs []string) er
 	return nil
 }
 
+// HoldRows marks the start and replay rows of an endpoint's deliveries
+// held (paused) or not (resumed), in the transaction that pauses or
+// resumes it. Claims skip held rows through their indexes; whether the
+// endpoint is paused is still checked on every claim, so a row written
+// unheld by an ingest that overlapped a pause is not sent either.
+func HoldRows(ctx context.Context, q outbox.Querier, endpointID string, held bool) error {
+	if _, err := q.Exec(ctx, `UPDATE outbox o SET held = $2 FROM deliveries d
+		WHERE d.id = o.delivery_id AND d.endpoint_id = $1 AND o.kind <> $3 AND o.held <> $2`, endpointID, held, outbox.KindCancel); err != nil {
+		return fmt.Errorf("hold rows of %s: %w", endpointID, err)
+	}
+	return nil
+}
+
+// ReleaseHeld lets go the held rows of endpoints that are no longer
+// paused: those an ingest that overlapped a resume wrote held after the
+// resume had released the others. The dispatcher runs it now and then
+// (dispatch.HeldSweepInterval); it returns how many it released.
+func ReleaseHeld(ctx context.Context, q outbox.Querier) (int64, error) {
+	tag, err := q.Exec(ctx, `UPDATE outbox o SET held = false
+		WHERE o.held AND NOT EXISTS (SELECT 1 FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id WHERE d.id = o.delivery_id AND e.paused)`)
+	if err != nil {
+		return 0, fmt.Errorf("release held rows: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
 // WakeDispatcher wakes the dispatcher when tx commits (rows it was holding back, a
 // paused endpoint's, may go now).
 func WakeDispatcher(ctx context.Context, q outbox.Querier) error {
@@ -190,7 +216,7 @@ func OutboxDone(ctx context.Context, q outbox.Querier, ids []int64) error {
 func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliveryIDs []string, by, byName string) ([]string, error) {
 	rows, err := q.Query(ctx, `
 		WITH r AS (
-		  SELECT d.id FROM deliveries d
+		  SELECT d.id, e.paused FROM deliveries d
 		  JOIN endpoints e ON e.id = d.endpoint_id AND NOT e.disabled AND e.deleted_at IS NULL
 		  WHERE d.app_id = $1 AND d.id = ANY ($2) AND d.status = ANY ($3)
 		    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.kind <> $6)
@@ -201,7 +227,7 @@ func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliv
 		  UPDATE deliveries SET status = $7, cycle = cycle + 1, dead_letter_reason = NULL, next_attempt_at = NULL, updated_at = now()
 		  WHERE id IN (SELECT id FROM r)
 		), ob AS (
-		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id) SELECT id, $8, $4, $1 FROM r
+		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id, held) SELECT id, $8, $4, $1, paused FROM r
 		), wake AS (
 		  SELECT pg_notify($5, '') FROM (SELECT 1 FROM r LIMIT 1) AS any_replay
 		)

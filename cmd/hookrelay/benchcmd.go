@@ -28,6 +28,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")
 	fs.BoolVar(&o.Carriers, "carriers", true, "also measure carrier workflows before the sender (the default shape: first attempts straight from the outbox), on the same server; false measures only the sender")
 	noisy := fs.Bool("noisy", false, "measure app B's first-attempt lateness alone and beside an app A whose endpoint answers after 5 s, then never (--rate is B's rate, default 80/s; --events B's events per phase)")
+	filters := fs.Int("filters", 0, "measure ingest into N paused endpoints with a filter each against the same N without (--events per shape, --rate default 100/s)")
 	fs.IntVar(&o.Shards, "temporal-shards", 4, "embedded Temporal history shards")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 32, "pgx pool size")
 	fs.BoolVar(&o.TemporalSQLite, "temporal-sqlite", false, "embedded Temporal on SQLite (WAL) instead of Postgres")
@@ -55,6 +56,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	if *noisy {
 		return noisyBench(ctx, o, *out, stdout, stderr)
 	}
+	if *filters > 0 {
+		rep, err := bench.RunFilters(ctx, o, *filters)
+		return writeReport(rep, err, *out, stdout, stderr)
+	}
 	rep, err := bench.Run(ctx, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "\nhookrelay bench:", err)
@@ -79,6 +84,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 // noisyBench runs `hookrelay bench --noisy` and writes its report to out.
 func noisyBench(ctx context.Context, o bench.Options, out string, stdout, stderr io.Writer) int {
 	rep, err := bench.RunNoisy(ctx, o)
+	return writeReport(rep, err, out, stdout, stderr)
+}
+
+// writeReport prints a report's table and writes it as JSON to out.
+func writeReport(rep interface{ WriteTable(io.Writer) }, err error, out string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "\nhookrelay bench:", err)
 		return 1

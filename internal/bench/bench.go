@@ -61,6 +61,9 @@ type Options struct {
 	// TemporalSQLite puts the embedded server on SQLite (WAL) instead of
 	// Postgres.
 	TemporalSQLite bool
+	// NoShed turns off the per-app backlog bound (the filter measurement
+	// holds every delivery it makes).
+	NoShed bool
 	// DrainTimeout bounds the wait for deliveries after ingest ends.
 	DrainTimeout time.Duration
 	// CPUProfile, when set, receives a CPU profile of this process (API,
@@ -126,7 +129,7 @@ func startStack(ctx context.Context, o Options) (stack *app.Stack, cleanup func(
 	cfg := config.Config{
 		Dev: true, DataDir: dir, HTTPAddr: "127.0.0.1:0", PostgresPort: pgPort, TemporalAddress: "127.0.0.1:0",
 		TemporalNamespace: "default", AllowPrivateTargets: true, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart,
-		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: dispatch.BatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: config.MaxBacklogDefault,
+		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: dispatch.BatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: map[bool]int{false: config.MaxBacklogDefault, true: 0}[o.NoShed],
 		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin", IngestRate: -1,
 	}
 	stack, err = app.StartDev(ctx, cfg, o.Logger)

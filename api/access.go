@@ -173,9 +173,14 @@ func authorize(op operation) gin.HandlerFunc {
 
 // audited says whether op's successful calls are written to the audit
 // log: every state-changing call but event ingest, which records nothing
-// beyond the event itself (it is the data path, not the control path).
+// beyond the event itself (it is the data path, not the control path), and
+// the filter tests, POSTs that change nothing.
 func audited(op operation) bool {
-	return op.method != http.MethodGet && op.path != "/v1/apps/{app}/events"
+	switch op.path {
+	case "/v1/apps/{app}/events", "/v1/apps/{app}/filter-test", "/v1/apps/{app}/endpoints/{ep}/filter-test":
+		return false
+	}
+	return op.method != http.MethodGet
 }
 
 // audit records a successful state-changing call with who made it.

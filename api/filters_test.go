@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -155,4 +156,20 @@ func TestFilterTestEqualsFanOut(t *testing.T) {
 	}
 	rec = send(t, h, admin, "POST", "/v1/apps/app_nope/filter-test", map[string]any{"filter": "true"})
 	require.Equal(t, http.StatusNotFound, rec.Code)
+}
+
+// A filter test changes nothing, so it leaves no audit entry.
+func TestFilterTestIsNotAudited(t *testing.T) {
+	t.Parallel()
+	st, app, admin := tenant(t, "filteraudit")
+	h := api.New(api.Options{Store: st, AllowPrivateTargets: true}).Handler()
+	rec := send(t, h, admin, "POST", "/v1/apps/"+app.ID+"/filter-test", map[string]any{"filter": "true"})
+	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	rec = send(t, h, admin, "POST", "/v1/apps/"+app.ID+"/endpoints", map[string]any{"url": "http://127.0.0.1:9/h"})
+	require.Equal(t, http.StatusCreated, rec.Code)
+	var n int
+	require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM audit_log WHERE path LIKE '%filter-test'`).Scan(&n))
+	require.Zero(t, n)
+	require.NoError(t, st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM audit_log`).Scan(&n))
+	require.Equal(t, 1, n, "the endpoint's creation is audited")
 }

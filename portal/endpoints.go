@@ -78,6 +78,8 @@ const (
 // endpointForm is the endpoint form's fields as typed.
 type endpointForm struct {
 	URL, Description, RetrySchedule, Deadline, RequestTimeout string
+	// Filter is the CEL expression ("" delivers every event of the types).
+	Filter string
 	// EventTypes are the types checked; All is the choice of every type
 	// (the API's empty event_types).
 	EventTypes []string
@@ -86,23 +88,28 @@ type endpointForm struct {
 
 func formOf(e api.EndpointView) endpointForm {
 	return endpointForm{URL: e.URL, Description: e.Description, RetrySchedule: strings.Join(e.RetrySchedule, ", "),
-		Deadline: e.Deadline, RequestTimeout: e.RequestTimeout, EventTypes: e.EventTypes, All: len(e.EventTypes) == 0}
+		Deadline: e.Deadline, RequestTimeout: e.RequestTimeout, Filter: e.Filter, EventTypes: e.EventTypes, All: len(e.EventTypes) == 0}
 }
 
-// readForm reads the form posted for an endpoint subscribed to had (nil
-// for a new one). Checked types win; with none, "subscribe" says whether
-// that means every type; a form without it (an older page) means every
-// type only if the endpoint had no types before.
-func readForm(c *gin.Context, had []string) endpointForm {
+// readForm reads the form posted for endpoint had (the zero view for a new
+// one). Checked types win; with none, "subscribe" says whether that means
+// every type; a form without it (an older page) means every type only if
+// the endpoint had no types before. A form without the filter field (an
+// older page) keeps the endpoint's filter; an empty one removes it.
+func readForm(c *gin.Context, had api.EndpointView) endpointForm {
 	f := endpointForm{URL: strings.TrimSpace(c.PostForm("url")), Description: c.PostForm("description"),
 		RetrySchedule: c.PostForm("retry_schedule"), Deadline: strings.TrimSpace(c.PostForm("deadline")),
-		RequestTimeout: strings.TrimSpace(c.PostForm("request_timeout")), EventTypes: c.PostFormArray("event_types")}
+		RequestTimeout: strings.TrimSpace(c.PostForm("request_timeout")), EventTypes: c.PostFormArray("event_types"), Filter: had.Filter}
+	if expr, ok := c.GetPostForm("filter"); ok {
+		// Browsers send a textarea's line breaks as CRLF.
+		f.Filter = strings.TrimSpace(strings.ReplaceAll(expr, "\r\n", "\n"))
+	}
 	switch c.PostForm("subscribe") {
 	case subscribeAll:
 		f.All = len(f.EventTypes) == 0
 	case subscribeSome:
 	default:
-		f.All = len(f.EventTypes) == 0 && len(had) == 0
+		f.All = len(f.EventTypes) == 0 && len(had.EventTypes) == 0
 	}
 	return f
 }
@@ -117,13 +124,18 @@ func (f endpointForm) problem() *APIError {
 		Detail: "event_types: check at least one event type, or choose all event types"}
 }
 
-// request is the API body for f; empty fields keep their defaults.
-func (f endpointForm) request() map[string]any {
-	types := []string{}
-	if !f.All {
-		types = f.EventTypes
+// types is the API's event_types for f: none for every type.
+func (f endpointForm) types() []string {
+	if f.All {
+		return []string{}
 	}
-	body := map[string]any{"url": f.URL, "description": f.Description, "event_types": types}
+	return f.EventTypes
+}
+
+// request is the API body for f; empty fields keep their defaults but the
+// filter, always sent, so an emptied one is removed.
+func (f endpointForm) request() map[string]any {
+	body := map[string]any{"url": f.URL, "description": f.Description, "event_types": f.types(), "filter": f.Filter}
 	if s := strings.TrimSpace(f.RetrySchedule); s != "" {
 		var sched []string
 		for _, d := range strings.Split(s, ",") {
@@ -142,7 +154,7 @@ func (f endpointForm) request() map[string]any {
 
 func (p *Portal) newEndpoint(c *gin.Context) {
 	p.endpointFormPage(c, http.StatusOK, api.EndpointView{}, formOf(api.EndpointView{
-		RetrySchedule: durations(delivery.DefaultSchedule()), Deadline: delivery.DeadlineDefault.String(), RequestTimeout: delivery.RequestTimeoutDefault.String()}), nil)
+		RetrySchedule: durations(delivery.DefaultSchedule()), Deadline: delivery.DeadlineDefault.String(), RequestTimeout: delivery.RequestTimeoutDefault.String()}), nil, nil)
 }
 
 func durations(ds []time.Duration) []string {
@@ -154,18 +166,24 @@ func durations(ds []time.Duration) []string {
 }
 
 // endpointFormPage renders the create form (e.ID == "") or the endpoint's
-// page, with f as typed and the error the last save met. The form lists the
-// whole catalog and every type f has checked, so none is lost on a save.
-func (p *Portal) endpointFormPage(c *gin.Context, status int, e api.EndpointView, f endpointForm, err *APIError) {
+// page, with f as typed, the error the last save or preview met (one about
+// the filter shown next to it) and the filter preview made, if any. The
+// form lists the whole catalog and every type f has checked, so none is
+// lost on a save.
+func (p *Portal) endpointFormPage(c *gin.Context, status int, e api.EndpointView, f endpointForm, err *APIError, preview *api.FilterTest) {
 	types, cerr := p.catalog(c)
 	if cerr != nil {
 		p.failed(c, cerr)
 		return
 	}
+	var filterErr string
+	if err != nil && slices.Contains(err.Fields, "filter") {
+		err, filterErr = nil, err.Detail
+	}
 	now := time.Now().UTC()
-	p.render(c, status, "endpoint", map[string]any{"E": e, "Form": f, "Error": err, "Types": withSubscribed(types, f.EventTypes),
-		"Notice": notice(c.Query("done")), "Since": now.Add(-24 * time.Hour).Format("2006-01-02T15:04"),
-		"Until": now.Add(time.Minute).Format("2006-01-02T15:04")})
+	p.render(c, status, "endpoint", map[string]any{"E": e, "Form": f, "Error": err, "FilterError": filterErr, "Preview": preview,
+		"Types": withSubscribed(types, f.EventTypes), "Notice": notice(c.Query("done")),
+		"Since": now.Add(-24 * time.Hour).Format("2006-01-02T15:04"), "Until": now.Add(time.Minute).Format("2006-01-02T15:04")})
 }
 
 func (p *Portal) endpoint(c *gin.Context) {
@@ -173,22 +191,22 @@ func (p *Portal) endpoint(c *gin.Context) {
 	if !ok {
 		return
 	}
-	p.endpointFormPage(c, http.StatusOK, e, formOf(e), nil)
+	p.endpointFormPage(c, http.StatusOK, e, formOf(e), nil, nil)
 }
 
 // invalid re-renders the form with the API's complaint, or fails.
 func (p *Portal) invalid(c *gin.Context, e api.EndpointView, f endpointForm, err error) {
 	if ae, ok := err.(*APIError); ok && ae.Status == http.StatusUnprocessableEntity {
-		p.endpointFormPage(c, ae.Status, e, f, ae)
+		p.endpointFormPage(c, ae.Status, e, f, ae, nil)
 		return
 	}
 	p.failed(c, err)
 }
 
 func (p *Portal) createEndpoint(c *gin.Context) {
-	f := readForm(c, nil)
+	f := readForm(c, api.EndpointView{})
 	if ae := f.problem(); ae != nil {
-		p.endpointFormPage(c, ae.Status, api.EndpointView{}, f, ae)
+		p.endpointFormPage(c, ae.Status, api.EndpointView{}, f, ae, nil)
 		return
 	}
 	var e api.EndpointView
@@ -204,9 +222,9 @@ func (p *Portal) updateEndpoint(c *gin.Context) {
 	if !ok {
 		return
 	}
-	f := readForm(c, e.EventTypes)
+	f := readForm(c, e)
 	if ae := f.problem(); ae != nil {
-		p.endpointFormPage(c, ae.Status, e, f, ae)
+		p.endpointFormPage(c, ae.Status, e, f, ae, nil)
 		return
 	}
 	if err := p.call(c, http.MethodPatch, "/endpoints/"+seg(e.ID), f.request(), nil); err != nil {

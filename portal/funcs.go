@@ -36,6 +36,7 @@ var funcs = template.FuncMap{
 	"pct":      func(f float64) string { return fmt.Sprintf("%.1f %%", f*100) },
 	"seconds":  func(ms int64) string { return fmt.Sprintf("%d ms", ms) },
 	"str":      func(v any) string { return fmt.Sprint(v) },
+	"verdict":  verdictLabel,
 }
 
 // Bar is one hour of the stats chart: stacked segments, bottom up.

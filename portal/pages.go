@@ -159,7 +159,7 @@ func (p *Portal) delivery(c *gin.Context) {
 		ep = api.EndpointView{ID: d.EndpointID, URL: "(deleted endpoint)"}
 	}
 	p.render(c, http.StatusOK, "delivery", map[string]any{"D": d, "Attempts": atts.Data, "Payload": prettyEnvelope(ev),
-		"Endpoint": ep, "Why": whyFailed(d), "Notice": notice(c.Query("done"))})
+		"Endpoint": ep, "Why": whyFailed(d), "Notice": notice(c.Query("done")), "FilteredOut": seenEvent(c, ev).FilteredOut})
 }
 
 // loadDelivery loads the delivery the path names, if the session sees it.

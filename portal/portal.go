@@ -10,17 +10,13 @@ package portal
 import (
 	"bytes"
 	"cmp"
-	"context"
 	"crypto/subtle"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
-	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
@@ -118,6 +114,8 @@ func (p *Portal) Handler() http.Handler {
 	g.GET("/", func(c *gin.Context) { c.Redirect(http.StatusSeeOther, "/portal/deliveries") })
 	g.GET("/deliveries", p.deliveries)
 	g.GET("/deliveries/:dlv", p.delivery)
+	g.GET("/events", p.findEvent)
+	g.GET("/events/:evt", p.event)
 	g.GET("/endpoints", p.endpoints)
 	g.GET("/endpoints/new", p.need(access.CapManageEndpoints), p.allEndpoints, p.newEndpoint)
 	g.GET("/endpoints/:ep", p.endpoint)
@@ -129,6 +127,9 @@ func (p *Portal) Handler() http.Handler {
 	post.POST("/deliveries/:dlv/resend", p.need(access.CapResend), p.resend)
 	post.POST("/endpoints", p.need(access.CapManageEndpoints), p.allEndpoints, p.createEndpoint)
 	post.POST("/endpoints/:ep", p.need(access.CapManageEndpoints), p.updateEndpoint)
+	// A filter preview saves nothing but needs what a save needs.
+	post.POST("/endpoints/filter-test", p.need(access.CapManageEndpoints), p.allEndpoints, p.previewFilter)
+	post.POST("/endpoints/:ep/filter-test", p.need(access.CapManageEndpoints), p.previewFilter)
 	post.POST("/endpoints/:ep/disable", p.need(access.CapManageEndpoints),
 		p.endpointAction(http.MethodPatch, "", map[string]any{"disabled": true}, "/portal/endpoints/{ep}", "disabled"))
 	post.POST("/endpoints/:ep/enable", p.need(access.CapManageEndpoints),
@@ -309,92 +310,4 @@ func capabilities(p access.Principal) map[string]bool {
 		m[string(cp)] = p.Can(cp)
 	}
 	return m
-}
-
-// APIError is the API's problem answer to a call the portal made.
-type APIError struct {
-	Status int
-	Detail string
-	Fields []string
-}
-
-func (e *APIError) Error() string { return fmt.Sprintf("%d: %s", e.Status, e.Detail) }
-
-// call makes an API call in-process as the session's principal, under the
-// session's app ("/v1/apps/{app}" + path), decoding a 2xx answer into out.
-func (p *Portal) call(c *gin.Context, method, path string, body any, out any) error {
-	sess := sessionOf(c)
-	var rd io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return fmt.Errorf("encode %s %s: %w", method, path, err)
-		}
-		rd = bytes.NewReader(raw)
-	}
-	ctx := access.NewContext(context.WithoutCancel(c.Request.Context()), sess.Principal())
-	req, err := http.NewRequestWithContext(ctx, method, "/v1/apps/"+url.PathEscape(sess.AppID)+path, rd)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	req.RemoteAddr = c.Request.RemoteAddr
-	req.Header.Set("Content-Type", "application/json")
-	ans := &answer{header: http.Header{}, code: http.StatusOK}
-	p.opts.API.ServeHTTP(ans, req)
-	if ans.code >= 400 {
-		var prob struct {
-			Detail string   `json:"detail"`
-			Fields []string `json:"fields"`
-		}
-		_ = json.Unmarshal(ans.body.Bytes(), &prob)
-		return &APIError{Status: ans.code, Detail: cmp.Or(prob.Detail, http.StatusText(ans.code)), Fields: prob.Fields}
-	}
-	if out != nil && ans.body.Len() > 0 {
-		if err := json.Unmarshal(ans.body.Bytes(), out); err != nil {
-			return fmt.Errorf("decode %s %s: %w", method, path, err)
-		}
-	}
-	return nil
-}
-
-// answer holds what the API answered an in-process call (an
-// http.ResponseWriter).
-type answer struct {
-	header http.Header
-	code   int
-	body   bytes.Buffer
-	wrote  bool
-}
-
-func (a *answer) Header() http.Header { return a.header }
-
-func (a *answer) WriteHeader(code int) {
-	if !a.wrote {
-		a.code, a.wrote = code, true
-	}
-}
-
-func (a *answer) Write(b []byte) (int, error) {
-	a.WriteHeader(http.StatusOK)
-	return a.body.Write(b)
-}
-
-// failed answers an API error as a page: the API's own words (escaped) for
-// what the user can fix, a plain message for the rest.
-func (p *Portal) failed(c *gin.Context, err error) {
-	var ae *APIError
-	if errors.As(err, &ae) {
-		switch {
-		case ae.Status == http.StatusNotFound:
-			p.plain(c, http.StatusNotFound, msgNoSuchPage)
-		case ae.Status >= 500:
-			p.plain(c, ae.Status, "The service is unavailable right now. Try again shortly.")
-		default:
-			p.render(c, ae.Status, "error", map[string]any{"Error": ae})
-			c.Abort()
-		}
-		return
-	}
-	p.logger.Error("portal call", "route", c.FullPath(), "err", err)
-	p.plain(c, http.StatusInternalServerError, "Something went wrong. Try again.")
 }

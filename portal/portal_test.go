@@ -104,7 +104,7 @@ func TestViewOnlyCannotChange(t *testing.T) {
 	require.NotContains(t, detail, `id="resend"`)
 	code, epPage := get(t, c, e.srv.URL+"/portal/endpoints/"+ep)
 	require.Equal(t, http.StatusOK, code)
-	for _, id := range []string{`id="save"`, `id="rotate"`, `id="disable"`, `id="delete"`, `id="send-test"`, `id="count-replay"`} {
+	for _, id := range []string{`id="save"`, `id="test-filter"`, `id="rotate"`, `id="disable"`, `id="delete"`, `id="send-test"`, `id="count-replay"`} {
 		require.NotContains(t, epPage, id)
 	}
 	_, list := get(t, c, e.srv.URL+"/portal/endpoints")
@@ -112,7 +112,8 @@ func TestViewOnlyCannotChange(t *testing.T) {
 
 	form := url.Values{"csrf": {token}, "url": {"http://127.0.0.1:9/changed"}, "grace_period": {"0s"}, "since": {"2020-01-01T00:00"}}
 	for _, path := range []string{"/deliveries/" + dlv + "/resend", "/endpoints/" + ep, "/endpoints/" + ep + "/rotate",
-		"/endpoints/" + ep + "/disable", "/endpoints/" + ep + "/delete", "/endpoints/" + ep + "/test", "/endpoints/" + ep + "/replay", "/endpoints"} {
+		"/endpoints/" + ep + "/disable", "/endpoints/" + ep + "/delete", "/endpoints/" + ep + "/test", "/endpoints/" + ep + "/replay", "/endpoints",
+		"/endpoints/filter-test", "/endpoints/" + ep + "/filter-test"} {
 		code, body, _ := post(t, c, e.srv.URL+"/portal"+path, form)
 		require.Equal(t, http.StatusForbidden, code, path)
 		require.Contains(t, body, "does not allow that", path)

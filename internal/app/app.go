@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -65,7 +66,9 @@ type Stack struct {
 	Temporal *devstack.Server   // embedded server (dev)
 	Pool     *pgxpool.Pool
 	Store    *store.Store
-	Client   client.Client
+	// Hot is Store on the hot path's own pool (store.HotPoolParams).
+	Hot    *store.Store
+	Client client.Client
 	// Dispatcher is the outbox dispatcher (nil without the worker role).
 	Dispatcher *dispatch.Dispatcher
 	// Metrics is the process's registry, served on the API's /metrics and,
@@ -236,6 +239,15 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	}
 	st.Store = store.New(pool, box)
 	st.Store.FailingAfter, st.Store.AutoDisableAfter = cfg.FailingAfter, cfg.AutoDisableAfter
+	hotCfg := poolCfg.Copy()
+	hotCfg.MaxConns = min(store.HotPoolConns, hotCfg.MaxConns)
+	maps.Copy(hotCfg.ConnConfig.RuntimeParams, store.HotPoolParams())
+	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
+	if err != nil {
+		return fmt.Errorf("connect to postgres: %w", err)
+	}
+	st.closers = append(st.closers, hot.Close)
+	st.Hot = st.Store.WithPool(hot)
 	if n, err := st.Store.SealLegacyHeaders(ctx); err != nil {
 		return err
 	} else if n > 0 {

@@ -46,12 +46,14 @@ func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.T
 	rows, err := s.pool.Query(ctx, `
 		WITH v AS (
 		  SELECT * FROM unnest($1::text[], $2::timestamptz[]) AS v(id, until)
-		), l AS (
-		  SELECT d.id FROM deliveries d WHERE d.id = ANY ($1) ORDER BY d.id FOR UPDATE OF d
+		), l AS MATERIALIZED (
+		  -- Locked first, by key: the kept (generic) plan then reaches
+		  -- each row and its endpoint by key too.
+		  SELECT d.id, d.endpoint_id FROM deliveries d WHERE d.id = ANY ($1) ORDER BY d.id FOR UPDATE OF d
 		), upd AS (
 		  UPDATE deliveries d SET status = $3, inflight_until = v.until
-		  FROM v, endpoints e
-		  WHERE d.id = v.id AND d.id = ANY ($1) AND d.id IN (SELECT id FROM l) AND e.id = d.endpoint_id
+		  FROM l JOIN v ON v.id = l.id JOIN endpoints e ON e.id = l.endpoint_id
+		  WHERE d.id = l.id
 		    AND d.status = ANY ($4) AND NOT e.disabled AND e.deleted_at IS NULL
 		    AND (d.inflight_until IS NULL OR d.inflight_until < now())
 		  RETURNING d.id

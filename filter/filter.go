@@ -25,8 +25,8 @@ const (
 	MaxBytes = 4 << 10
 	// CostLimit is CEL's cost budget for one evaluation of one filter; an
 	// evaluation past it stops and counts as no match (an EvalError). A
-	// comparison costs about 1, a string scan about one per 10 bytes.
-	CostLimit = 10_000
+	// comparison costs about 1, a string scan about one per 10 bytes; the filters users write cost 10–50.
+	CostLimit = 1_000
 	// CacheSize is how many compiled programs a Filters keeps; past it
 	// the cache starts again empty.
 	CacheSize = 4096

@@ -153,3 +153,27 @@ func BenchmarkMatch(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCostLimit is the worst a filter can cost one event: it runs
+// until CostLimit stops it.
+func BenchmarkCostLimit(b *testing.B) {
+	f, _ := New()
+	items := make([]int, 400)
+	big, _ := json.Marshal(map[string]any{"items": items, "s": strings.Repeat("ab", 128<<10-8)}) // the largest payload
+	in, _ := NewInput(Event{Type: "a.b", Data: big})
+	for _, expr := range []string{
+		"data.items.all(x, data.items.all(y, x + y >= 0))",
+		"data.items.exists(x, data.s.contains('zz' + string(x)))",
+		"data.s.matches('(a|b)*c')",
+	} {
+		p, err := f.Program(expr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(expr[:20], func(b *testing.B) {
+			for b.Loop() {
+				_, _ = p.Match(in)
+			}
+		})
+	}
+}

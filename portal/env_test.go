@@ -115,20 +115,7 @@ func (e *env) endpoint(u string, types ...string) string {
 // publish ingests an event of typ and returns its deliveries by endpoint.
 func (e *env) publish(typ string, data any) map[string]string {
 	e.t.Helper()
-	var out struct {
-		Deliveries []struct {
-			ID         string `json:"id"`
-			EndpointID string `json:"endpoint_id"`
-		} `json:"deliveries"`
-	}
-	require.Equal(e.t, http.StatusAccepted, e.call("POST", "/v1/apps/"+e.app.ID+"/events", map[string]any{"type": typ, "data": data}, &out))
-	m := map[string]string{}
-	for _, d := range out.Deliveries {
-		m[d.EndpointID] = d.ID
-	}
-	// A dispatcher would have started their workflows.
-	_, err := e.st.Pool().Exec(context.Background(), `DELETE FROM outbox`)
-	require.NoError(e.t, err)
+	_, m := e.event(typ, data)
 	return m
 }
 

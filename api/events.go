@@ -77,7 +77,7 @@ func (s *Server) createEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	pub, err := s.publisher.PublishNow(ctx, s.hot.Pool(), app, ev)
+	pub, err := s.publisher.PublishNow(ctx, s.store.HotPool(), app, ev)
 	if err != nil {
 		if errors.Is(err, delivery.ErrConflict) {
 			s.metrics.Ingested(metrics.IngestConflict)

@@ -58,18 +58,14 @@ type Server struct {
 	retention    time.Duration
 	links        access.Signer
 	publicBase   string
-	// publisher publishes events (on hot's pool) and keeps each app's
-	// compiled filters.
+	// publisher publishes events (on the store's hot pool) and keeps each
+	// app's compiled filters.
 	publisher *outbox.Publisher
-	hot       *store.Store
 }
 
 // Options configures the API.
 type Options struct {
 	Store *store.Store
-	// Hot runs ingest's publish statement: Store on the hot path's pool
-	// (store.HotPoolParams). Defaults to Store.
-	Hot *store.Store
 	// Engine answers health and next-attempt queries; nil reports the
 	// engine as not configured.
 	Engine Engine
@@ -129,7 +125,7 @@ func New(opts Options) *Server {
 		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
 		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
 		metrics:      opts.Metrics, gatherer: opts.Gatherer, retention: cmp.Or(opts.Retention, store.RetentionDefault), links: opts.LinkSigner, publicBase: opts.PublicURL,
-		publisher: outbox.NewPublisher(), hot: cmp.Or(opts.Hot, opts.Store)}
+		publisher: outbox.NewPublisher()}
 }
 
 // Handler returns the HTTP handler with every route.

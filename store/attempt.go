@@ -43,7 +43,7 @@ const (
 // claimAttempts is ClaimAttempt for many deliveries in one statement; it
 // locks their rows in ID order, as RecordAttempts does.
 func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.Time) (map[string]Claim, error) {
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.HotPool().Query(ctx, `
 		WITH v AS (
 		  SELECT * FROM unnest($1::text[], $2::timestamptz[]) AS v(id, until)
 		), l AS MATERIALIZED (

@@ -82,7 +82,7 @@ func (s *Store) scanTarget(r pgx.Row) (Target, error) {
 // LoadTarget loads a delivery's endpoint, frozen payload and the signing
 // keys valid at now, in one statement (one round trip on the hot path).
 func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time) (Target, error) {
-	t, err := s.scanTarget(s.pool.QueryRow(ctx, targetQuery, []string{deliveryID}, now))
+	t, err := s.scanTarget(s.HotPool().QueryRow(ctx, targetQuery, []string{deliveryID}, now))
 	if err != nil {
 		return Target{}, notFound(err, "load delivery "+deliveryID)
 	}
@@ -92,7 +92,7 @@ func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time
 // LoadTargets is LoadTarget for many deliveries in one statement (a
 // carrier's); deliveries not found are left out.
 func (s *Store) LoadTargets(ctx context.Context, deliveryIDs []string, now time.Time) ([]Target, error) {
-	rows, err := s.pool.Query(ctx, targetQuery, deliveryIDs, now)
+	rows, err := s.HotPool().Query(ctx, targetQuery, deliveryIDs, now)
 	if err != nil {
 		return nil, fmt.Errorf("load %d deliveries: %w", len(deliveryIDs), err)
 	}
@@ -190,7 +190,7 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 	// The snapshot's count of attempts does not see the rows this statement
 	// inserts, so it adds one for each attempt that is new. Rows are locked
 	// in ID order, so concurrent batches cannot deadlock.
-	rows, err := s.pool.Query(ctx, `
+	rows, err := s.HotPool().Query(ctx, `
 		WITH i AS (
 		  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::bigint[], $7::int[], $8::text[],
 		                       $9::text[], $10::text[], $11::text[], $14::text[], $15::int[], $16::timestamptz[])

@@ -267,8 +267,8 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 				return err
 			}
 		}
-		if out.Paused != wasPaused {
-			if err := HoldRows(ctx, tx, id, out.Paused); err != nil {
+		if holds, held := out.Paused && !out.Disabled, wasPaused && !wasDisabled; holds != held {
+			if err := HoldRows(ctx, tx, id, holds); err != nil {
 				return err
 			}
 		}
@@ -315,6 +315,10 @@ func (s *Store) DeleteEndpoint(ctx context.Context, appID, id string) error {
 		}
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("endpoint %s: %w", id, ErrNotFound)
+		}
+		// A paused endpoint's held rows are claimed (and refused) like any.
+		if err := HoldRows(ctx, tx, id, false); err != nil {
+			return err
 		}
 		return cancelDeliveries(ctx, tx, id, ReasonEndpointDeleted, "", withDeadLetters)
 	})

@@ -72,7 +72,7 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 		    WHERE o.app_id = apps.app_id AND NOT o.held
 		      AND (o.leased_until IS NULL OR o.leased_until < now())
 		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
-		      AND NOT (o.kind <> $2 AND COALESCE(e.paused, false))
+		      AND NOT (o.kind <> $2 AND COALESCE(`+holding+`, false))
 		    ORDER BY o.id LIMIT $1
 		  ) c
 		  WHERE apps.app_id IS NOT NULL
@@ -98,7 +98,7 @@ func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bo
 		SELECT min(o.claim_by) FROM outbox o
 		LEFT JOIN deliveries d ON d.id = o.delivery_id
 		LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		WHERE (o.leased_until IS NULL OR o.leased_until < now()) AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(e.paused, false))`, outbox.KindCancel).Scan(&next)
+		WHERE (o.leased_until IS NULL OR o.leased_until < now()) AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(`+holding+`, false))`, outbox.KindCancel).Scan(&next)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("next claim: %w", err)
 	}
@@ -163,11 +163,17 @@ func DoneCarriers(ctx context.Context, q outbox.Querier, carrierIDs []string) er
 	return nil
 }
 
+// holding is whether endpoint e holds its deliveries' start and replay
+// rows: paused, and still enabled (a disabled or deleted endpoint's rows
+// are claimed, refused and ended).
+const holding = `(e.paused AND NOT e.disabled AND e.deleted_at IS NULL)`
+
 // HoldRows marks the start and replay rows of an endpoint's deliveries
-// held (paused) or not (resumed), in the transaction that pauses or
-// resumes it. Claims skip held rows through their indexes; whether the
-// endpoint is paused is still checked on every claim, so a row written
-// unheld by an ingest that overlapped a pause is not sent either.
+// held or not, in the transaction that pauses, resumes, disables or
+// deletes it: held while it is holding (see holding). Claims skip held
+// rows through their indexes; whether the endpoint holds its rows is still
+// checked on every claim, so a row written unheld by an ingest that
+// overlapped a pause is not sent either.
 func HoldRows(ctx context.Context, q outbox.Querier, endpointID string, held bool) error {
 	if _, err := q.Exec(ctx, `UPDATE outbox o SET held = $2 FROM deliveries d
 		WHERE d.id = o.delivery_id AND d.endpoint_id = $1 AND o.kind <> $3 AND o.held <> $2`, endpointID, held, outbox.KindCancel); err != nil {
@@ -176,13 +182,31 @@ func HoldRows(ctx context.Context, q outbox.Querier, endpointID string, held boo
 	return nil
 }
 
-// ReleaseHeld lets go the held rows of endpoints that are no longer
-// paused: those an ingest that overlapped a resume wrote held after the
-// resume had released the others. The dispatcher runs it now and then
-// (dispatch.HeldSweepInterval); it returns how many it released.
+// ReleaseHeldSQL is ReleaseHeld's statement, with ReleaseHeldArgs (tests
+// read its plan).
+const ReleaseHeldSQL = `
+	UPDATE outbox o SET held = false
+	FROM deliveries d
+	WHERE d.endpoint_id IN (
+	    SELECT e.id FROM endpoints e WHERE e.updated_at > now() - $1 * interval '1 millisecond' AND NOT ` + holding + `)
+	  AND d.status = $2 AND o.delivery_id = d.id AND o.held`
+
+// ReleaseHeldArgs are ReleaseHeldSQL's parameters.
+func ReleaseHeldArgs() []any { return []any{heldRaceWindow.Milliseconds(), delivery.StatusPending} }
+
+// heldRaceWindow is how long after an endpoint stopped holding its rows
+// (its updated_at) ReleaseHeld looks at them: longer than any ingest
+// statement that overlapped the change.
+const heldRaceWindow = time.Minute
+
+// ReleaseHeld lets go the held rows of endpoints that stopped holding them
+// in the last heldRaceWindow: the rows an ingest that overlapped a resume
+// wrote held after the resume had released the others. It reads only
+// those endpoints' pending deliveries, never the held backlogs of paused
+// ones. The dispatcher runs it now and then (dispatch.HeldSweepInterval);
+// it returns how many rows it released.
 func ReleaseHeld(ctx context.Context, q outbox.Querier) (int64, error) {
-	tag, err := q.Exec(ctx, `UPDATE outbox o SET held = false
-		WHERE o.held AND NOT EXISTS (SELECT 1 FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id WHERE d.id = o.delivery_id AND e.paused)`)
+	tag, err := q.Exec(ctx, ReleaseHeldSQL, ReleaseHeldArgs()...)
 	if err != nil {
 		return 0, fmt.Errorf("release held rows: %w", err)
 	}

@@ -31,7 +31,9 @@ var (
 // Store is the Postgres-backed repository.
 type Store struct {
 	pool *pgxpool.Pool
-	box  *secretbox.Box
+	// hot is the hot path's pool (UseHotPool), nil for the main pool.
+	hot *pgxpool.Pool
+	box *secretbox.Box
 	// FailingAfter is how many consecutive dead letters make an endpoint
 	// failing. Defaults to FailingAfterDefault.
 	FailingAfter int
@@ -55,28 +57,33 @@ func New(pool *pgxpool.Pool, box *secretbox.Box) *Store {
 	return &Store{pool: pool, box: box}
 }
 
-// WithPool is s on another pool (the same settings): the hot path's
-// statements run on a pool of their own (see HotPoolParams).
-func (s *Store) WithPool(pool *pgxpool.Pool) *Store {
-	c := *s
-	c.pool = pool
-	return &c
+// UseHotPool runs the statements every delivery runs (an attempt's
+// target, claim and record; ingest's publish takes HotPool itself) on hot,
+// a pool whose connections keep their plans (HotPoolSetup). Everything
+// else, a recorded attempt's follow-ups included, stays on the main pool.
+func (s *Store) UseHotPool(hot *pgxpool.Pool) { s.hot = hot }
+
+// HotPool is the pool of the hot path's statements: the one UseHotPool
+// gave, else the main pool.
+func (s *Store) HotPool() *pgxpool.Pool {
+	if s.hot != nil {
+		return s.hot
+	}
+	return s.pool
 }
 
-// HotPoolParams are the session settings of the pool that runs the
-// statements every delivery runs (ingest's publish, an attempt's target,
-// claim and record): a plan made once per connection and kept, instead of
-// a new plan at every execution. With the default, Postgres plans these
-// statements each time (their arrays make a custom plan look cheaper),
-// which was about 40 % of Postgres's time per delivery
-// (pg_stat_statements, track_planning). Each of them finds its rows by
-// primary key whatever the parameters, so the kept plan is the right one.
-func HotPoolParams() map[string]string {
-	return map[string]string{"plan_cache_mode": "force_generic_plan"}
-}
+// HotPoolSetup is run on each new connection of the hot path's pool: a
+// plan made once per connection and kept, instead of a new plan at every
+// execution. With the default, Postgres plans these statements each time
+// (their arrays make a custom plan look cheaper), which was about 40 % of
+// Postgres's time per delivery (pg_stat_statements, track_planning). Each
+// of them finds its rows by key whatever the parameters, so the kept plan
+// is the right one; no other statement runs there. A SET, not a startup
+// parameter, so a connection pooler in front of Postgres accepts it.
+const HotPoolSetup = `SET plan_cache_mode = force_generic_plan`
 
-// HotPoolConns is the size of the hot path's pool: its statements are
-// coalesced (Batched), so a few connections carry any rate.
+// HotPoolConns is the most connections of the hot path's pool: its
+// statements are coalesced (Batched), so a few carry any rate.
 const HotPoolConns = 8
 
 // Pool is the underlying pool.

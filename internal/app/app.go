@@ -9,13 +9,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -66,9 +66,7 @@ type Stack struct {
 	Temporal *devstack.Server   // embedded server (dev)
 	Pool     *pgxpool.Pool
 	Store    *store.Store
-	// Hot is Store on the hot path's own pool (store.HotPoolParams).
-	Hot    *store.Store
-	Client client.Client
+	Client   client.Client
 	// Dispatcher is the outbox dispatcher (nil without the worker role).
 	Dispatcher *dispatch.Dispatcher
 	// Metrics is the process's registry, served on the API's /metrics and,
@@ -241,13 +239,16 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	st.Store.FailingAfter, st.Store.AutoDisableAfter = cfg.FailingAfter, cfg.AutoDisableAfter
 	hotCfg := poolCfg.Copy()
 	hotCfg.MaxConns = min(store.HotPoolConns, hotCfg.MaxConns)
-	maps.Copy(hotCfg.ConnConfig.RuntimeParams, store.HotPoolParams())
+	hotCfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, store.HotPoolSetup)
+		return err
+	}
 	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
 	if err != nil {
 		return fmt.Errorf("connect to postgres: %w", err)
 	}
 	st.closers = append(st.closers, hot.Close)
-	st.Hot = st.Store.WithPool(hot)
+	st.Store.UseHotPool(hot)
 	if n, err := st.Store.SealLegacyHeaders(ctx); err != nil {
 		return err
 	} else if n > 0 {

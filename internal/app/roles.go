@@ -25,7 +25,7 @@ import (
 func (st *Stack) startWorker(tc client.Client, series *metrics.Sender, opts Options, ownMetrics bool) error {
 	cfg, logger, pool := st.Config, st.Logger, st.Pool
 	// Concurrent attempts load, claim and record in shared statements.
-	batched := store.NewBatched(st.Hot)
+	batched := store.NewBatched(st.Store)
 	acts := &activities.Activities{
 		Store:     batched,
 		HTTP:      activities.NewHTTPClient(!cfg.AllowPrivateTargets),
@@ -76,7 +76,7 @@ func (st *Stack) startWorker(tc client.Client, series *metrics.Sender, opts Opti
 // watchers, on one HTTP server.
 func (st *Stack) startAPI(tc client.Client, series *metrics.Sender) error {
 	cfg, logger := st.Config, st.Logger
-	srv := api.New(api.Options{Store: st.Store, Hot: st.Hot, Engine: dispatch.Engine{Client: tc, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
+	srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
 		AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Metrics: series, Gatherer: st.Metrics, Retention: cfg.Retention,
 		LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,

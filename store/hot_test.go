@@ -1,0 +1,158 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+// seedReview gives f's app a paused endpoint with n held start rows (a
+// paused backlog) and f.ep n succeeded deliveries, and returns the
+// paused endpoint.
+func seedReview(t *testing.T, f fixture, n int) store.Endpoint {
+	t.Helper()
+	ctx := context.Background()
+	paused, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: f.app.ID, URL: "https://example.com/paused", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	yes := true
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, paused.ID, store.EndpointPatch{Paused: &yes})
+	require.NoError(t, err)
+	for _, q := range []string{
+		`INSERT INTO events (app_id, id, type, payload, payload_hash, created)
+		 SELECT $1::text, 'evt_seed_' || g, 'order.paid', '\x7b7d', '\x00', now() + interval '0' * length($2::text || $3::text) FROM generate_series(1, $4::int) g`,
+		`INSERT INTO deliveries (id, app_id, event_id, endpoint_id, status)
+		 SELECT 'dlv_seed_p_' || g, $1::text, 'evt_seed_' || g, $2::text, 'pending' || left($3::text, 0) FROM generate_series(1, $4::int) g`,
+		`INSERT INTO deliveries (id, app_id, event_id, endpoint_id, status)
+		 SELECT 'dlv_seed_q_' || g, $1::text, 'evt_seed_' || g, $3::text, 'succeeded' || left($2::text, 0) FROM generate_series(1, $4::int) g`,
+		`INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class)
+		 SELECT 'att_seed_' || g, 'dlv_seed_q_' || g, 1, 1, now(), 10 + length($1::text || $2::text || $3::text) * 0, 200, 'success' FROM generate_series(1, $4::int) g`,
+		`INSERT INTO outbox (delivery_id, kind, app_id, held) SELECT 'dlv_seed_p_' || g, 'start' || left($2::text, 0) || left($3::text, 0), $1::text, true FROM generate_series(1, $4::int) g`,
+	} {
+		_, err := f.st.Pool().Exec(ctx, q, f.app.ID, paused.ID, f.ep.ID, n)
+		require.NoError(t, err)
+	}
+	_, err = f.st.Pool().Exec(ctx, `ANALYZE`)
+	require.NoError(t, err)
+	return paused
+}
+
+// TestReleaseHeldReadsNoPausedBacklog: the dispatcher's sweep (every
+// 10 s in every dispatcher) reads no held row of an endpoint that still
+// holds them, however large its backlog: it starts from the endpoints that
+// stopped holding rows lately (review finding: it read every held row).
+func TestReleaseHeldReadsNoPausedBacklog(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	seedReview(t, f, 20_000)
+	ctx := context.Background()
+	n, err := store.ReleaseHeld(ctx, f.st.Pool())
+	require.NoError(t, err)
+	require.Zero(t, n)
+	var plan string
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `EXPLAIN (ANALYZE, FORMAT JSON) `+store.ReleaseHeldSQL, store.ReleaseHeldArgs()...).Scan(&plan))
+	for _, m := range regexp.MustCompile(`"Relation Name": "(outbox|deliveries)"[^}]*?"Actual Rows": ([0-9]+)`).FindAllStringSubmatch(plan, -1) {
+		rows, err := strconv.Atoi(m[2])
+		require.NoError(t, err)
+		require.Less(t, rows, 100, "the sweep read %d rows of %s beside a backlog of 20,000:\n%s", rows, m[1], plan)
+	}
+}
+
+// TestHotPoolPlansUseKeys runs what the worker and ingest run, with the
+// hot pool set as the product sets it (store.HotPoolSetup) and
+// auto_explain on it, beside a paused backlog and a delivery history, and
+// fails on a sequential scan of a big table: every kept plan reaches its
+// rows by key. A 410's follow-ups (disable, cancel) run on the main pool
+// (review finding: they ran on the hot pool, where the cancel's kept plan
+// scanned every delivery).
+func TestHotPoolPlansUseKeys(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	seedReview(t, f, 20_000)
+	ctx := context.Background()
+	cfg := f.st.Pool().Config().Copy()
+	cfg.MaxConns = 1
+	var mu sync.Mutex
+	var plans []string
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message+"\n"+n.Detail)
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, store.HotPoolSetup+`; LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = notice;
+			SET auto_explain.log_analyze = on; SET auto_explain.log_nested_statements = on`)
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	f.st.UseHotPool(pool)
+	hot := f.st
+	pub := outbox.NewPublisher()
+	for range 3 {
+		p, err := pub.PublishNow(ctx, pool, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{"n":1}`)})
+		require.NoError(t, err)
+		var dlv string
+		for _, d := range p.Deliveries {
+			if d.EndpointID == f.ep.ID {
+				dlv = d.ID
+			}
+		}
+		_, err = hot.LoadTarget(ctx, dlv, time.Now())
+		require.NoError(t, err)
+		_, err = hot.ClaimAttempt(ctx, dlv, time.Now().Add(time.Minute))
+		require.NoError(t, err)
+		code := 200
+		require.NoError(t, hot.RecordAttempt(ctx, store.Attempt{DeliveryID: dlv, Cycle: 1, Number: 1, StartedAt: time.Now(), StatusCode: &code, Class: string(delivery.ClassSuccess)}))
+	}
+	// A dead letter (MarkDelivery) and a 410 (disables the endpoint,
+	// cancels its in-flight deliveries, emits endpoint.disabled) on the
+	// hot pool too.
+	p, err := pub.PublishNow(ctx, pool, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{"n":2}`)})
+	require.NoError(t, err)
+	for _, d := range p.Deliveries {
+		if d.EndpointID == f.ep.ID {
+			_, err = hot.MarkDelivery(ctx, store.Mark{DeliveryID: d.ID, Status: delivery.StatusDeadLettered, Reason: "x", Cycle: 1})
+			require.NoError(t, err)
+		}
+	}
+	for range 3 { // in flight when the 410 comes: canceled by it
+		_, err = pub.PublishNow(ctx, pool, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{"n":4}`)})
+		require.NoError(t, err)
+	}
+	p, err = pub.PublishNow(ctx, pool, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{"n":3}`)})
+	require.NoError(t, err)
+	for _, d := range p.Deliveries {
+		if d.EndpointID == f.ep.ID {
+			code := 410
+			require.NoError(t, hot.RecordAttempt(ctx, store.Attempt{DeliveryID: d.ID, Cycle: 1, Number: 1, StartedAt: time.Now(), StatusCode: &code, Class: string(delivery.ClassGone)}))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	seq := regexp.MustCompile(`Seq Scan on (outbox|deliveries|events|attempts)`)
+	dur := regexp.MustCompile(`(?i)duration: ([0-9.]+) ms`)
+	for _, p := range plans {
+		m := dur.FindStringSubmatch(p)
+		if seq.MatchString(p) {
+			t.Errorf("a hot statement scans a big table:\n%s", p)
+		} else if len(m) > 1 {
+			t.Logf("duration %s ms: %.120s", m[1], strings.ReplaceAll(p, "\n", " | "))
+		}
+	}
+}

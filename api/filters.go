@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -34,6 +36,9 @@ const (
 
 // checkFilter answers why expr cannot be saved, "" when it can.
 func (s *Server) checkFilter(expr string) string {
+	if !utf8.ValidString(expr) || strings.ContainsRune(expr, 0) {
+		return "must be UTF-8 text without NUL characters"
+	}
 	fs, err := s.publisher.Filters()
 	if err != nil {
 		return err.Error()
@@ -57,6 +62,9 @@ type filterTestRequest struct {
 	// Last is how many of the app's latest events to evaluate. Defaults
 	// to FilterTestLastDefault; at most MaxFilterTestLast.
 	Last *int `json:"last"`
+	// EndpointIDs, when given, keeps only the events one of these
+	// endpoints got or filtered out (a portal session limited to them).
+	EndpointIDs []string `json:"endpoint_ids"`
 }
 
 // FilterTestEvent is one event's verdict in a filter test.
@@ -138,7 +146,7 @@ func (s *Server) testFilter(c *gin.Context, expr string, types []string) {
 		problem(c, http.StatusUnprocessableEntity, "filter: "+err.Error(), "filter")
 		return
 	}
-	evs, err := s.store.LatestEvents(c.Request.Context(), c.Param("app"), outbox.TestType, last)
+	evs, err := s.store.LatestEvents(c.Request.Context(), c.Param("app"), outbox.TestType, last, req.EndpointIDs)
 	if err != nil {
 		s.fail(c, err)
 		return

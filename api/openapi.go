@@ -126,9 +126,10 @@ func schemas() obj {
 			"filtered_out": arr(obj{"type": "object", "description": "a subscribed endpoint whose filter skipped the event (absent when none did)",
 				"properties": obj{"endpoint_id": str(""), "error": str("the filter's evaluation error, absent when it was false")}})}},
 		"FilterTestRequest": obj{"type": "object", "properties": obj{
-			"filter":      str("CEL expression; on an endpoint's route, defaults to the endpoint's filter"),
-			"event_types": arr(str("the subscription to test with; empty = all; on an endpoint's route, defaults to the endpoint's")),
-			"last":        obj{"type": "integer", "minimum": 1, "maximum": MaxFilterTestLast, "default": FilterTestLastDefault}}},
+			"filter":       str("CEL expression; on an endpoint's route, defaults to the endpoint's filter"),
+			"event_types":  arr(str("the subscription to test with; empty = all; on an endpoint's route, defaults to the endpoint's")),
+			"last":         obj{"type": "integer", "minimum": 1, "maximum": MaxFilterTestLast, "default": FilterTestLastDefault},
+			"endpoint_ids": arr(str("keep only the events one of these endpoints got or filtered out"))}},
 		"FilterTest": obj{"type": "object", "properties": obj{"filter": str(""), "event_types": arr(str("")),
 			"evaluated": obj{"type": "integer"}, "matched": obj{"type": "integer"}, "not_matched": obj{"type": "integer"},
 			"errored": obj{"type": "integer"}, "not_subscribed": obj{"type": "integer"},

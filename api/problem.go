@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"hookrelay/delivery"
+	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
@@ -89,6 +90,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 	case store.IsUnavailable(err):
 		c.Header("Retry-After", "5")
 		problem(c, http.StatusServiceUnavailable, "the database is unavailable; retry shortly")
+	case errors.As(err, new(*outbox.StaleFiltersError)):
+		c.Header("Retry-After", "1")
+		problem(c, http.StatusServiceUnavailable, err.Error())
 	default:
 		s.logger.Error("request failed", "method", c.Request.Method, "route", c.FullPath(), "err", err)
 		problem(c, http.StatusInternalServerError, "internal error")

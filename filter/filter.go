@@ -6,9 +6,11 @@
 package filter
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/overloads"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 )
 
@@ -133,7 +136,7 @@ func (f *Filters) compile(expr string) (*Program, error) {
 	if err := literalPatterns(checked); err != nil {
 		return nil, err
 	}
-	prg, err := f.env.Program(checked, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize))
+	prg, err := f.env.Program(checked, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize), cel.CostTrackerOptions(deepCosts()...))
 	if err != nil {
 		return nil, &CompileError{Message: err.Error()}
 	}
@@ -155,6 +158,69 @@ func literalPatterns(checked *cel.Ast) error {
 	return nil
 }
 
+// deepCosts charge what walks a whole value by its whole size: CEL's
+// defaults charge an equality of two maps or lists, and a string's size,
+// as 1 whatever they hold, so a loop of them could walk a large payload
+// many times within the cost limit (review finding: 1 s for one
+// evaluation on a 250 KiB event).
+func deepCosts() []interpreter.CostTrackerOption {
+	both := func(args []ref.Val, _ ref.Val) *uint64 {
+		c := deepSize(args[0].Value()) + deepSize(args[1].Value())
+		return &c
+	}
+	first := func(args []ref.Val, _ ref.Val) *uint64 {
+		c := deepSize(args[0].Value())
+		return &c
+	}
+	last := func(args []ref.Val, _ ref.Val) *uint64 {
+		c := deepSize(args[len(args)-1].Value())
+		return &c
+	}
+	return []interpreter.CostTrackerOption{
+		interpreter.OverloadCostTracker(overloads.Equals, both),
+		interpreter.OverloadCostTracker(overloads.NotEquals, both),
+		interpreter.OverloadCostTracker(overloads.InList, last),
+		interpreter.OverloadCostTracker(overloads.SizeString, first),
+		interpreter.OverloadCostTracker(overloads.SizeStringInst, first),
+	}
+}
+
+// deepSize is the work of walking v: one per element, one per 10 bytes of
+// text.
+func deepSize(v any) uint64 {
+	switch v := v.(type) {
+	case string:
+		return 1 + uint64(len(v))/10
+	case []byte:
+		return 1 + uint64(len(v))/10
+	case map[string]any:
+		n := uint64(1)
+		for k, e := range v {
+			n += deepSize(k) + deepSize(e)
+		}
+		return n
+	case []any:
+		n := uint64(1)
+		for _, e := range v {
+			n += deepSize(e)
+		}
+		return n
+	case []ref.Val:
+		n := uint64(1)
+		for _, e := range v {
+			n += deepSize(e.Value())
+		}
+		return n
+	case map[ref.Val]ref.Val:
+		n := uint64(1)
+		for k, e := range v {
+			n += deepSize(k.Value()) + deepSize(e.Value())
+		}
+		return n
+	}
+	return 1
+}
+
 // Input is one event prepared for evaluation: its data decoded once for
 // every filter it meets.
 type Input struct {
@@ -163,10 +229,13 @@ type Input struct {
 
 // NewInput decodes ev for evaluation.
 func NewInput(ev Event) (*Input, error) {
+	dec := json.NewDecoder(bytes.NewReader(ev.Data))
+	dec.UseNumber()
 	var data map[string]any
-	if err := json.Unmarshal(ev.Data, &data); err != nil {
+	if err := dec.Decode(&data); err != nil {
 		return nil, fmt.Errorf("event data: %w", err)
 	}
+	exactNumbers(data)
 	act, err := interpreter.NewActivation(map[string]any{
 		"type": ev.Type, "data": data, "created": ev.Created.UTC(), "api_version": ev.APIVersion,
 	})
@@ -174,6 +243,33 @@ func NewInput(ev Event) (*Input, error) {
 		return nil, fmt.Errorf("event activation: %w", err)
 	}
 	return &Input{act: act}, nil
+}
+
+// exactNumbers replaces, in place, each JSON number of v by an int (a
+// whole number that fits 64 bits, signed or not) or a double (any other):
+// a filter on a 64-bit ID compares it exactly (review finding: decoded as
+// doubles, IDs that differ past 2^53 were equal).
+func exactNumbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := strconv.ParseInt(string(v), 10, 64); err == nil {
+			return i
+		}
+		if u, err := strconv.ParseUint(string(v), 10, 64); err == nil {
+			return u
+		}
+		f, _ := v.Float64() // outbox.Validate refused what no float64 holds
+		return f
+	case map[string]any:
+		for k, e := range v {
+			v[k] = exactNumbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = exactNumbers(e)
+		}
+	}
+	return v
 }
 
 // Match evaluates p on in: true when the event passes, false with a

@@ -42,7 +42,8 @@ func TestMatches(t *testing.T) {
 		{"data.customer.tier == 'gold' || data.amount < 200", true, true},
 		{"created > timestamp('2026-01-01T00:00:00Z') && api_version == '2026-11-01'", true, true},
 		{"type.matches('^invoice\\\\.(paid|void)$')", true, true},
-		{"data.amount == 120", false, true}, // a JSON number is a double; 120 == 120.0
+		{"data.amount == 120", false, true},   // a whole JSON number is an int
+		{"data.amount == 120.0", false, true}, // and equals the same double
 	} {
 		p, err := f.Program(c.expr)
 		if err != nil {

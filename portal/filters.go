@@ -31,6 +31,11 @@ func (p *Portal) previewFilter(c *gin.Context) {
 	}
 	var out api.FilterTest
 	body := map[string]any{"filter": f.Filter, "event_types": f.types(), "last": FilterPreviewLast}
+	if sess := sessionOf(c).Principal(); sess.Limited() {
+		// Only the events its own endpoints got or skipped (review
+		// finding: a limited session previewed every event of the app).
+		body["endpoint_ids"] = sess.EndpointIDs
+	}
 	if err := p.call(c, http.MethodPost, "/filter-test", body, &out); err != nil {
 		p.invalid(c, e, f, err)
 		return

@@ -161,10 +161,15 @@ func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until 
 }
 
 // LatestEvents returns an app's latest n events, newest first, leaving
-// out those of type except ("" leaves none out).
-func (s *Store) LatestEvents(ctx context.Context, appID, except string, n int) ([]EventRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, type, payload, received_at, filtered_out FROM events
-		WHERE app_id = $1 AND type <> $2 ORDER BY received_at DESC, id DESC LIMIT $3`, appID, except, n)
+// out those of type except ("" leaves none out) and, when endpointIDs is
+// not empty, those none of these endpoints got or filtered out.
+func (s *Store) LatestEvents(ctx context.Context, appID, except string, n int, endpointIDs []string) ([]EventRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, type, payload, received_at, filtered_out FROM events ev
+		WHERE app_id = $1 AND type <> $2
+		  AND (cardinality($4::text[]) = 0
+		       OR EXISTS (SELECT 1 FROM deliveries d WHERE d.app_id = ev.app_id AND d.event_id = ev.id AND d.endpoint_id = ANY ($4))
+		       OR EXISTS (SELECT 1 FROM jsonb_array_elements(ev.filtered_out) f WHERE f->>'endpoint_id' = ANY ($4)))
+		ORDER BY received_at DESC, id DESC LIMIT $3`, appID, except, n, nonNil(endpointIDs))
 	if err != nil {
 		return nil, fmt.Errorf("latest events of %s: %w", appID, err)
 	}

@@ -9,10 +9,10 @@ import (
 	"hookrelay/api"
 )
 
-// TestReviewFilterWithNULIsA422: CEL accepts a NUL character in a string
+// TestFilterWithNULIsA422: CEL accepts a NUL character in a string
 // literal, Postgres text refuses it: the save must be the 422 naming
 // "filter", not a 500.
-func TestReviewFilterWithNULIsA422(t *testing.T) {
+func TestFilterWithNULIsA422(t *testing.T) {
 	t.Parallel()
 	st, app, admin := tenant(t, "filternul")
 	h := api.New(api.Options{Store: st, AllowPrivateTargets: true}).Handler()

@@ -30,16 +30,13 @@ func lineItems(n int) []any {
 	return items
 }
 
-// TestCostLimitChargesWholeWalks: the cost limit is meant to bound what one
-// filter costs one event (docs/contract.md#13: "the worst a filter can
-// cost is one linear scan of the event's data per function call in it").
-// Each of these filters is accepted at save time; the cost limit does
-// stop it, but only after it ran far longer than its cost says: CEL
-// charges a map/list equality by the number of top-level entries (1 for
-// {"x": [...]}) and size() of a string as 1, though both walk the whole
-// value, so a loop of them walks the payload hundreds of times. Fan-out
-// evaluates filters synchronously in the ingest request (POST /events),
-// and filter-test evaluates up to 1,000 events per request.
+// TestCostLimitChargesWholeWalks: a map or list equality and a string's
+// size walk the whole value, but CEL charges them 1 by default, so a loop
+// of them walked a large payload hundreds of times within the cost limit
+// (review finding: one evaluation took up to 1 s on a 250 KiB event).
+// deepCosts charges them by size (docs/contract.md#13-payload-filters), so
+// each of these filters, valid at save time, ends at the limit after a
+// few walks.
 func TestCostLimitChargesWholeWalks(t *testing.T) {
 	f := filters(t)
 	small := reviewInput(t, map[string]any{"items": lineItems(200)})

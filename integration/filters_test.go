@@ -55,20 +55,14 @@ func TestFilteredEndpointReceivesOnlyMatchingEvents(t *testing.T) {
 	// Every event reaches the unfiltered endpoint; by then the filtered
 	// one's deliveries were sent too (each event's deliveries start
 	// together).
-	deadline := time.Now().Add(30 * time.Second)
-	for len(all.byID()) < len(want) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	require.Len(t, all.byID(), len(want))
+	require.Eventually(t, func() bool { return len(all.byID()) == len(want) }, 30*time.Second, 50*time.Millisecond)
 	matching := 0
 	for _, m := range want {
 		if m {
 			matching++
 		}
 	}
-	for len(big.byID()) < matching && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	require.Eventually(t, func() bool { return len(big.byID()) >= matching }, 30*time.Second, 50*time.Millisecond)
 	got := map[string]bool{}
 	for _, r := range big.receipts() {
 		var env struct{ ID string }

@@ -311,7 +311,7 @@ const publishSQL = `
 	         (SELECT jsonb_agg(jsonb_build_object('endpoint_id', id, 'error', NULLIF(error, '')) ORDER BY id) FROM skipped)
 	  WHERE NOT EXISTS (SELECT 1 FROM stale)
 	  ON CONFLICT (app_id, id) DO NOTHING
-	  RETURNING app_id, id, type
+	  RETURNING app_id, id, type, filtered_out
 	), et AS (
 	  -- Checked first: a known type (the usual case) costs no insert attempt.
 	  INSERT INTO event_types (name) SELECT type FROM ev
@@ -351,7 +351,7 @@ const publishSQL = `
 	)
 	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
 	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),
-	       (SELECT coalesce(jsonb_agg(jsonb_build_object('endpoint_id', id, 'error', NULLIF(error, '')) ORDER BY id), '[]') FROM skipped)
+	       (SELECT filtered_out FROM ev)
 	FROM dl`
 
 // repeat answers a second Publish of the same ID.

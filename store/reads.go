@@ -136,10 +136,13 @@ type EventRecord struct {
 	FilteredOut []byte
 }
 
+// eventCols are an EventRecord's columns, in its order.
+const eventCols = `id, type, payload, received_at, filtered_out`
+
 // GetEvent loads an event of app.
 func (s *Store) GetEvent(ctx context.Context, appID, id string) (EventRecord, error) {
 	var e EventRecord
-	err := s.pool.QueryRow(ctx, `SELECT id, type, payload, received_at, filtered_out FROM events WHERE app_id = $1 AND id = $2`, appID, id).
+	err := s.pool.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE app_id = $1 AND id = $2`, appID, id).
 		Scan(&e.ID, &e.Type, &e.Payload, &e.ReceivedAt, &e.FilteredOut)
 	if err != nil {
 		return EventRecord{}, notFound(err, "event "+id)
@@ -149,7 +152,7 @@ func (s *Store) GetEvent(ctx context.Context, appID, id string) (EventRecord, er
 
 // ListEvents lists an app's events, newest first.
 func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until time.Time, p Page) ([]EventRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, type, payload, received_at, filtered_out FROM events
+	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events
 		WHERE app_id = $1 AND ($2 = '' OR type = $2)
 		  AND ($3::timestamptz IS NULL OR received_at >= $3) AND ($4::timestamptz IS NULL OR received_at < $4)
 		  AND ($5 = '' OR id < $5)
@@ -164,7 +167,7 @@ func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until 
 // out those of type except ("" leaves none out) and, when endpointIDs is
 // not empty, those none of these endpoints got or filtered out.
 func (s *Store) LatestEvents(ctx context.Context, appID, except string, n int, endpointIDs []string) ([]EventRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, type, payload, received_at, filtered_out FROM events ev
+	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events ev
 		WHERE app_id = $1 AND type <> $2
 		  AND (cardinality($4::text[]) = 0
 		       OR EXISTS (SELECT 1 FROM deliveries d WHERE d.app_id = ev.app_id AND d.event_id = ev.id AND d.endpoint_id = ANY ($4))

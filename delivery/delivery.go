@@ -113,6 +113,14 @@ const (
 	ClassEndpointBusy Class = "endpoint_busy"
 )
 
+// Held reports whether a result of class c sent nothing and asks for the
+// same attempt again later: the endpoint was paused or busy, or its rate
+// limit gave a later slot. A held attempt is not an attempt and uses no
+// slot of the schedule.
+func (c Class) Held() bool {
+	return c == ClassEndpointPaused || c == ClassRateLimited || c == ClassEndpointBusy
+}
+
 // BusyRecheck is how long a delivery whose endpoint has no free request
 // slot waits before trying the same attempt again (jittered per delivery).
 const BusyRecheck = time.Second

@@ -199,6 +199,26 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	}
 	require.Equal(t, 1, handedOff, "the flaky receiver failed exactly one first attempt")
 
+	// Held attempts: the endpoint takes one request a second, so of three
+	// deliveries sent at once, those whose slot was too far off were handed
+	// off to wait for it (a carried rate-limited result), and the first,
+	// whose first attempt fails, waits for a slot for its retry in its
+	// workflow. None of those waits is an attempt.
+	h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=limited", "event_types": []string{"p.limited"},
+		"retry_schedule": []string{"0s", "0s"}, "rate_limit": 1})
+	limited := []string{send("p.limited"), send("p.limited"), send("p.limited")}
+	held := 0
+	for _, id := range limited {
+		h.waitDelivery(appID, id, 20*time.Second, delivery.StatusSucceeded)
+		if _, err := h.client.DescribeWorkflowExecution(context.Background(), id, ""); err == nil {
+			require.Eventually(t, func() bool { return !h.workflowOpen(id) }, 10*time.Second, 50*time.Millisecond)
+			held++
+			h.keepHistory(fmt.Sprintf("v5-rate-limited-%d", held), id, "")
+		}
+	}
+	require.GreaterOrEqual(t, held, 2, "the flaky first delivery and at least one rate-limited one ran in a workflow")
+	require.Equal(t, 4, count("flaky=limited"), "three deliveries, one retry: held attempts sent nothing")
+
 	// The app is deleted while a retry waits: the run ends, nothing sent.
 	endpoint("p.deleted", "code=503&n=2", "0s", "2s", "2s")
 	deleted := send("p.deleted")

@@ -137,6 +137,9 @@ func (d *Dispatcher) Counts() (own, carried, direct int64) {
 	return d.started.Load(), d.carried.Load(), d.firstDone.Load() + d.firstHandedOff.Load()
 }
 
+// Name names the dispatcher among a process's services.
+func (*Dispatcher) Name() string { return "dispatcher" }
+
 // Run dispatches until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	if d.Logger == nil {

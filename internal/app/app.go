@@ -6,31 +6,20 @@ package app
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
-	"hookrelay/api"
 	"hookrelay/config"
 	"hookrelay/dispatch"
 	"hookrelay/internal/devstack"
 	"hookrelay/internal/pgcluster"
-	"hookrelay/internal/temporalconn"
 	"hookrelay/metrics"
-	"hookrelay/migrations"
 	"hookrelay/secretbox"
 	"hookrelay/store"
 	"hookrelay/workflows"
@@ -78,8 +67,11 @@ type Stack struct {
 	APIAddr string
 	closers []func() // run in reverse order by Close
 	errc    chan error
-	// services run under the stack's supervisor (see supervise).
+	// services run under the stack's supervisor.
 	services *supervisor
+	// Set by the start steps for the later ones.
+	box    *secretbox.Box
+	series *metrics.Sender
 }
 
 // StartDev starts the whole product in this process: the private Postgres
@@ -110,53 +102,6 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, roles Ro
 	return st, nil
 }
 
-func (st *Stack) startInfra(ctx context.Context) error {
-	cfg := &st.Config
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
-	}
-	if cfg.DatabaseURL == "" {
-		logf, err := os.OpenFile(filepath.Join(cfg.DataDir, "postgres.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-		if err != nil {
-			return fmt.Errorf("open postgres log: %w", err)
-		}
-		st.closers = append(st.closers, func() { logf.Close() })
-		pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(cfg.DataDir, "postgres"), Port: cfg.PostgresPort, Log: logf, Logger: st.Logger})
-		if err != nil {
-			return err
-		}
-		st.PG = pg
-		st.closers = append(st.closers, func() { _ = pg.Stop() })
-		if err := pgcluster.CreateDatabase(ctx, pg.URL("postgres"), "hookrelay"); err != nil {
-			return err
-		}
-		cfg.DatabaseURL = pg.URL("hookrelay")
-	}
-	tserver, err := devstack.Start(ctx, devstack.Options{
-		PostgresURL:      cfg.DatabaseURL,
-		FrontendAddr:     cfg.TemporalAddress,
-		UIAddr:           cfg.TemporalUIAddr,
-		Namespace:        cfg.TemporalNamespace,
-		SearchAttributes: SearchAttributes(),
-		Shards:           int32(cfg.TemporalShards),
-		SQLiteFile:       cfg.TemporalSQLite,
-		Logger:           st.Logger.With("component", "temporal"),
-	})
-	if err != nil {
-		return err
-	}
-	st.Temporal = tserver
-	st.closers = append(st.closers, tserver.Stop)
-	cfg.TemporalAddress = tserver.FrontendAddr()
-	if cfg.AdminKey, err = fileSecret(cfg.AdminKey, filepath.Join(cfg.DataDir, "admin-key"), newAPIKey, true); err != nil {
-		return err
-	}
-	if cfg.SecretKey, err = fileSecret(cfg.SecretKey, filepath.Join(cfg.DataDir, "secret-key"), secretbox.GenerateKey, false); err != nil {
-		return err
-	}
-	return nil
-}
-
 // Dev runs the whole product in this process until ctx ends.
 func Dev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	started := time.Now()
@@ -164,14 +109,13 @@ func Dev(ctx context.Context, cfg config.Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	attrs := []any{"api", "http://" + st.APIAddr, "temporal", st.Temporal.FrontendAddr(), "temporal_ui", uiURL(st.Temporal.UIAddr()),
 		"data_dir", st.Config.DataDir, "startup", time.Since(started).Round(time.Millisecond)}
 	if st.PG != nil {
 		attrs = append(attrs, "postgres_dir", st.PG.Dir())
 	}
 	logger.Info("hookrelay dev is up", attrs...)
-	return st.Wait(ctx)
+	return st.Run(ctx)
 }
 
 func uiURL(addr string) string {
@@ -199,153 +143,18 @@ func runRoles(ctx context.Context, cfg config.Config, logger *slog.Logger, roles
 	if err != nil {
 		return err
 	}
-	defer st.Close()
 	logger.Info("hookrelay started", "api", st.APIAddr, "temporal", cfg.TemporalAddress)
+	return st.Run(ctx)
+}
+
+// Run runs the started process until ctx ends or a service fails, then
+// stops it (Close).
+func (st *Stack) Run(ctx context.Context) error {
+	defer st.Close()
 	return st.Wait(ctx)
 }
 
-// start connects to Postgres and Temporal and starts the given roles.
-func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
-	cfg := st.Config
-	logger := st.Logger
-	if cfg.SecretKey == "" {
-		return errors.New("HOOKRELAY_SECRET_KEY is required (base64 of 32 random bytes; `openssl rand -base64 32`)")
-	}
-	box, err := secretbox.Open(cfg.SecretKey)
-	if err != nil {
-		return fmt.Errorf("HOOKRELAY_SECRET_KEY: %w", err)
-	}
-	poolCfg, err := pgxpool.ParseConfig(cfg.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("HOOKRELAY_DATABASE_URL: %w", err)
-	}
-	poolCfg.MaxConns = int32(cfg.DBMaxConns)
-	pool, err := pgxpool.NewWithConfig(ctx, poolCfg)
-	if err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
-	}
-	st.Pool = pool
-	st.closers = append(st.closers, pool.Close)
-	if cfg.Dev {
-		if _, err := migrations.Up(ctx, pool, logger); err != nil {
-			return err
-		}
-	} else if n, err := migrations.Pending(ctx, pool); err != nil {
-		return err
-	} else if n > 0 {
-		return fmt.Errorf("%d migrations pending: run `hookrelay migrate` first", n)
-	}
-	st.Store = store.New(pool, box)
-	st.Store.FailingAfter, st.Store.AutoDisableAfter = cfg.FailingAfter, cfg.AutoDisableAfter
-	hotCfg := poolCfg.Copy()
-	hotCfg.MaxConns = min(store.HotPoolConns, hotCfg.MaxConns)
-	hotCfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, store.HotPoolSetup)
-		return err
-	}
-	hot, err := pgxpool.NewWithConfig(ctx, hotCfg)
-	if err != nil {
-		return fmt.Errorf("connect to postgres: %w", err)
-	}
-	st.closers = append(st.closers, hot.Close)
-	st.Store.UseHotPool(hot)
-	if n, err := st.Store.SealLegacyHeaders(ctx); err != nil {
-		return err
-	} else if n > 0 {
-		logger.Info("sealed custom headers written before they were sealed", "endpoints", n)
-	}
-	if cfg.AdminKey != "" {
-		if err := st.Store.EnsureAdminKey(ctx, cfg.AdminKey); err != nil {
-			return err
-		}
-	}
-	sdkLogger := opts.SDKLogger
-	if sdkLogger == nil {
-		sdkLogger = sdklog.NewStructuredLogger(logger.With("component", "sdk"))
-	}
-	tc, err := temporalconn.Dial(ctx, temporalSettings(cfg), sdkLogger)
-	if err != nil {
-		return err
-	}
-	st.Client = tc
-	st.closers = append(st.closers, tc.Close)
-	// A namespace without hookrelay's search attributes would refuse every
-	// workflow start: refuse to start instead, saying what to run.
-	if err := temporalconn.Check(ctx, tc, cfg.TemporalAddress, cfg.TemporalNamespace); err != nil {
-		if _, unchecked := errors.AsType[*temporalconn.UncheckedError](err); !unchecked {
-			return err
-		}
-		logger.Warn("starting without checking the namespace's search attributes", "err", err)
-	}
-
-	// The supervisor stops services in reverse start order: the HTTP server
-	// stops taking requests, the backlog watcher and the dispatcher end,
-	// then the worker finishes its in-flight attempts; the client, the pool
-	// and the infrastructure go after it (closers).
-	st.services = &supervisor{errc: st.errc, logger: logger}
-	st.closers = append(st.closers, st.services.stop)
-	st.Metrics = metrics.NewRegistry()
-	series := metrics.NewSender(st.Metrics, cfg.MetricsEndpointLabels)
-	metrics.NewState(st.Metrics, st.Store.Gauges)
-	if roles&RoleWorker != 0 {
-		if err := st.startWorker(tc, series, opts, roles&RoleAPI == 0); err != nil {
-			return err
-		}
-	}
-	if roles&RoleAPI != 0 {
-		if err := st.startAPI(tc, series); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// PruneInterval is how often a worker process prunes what is past the
-// retention.
-const PruneInterval = time.Hour
-
-// prune deletes what is past the retention now and every PruneInterval
-// until ctx ends; a failure is logged and tried again at the next turn.
-func prune(ctx context.Context, st *store.Store, keep time.Duration, logger *slog.Logger) error {
-	for {
-		p, err := st.Prune(ctx, time.Now(), keep)
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			logger.Warn("pruning failed; will try again", "err", err, "retry_in", PruneInterval)
-		case p.Deliveries+p.Events > 0:
-			logger.Info("pruned", "deliveries", p.Deliveries, "events", p.Events, "older_than", keep)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(PruneInterval):
-		}
-	}
-}
-
-// serveMetrics serves the registry on addr's /metrics (a worker process).
-func (st *Stack) serveMetrics(addr string) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", addr, err)
-	}
-	st.MetricsAddr = l.Addr().String()
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(st.Metrics, promhttp.HandlerOpts{}))
-	srv := api.NewHTTPServer(mux, api.ServerOptions{})
-	st.services.run("metrics", func(ctx context.Context) error {
-		go func() { <-ctx.Done(); _ = srv.Close() }()
-		if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
-	return nil
-}
-
-// Wait blocks until ctx ends or a part fails.
+// Wait blocks until ctx ends or a service fails.
 func (st *Stack) Wait(ctx context.Context) error {
 	select {
 	case <-ctx.Done():

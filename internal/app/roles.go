@@ -1,29 +1,27 @@
 package app
 
 import (
-	"context"
-	"errors"
 	"fmt"
-	"hookrelay/activities"
-	"hookrelay/api"
-	"hookrelay/config"
-	"hookrelay/dispatch"
-	"hookrelay/metrics"
-	"hookrelay/portal"
-	"hookrelay/store"
-	"hookrelay/worker"
 	"net"
 	"net/http"
 	"strings"
 
-	"go.temporal.io/sdk/client"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"hookrelay/activities"
+	"hookrelay/api"
+	"hookrelay/config"
+	"hookrelay/dispatch"
+	"hookrelay/portal"
+	"hookrelay/store"
+	"hookrelay/worker"
 )
 
-// startWorker starts the worker role: the Temporal worker with its
-// activities, the dispatcher with its sender, the pruner and, for a process
-// without the API (ownMetrics), its own /metrics.
-func (st *Stack) startWorker(tc client.Client, series *metrics.Sender, opts Options, ownMetrics bool) error {
-	cfg, logger, pool := st.Config, st.Logger, st.Pool
+// startWorker starts the worker role's services: the Temporal worker with
+// its activities, the dispatcher with its sender, the pruner and, for a
+// process without the API (ownMetrics), its own /metrics.
+func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
+	cfg, logger, tc, series := st.Config, st.Logger, st.Client, st.series
 	// Concurrent attempts load, claim and record in shared statements.
 	batched := store.NewBatched(st.Store)
 	acts := &activities.Activities{
@@ -42,47 +40,41 @@ func (st *Stack) startWorker(tc client.Client, series *metrics.Sender, opts Opti
 	if err := w.Start(); err != nil {
 		return fmt.Errorf("start worker: %w", err)
 	}
-	st.services.run("worker", func(ctx context.Context) error {
-		<-ctx.Done()
-		w.Stop()
-		// Requests on the wire finish and are recorded (each is bounded
-		// by its own timeout).
-		dctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout/2)
-		defer cancel()
-		acts.Open.Drain(dctx)
-		batched.Close()
-		return nil
-	})
-	d := &dispatch.Dispatcher{Pool: pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
+	st.services.start(&workerService{worker: w, acts: acts, batched: batched, drain: cfg.ShutdownTimeout / 2})
+	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
 		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
 		Metrics: series}
 	if cfg.FirstAttempts != config.FirstAttemptsCarrier {
 		d.Sender = acts
 	}
 	st.Dispatcher = d
-	st.services.run("dispatcher", d.Run)
-	st.services.run("pruner", func(ctx context.Context) error {
-		return prune(ctx, st.Store, cfg.Retention, logger.With("component", "pruner"))
-	})
-	if cfg.MetricsAddr != "" && ownMetrics {
-		if err := st.serveMetrics(cfg.MetricsAddr); err != nil {
-			return err
-		}
+	st.services.start(d)
+	st.services.start(&pruner{store: st.Store, keep: cfg.Retention, logger: logger.With("component", "pruner")})
+	if cfg.MetricsAddr == "" || !ownMetrics {
+		return nil
 	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(st.Metrics, promhttp.HandlerOpts{}))
+	svc, err := st.listen("metrics", cfg.MetricsAddr, mux, api.ServerOptions{})
+	if err != nil {
+		return err
+	}
+	st.MetricsAddr = svc.listener.Addr().String()
+	st.services.start(svc)
 	return nil
 }
 
-// startAPI starts the API role: the REST API, the portal and their
-// watchers, on one HTTP server.
-func (st *Stack) startAPI(tc client.Client, series *metrics.Sender) error {
-	cfg, logger := st.Config, st.Logger
-	srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
+// startAPI starts the API role's services: the REST API and the portal on
+// one HTTP server, and the API's watchers.
+func (st *Stack) startAPI() error {
+	cfg, logger, series := st.Config, st.Logger, st.series
+	srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: st.Client, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
 		AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Metrics: series, Gatherer: st.Metrics, Retention: cfg.Retention,
 		LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,
 		IngestRate: cfg.IngestRate, IngestBurst: cfg.IngestBurst, TrustedProxies: cfg.TrustedProxies})
-	st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
-	st.services.run("revocation watcher", func(ctx context.Context) error { srv.WatchRevocations(ctx); return nil })
+	st.services.start(watcher("backlog watcher", srv.WatchBacklog))
+	st.services.start(watcher("revocation watcher", srv.WatchRevocations))
 	apiHandler := srv.Handler()
 	pt, err := portal.New(portal.Options{API: apiHandler, Store: st.Store, LinkSigner: linkSigner(cfg.SecretKey),
 		InsecureCookies: cfg.Dev, FrameAncestors: strings.Fields(cfg.PortalFrameAncestors), Logger: logger.With("component", "portal")})
@@ -92,24 +84,23 @@ func (st *Stack) startAPI(tc client.Client, series *metrics.Sender) error {
 	mux := http.NewServeMux()
 	mux.Handle(portal.Prefix, pt.Handler())
 	mux.Handle("/", apiHandler)
-	l, err := net.Listen("tcp", cfg.HTTPAddr)
+	svc, err := st.listen("http", cfg.HTTPAddr, mux, api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.HTTPAddr, err)
+		return err
 	}
-	st.APIAddr = l.Addr().String()
-	l = api.LimitListener(l, api.ConnsPerClientDefault, cfg.TrustedProxies...)
-	httpSrv := api.NewHTTPServer(mux, api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
-	st.services.run("http", func(ctx context.Context) error {
-		go func() {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-			defer cancel()
-			_ = httpSrv.Shutdown(sctx)
-		}()
-		if err := httpSrv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http: %w", err)
-		}
-		return nil
-	})
+	st.APIAddr = svc.listener.Addr().String()
+	svc.listener = api.LimitListener(svc.listener, api.ConnsPerClientDefault, cfg.TrustedProxies...)
+	st.services.start(svc)
 	return nil
 }
+
+// listen binds addr for an HTTP service serving handler.
+func (st *Stack) listen(name, addr string, handler http.Handler, o api.ServerOptions) (*httpService, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return &httpService{name: name, srv: api.NewHTTPServer(handler, o), listener: l, shutdown: st.Config.ShutdownTimeout}, nil
+}
+
+var _ Service = (*dispatch.Dispatcher)(nil)

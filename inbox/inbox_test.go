@@ -33,8 +33,9 @@ func setup(t *testing.T) *pgxpool.Pool {
 }
 
 // handle is the seed's transactional handler: dedupe row and business
-// change commit together.
-func handle(ctx context.Context, pool *pgxpool.Pool, eventID string, fail bool, hold time.Duration) (bool, error) {
+// change commit together. hold, when set, runs once the event is accepted
+// (its dedupe row written, not committed).
+func handle(ctx context.Context, pool *pgxpool.Pool, eventID string, fail bool, hold func()) (bool, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return false, err
@@ -45,7 +46,9 @@ func handle(ctx context.Context, pool *pgxpool.Pool, eventID string, fail bool, 
 	} else if err != nil {
 		return false, err
 	}
-	time.Sleep(hold)
+	if hold != nil {
+		hold()
+	}
 	if fail {
 		return false, errors.New("business operation failed")
 	}
@@ -65,13 +68,13 @@ func TestAcceptSeedDemo(t *testing.T) {
 	t.Parallel()
 	pool := setup(t)
 	ctx := context.Background()
-	_, err := handle(ctx, pool, "evt_1", true, 0)
+	_, err := handle(ctx, pool, "evt_1", true, nil)
 	require.Error(t, err)
 	require.Zero(t, count(t, pool, `SELECT count(*) FROM webhook_inbox_seen`), "a rolled-back change leaves no dedupe row")
-	done, err := handle(ctx, pool, "evt_1", false, 0)
+	done, err := handle(ctx, pool, "evt_1", false, nil)
 	require.NoError(t, err)
 	require.True(t, done, "the retry is processed")
-	done, err = handle(ctx, pool, "evt_1", false, 0)
+	done, err = handle(ctx, pool, "evt_1", false, nil)
 	require.NoError(t, err)
 	require.False(t, done, "the duplicate has no second effect")
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM orders`))
@@ -89,18 +92,28 @@ func TestConcurrentDuplicateWaitsForTheFirst(t *testing.T) {
 		var wg sync.WaitGroup
 		var firstDone bool
 		var firstErr error
+		accepted, release := make(chan struct{}), make(chan struct{})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			firstDone, firstErr = handle(ctx, pool, "evt_c", firstFails, 300*time.Millisecond)
+			firstDone, firstErr = handle(ctx, pool, "evt_c", firstFails, func() { close(accepted); <-release })
 		}()
-		time.Sleep(100 * time.Millisecond) // the first holds its row
-		start := time.Now()
-		secondDone, err := handle(ctx, pool, "evt_c", false, 0)
-		waited := time.Since(start)
+		<-accepted // the first holds its row
+		var secondDone bool
+		var err error
+		second := make(chan struct{})
+		go func() {
+			defer close(second)
+			secondDone, err = handle(ctx, pool, "evt_c", false, nil)
+		}()
+		// The duplicate waits on the first's row lock until it ends.
+		require.Eventually(t, func() bool {
+			return count(t, pool, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
+		}, 10*time.Second, 5*time.Millisecond)
+		close(release)
+		<-second
 		wg.Wait()
 		require.NoError(t, err)
-		require.GreaterOrEqual(t, waited, 100*time.Millisecond, "the duplicate waited for the first transaction")
 		if firstFails {
 			require.Error(t, firstErr)
 			require.True(t, secondDone, "after a rollback the duplicate is processed")
@@ -134,11 +147,11 @@ func TestWorkerRetriesWithStableKey(t *testing.T) {
 		return nil
 	}}
 	ctx := context.Background()
-	for i := 0; i < 50 && count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == 0; i++ {
+	// Each failure backs the task off 1 ms; run until it completes.
+	require.Eventually(t, func() bool {
 		_, err := w.RunOnce(ctx)
-		require.NoError(t, err)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`) == 1
+	}, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{"acme:evt_w:email", "acme:evt_w:email", "acme:evt_w:email"}, keys)
 	var attempts int
 	var lastErr *string
@@ -152,12 +165,12 @@ func TestWorkerRecoversStuckTasks(t *testing.T) {
 	enqueue(t, pool, "evt_s")
 	ctx := context.Background()
 	// A worker claims the task and "crashes" (never finishes).
+	cctx, cancel := context.WithCancel(ctx)
 	crashed := &inbox.Worker{Pool: pool, Lease: 50 * time.Millisecond, Handle: func(ctx context.Context, _ inbox.Task) error {
+		cancel() // the worker dies while it handles the task
 		<-ctx.Done()
 		return ctx.Err()
 	}}
-	cctx, cancel := context.WithCancel(ctx)
-	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
 	_, _ = crashed.RunOnce(cctx)
 	// Simulate the crash: the row stays in processing.
 	_, err := pool.Exec(ctx, `UPDATE webhook_inbox_tasks SET status = 'processing', locked_until = now() + interval '1 second'`)

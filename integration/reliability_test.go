@@ -112,7 +112,7 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, p.Detail)
 	code = h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlvs[0], nil, &p)
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the outage's length: attempts and claims fail meanwhile
 	require.NoError(t, pg.Cluster.Start(context.Background()))
 
 	delivered := h.settle(appID, dlvs, 3*time.Minute)
@@ -127,7 +127,7 @@ func TestTemporalOutageMidRun(t *testing.T) {
 	const n = 300
 	appID, rc, dlvs := h.inFlight(n)
 	h.proxy.Close() // Temporal unreachable: workers, dispatcher and API all lose it
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // the outage's length
 	require.NoError(t, h.proxy.Open())
 	delivered := h.settle(appID, dlvs, 3*time.Minute)
 	byID := rc.byID()
@@ -193,7 +193,9 @@ func TestHostileReceiverBodies(t *testing.T) {
 			}
 		}
 	})
+	hugeDone := make(chan struct{}, 1)
 	huge := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		defer func() { hugeDone <- struct{}{} }()
 		w.WriteHeader(http.StatusOK)
 		chunk := make([]byte, 64<<10)
 		for i := 0; i < 800; i++ { // 50 MiB
@@ -218,7 +220,11 @@ func TestHostileReceiverBodies(t *testing.T) {
 	evH := h.send(appID, "t.huge", map[string]any{})
 	d = h.waitDelivery(appID, evH.Deliveries[0].ID, 20*time.Second, delivery.StatusSucceeded)
 	require.Len(t, []rune(d.LastAttempt.ResponseExcerpt), 2048, "2 KiB excerpt stored (NUL bytes replaced)")
-	time.Sleep(200 * time.Millisecond)
+	select { // the receiver's handler ended: its writes failed once the body was cut
+	case <-hugeDone:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the receiver kept writing")
+	}
 	require.Less(t, written.Load(), int64(8<<20), "the 50 MiB body is cut after the 64 KiB read cap")
 	t.Logf("huge body: receiver managed to write %d bytes of 50 MiB", written.Load())
 }
@@ -273,6 +279,9 @@ func TestBackpressure(t *testing.T) {
 	h.proxy.Close() // the dispatcher cannot drain
 	var accepted []string
 	shed := 0
+	// One event each 10 ms until ingest sheds: the backlog watcher counts
+	// the outbox every backlogInterval, so the pace, not an order, is what
+	// the pause sets.
 	for i := 0; i < 200 && shed == 0; i++ {
 		req, _ := http.NewRequest("POST", h.url+"/v1/apps/"+appID+"/events", strings.NewReader(fmt.Sprintf(`{"type":"payment.succeeded","data":{"i":%d}}`, i)))
 		req.Header.Set("Authorization", "Bearer "+h.adminKey)

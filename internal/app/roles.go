@@ -10,6 +10,7 @@ import (
 	"hookrelay/dispatch"
 	"hookrelay/metrics"
 	"hookrelay/portal"
+	"hookrelay/service"
 	"hookrelay/store"
 	"hookrelay/worker"
 	"net"
@@ -76,7 +77,12 @@ func (st *Stack) startWorker(tc client.Client, series *metrics.Sender, opts Opti
 // watchers, on one HTTP server.
 func (st *Stack) startAPI(tc client.Client, series *metrics.Sender) error {
 	cfg, logger := st.Config, st.Logger
-	srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: tc, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
+	engine := dispatch.Engine{Client: tc, Namespace: cfg.TemporalNamespace}
+	// One service for both adapters: the REST API and the portal validate,
+	// authorize and audit through it.
+	svc := service.New(service.Options{Store: st.Store, Engine: engine, Logger: logger.With("component", "service"),
+		AllowPrivateTargets: cfg.AllowPrivateTargets, Retention: cfg.Retention, LinkSigner: linkSigner(cfg.SecretKey)})
+	srv := api.New(api.Options{Store: st.Store, Engine: engine, Logger: logger.With("component", "api"), Service: svc,
 		AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Metrics: series, Gatherer: st.Metrics, Retention: cfg.Retention,
 		LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,
@@ -84,7 +90,7 @@ func (st *Stack) startAPI(tc client.Client, series *metrics.Sender) error {
 	st.services.run("backlog watcher", func(ctx context.Context) error { srv.WatchBacklog(ctx); return nil })
 	st.services.run("revocation watcher", func(ctx context.Context) error { srv.WatchRevocations(ctx); return nil })
 	apiHandler := srv.Handler()
-	pt, err := portal.New(portal.Options{API: apiHandler, Store: st.Store, LinkSigner: linkSigner(cfg.SecretKey),
+	pt, err := portal.New(portal.Options{Service: svc, Store: st.Store, LinkSigner: linkSigner(cfg.SecretKey),
 		InsecureCookies: cfg.Dev, FrameAncestors: strings.Fields(cfg.PortalFrameAncestors), Logger: logger.With("component", "portal")})
 	if err != nil {
 		return err

@@ -87,18 +87,15 @@ func principal(c *gin.Context) access.Principal {
 	return p
 }
 
-// authenticate makes the request act as a principal: the portal's session
-// (set in-process, never from the network), else the API key of
-// "Authorization: Bearer <key>". The key is checked first: a valid key is
+// authenticate makes the request act as the principal of the API key of
+// "Authorization: Bearer <key>" (the portal calls the service directly,
+// not the API). The key is checked first: a valid key is
 // served whatever other requests from its address did. A request without a
 // valid key answers a bare 401, or a bare 429 with Retry-After once its
 // client address (see Options.TrustedProxies) is past
 // AuthFailuresPerMinute failures this minute; each failure is logged
 // without the key or any part of it.
 func (s *Server) authenticate(c *gin.Context) {
-	if _, ok := access.FromContext(c.Request.Context()); ok {
-		return
-	}
 	now := time.Now()
 	key, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 	if !ok {

@@ -32,11 +32,9 @@ type Engine = service.Engine
 
 // Server holds the API's dependencies.
 type Server struct {
-	store  *store.Store
-	engine Engine
-	logger *slog.Logger
-	// allowPrivate permits loopback/private endpoint URLs (dev mode).
-	allowPrivate bool
+	store        *store.Store
+	engine       Engine
+	logger       *slog.Logger
 	backlogs     *backlogs
 	keys         keyCache
 	authFailures authLimiter
@@ -45,8 +43,6 @@ type Server struct {
 	types        *typeBound
 	metrics      *metrics.Sender
 	gatherer     prometheus.Gatherer
-	retention    time.Duration
-	links        access.Signer
 	publicBase   string
 	// publisher publishes events (on the store's hot pool) and keeps each
 	// app's compiled filters: the service's.
@@ -115,19 +111,18 @@ type Options struct {
 // New returns the API server.
 func New(opts Options) *Server {
 	logger := cmp.Or(opts.Logger, slog.Default())
-	retention := cmp.Or(opts.Retention, store.RetentionDefault)
 	svc := opts.Service
 	if svc == nil {
 		svc = service.New(service.Options{Store: opts.Store, Engine: opts.Engine, Logger: logger, AllowPrivateTargets: opts.AllowPrivateTargets,
-			Retention: retention, LinkSigner: opts.LinkSigner})
+			Retention: opts.Retention, LinkSigner: opts.LinkSigner})
 	}
 	return &Server{store: opts.Store, engine: opts.Engine, logger: logger,
-		allowPrivate: opts.AllowPrivateTargets, backlogs: newBacklogs(opts.Store, opts.MaxBacklog),
+		backlogs:     newBacklogs(opts.Store, opts.MaxBacklog),
 		authFailures: authLimiter{limit: cmp.Or(opts.AuthFailuresPerMinute, AuthFailuresPerMinuteDefault)},
 		proxies:      opts.TrustedProxies,
 		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
 		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
-		metrics:      opts.Metrics, gatherer: opts.Gatherer, retention: retention, links: opts.LinkSigner, publicBase: opts.PublicURL,
+		metrics:      opts.Metrics, gatherer: opts.Gatherer, publicBase: opts.PublicURL,
 		publisher: svc.Publisher(), svc: svc}
 }
 

@@ -126,7 +126,7 @@ func (p Principal) SeesEndpoint(id string) bool {
 type principalKey struct{}
 
 // NewContext returns ctx carrying p. Only code in this process can set it:
-// the portal calls the API in-process as its session's principal.
+// the API sets the principal its request authenticated as.
 func NewContext(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }

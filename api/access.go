@@ -2,10 +2,7 @@ package api
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"hookrelay/access"
+	"hookrelay/service"
 	"hookrelay/store"
 )
 
@@ -89,18 +87,15 @@ func principal(c *gin.Context) access.Principal {
 	return p
 }
 
-// authenticate makes the request act as a principal: the portal's session
-// (set in-process, never from the network), else the API key of
-// "Authorization: Bearer <key>". The key is checked first: a valid key is
+// authenticate makes the request act as the principal of the API key of
+// "Authorization: Bearer <key>" (the portal calls the service directly,
+// not the API). The key is checked first: a valid key is
 // served whatever other requests from its address did. A request without a
 // valid key answers a bare 401, or a bare 429 with Retry-After once its
 // client address (see Options.TrustedProxies) is past
 // AuthFailuresPerMinute failures this minute; each failure is logged
 // without the key or any part of it.
 func (s *Server) authenticate(c *gin.Context) {
-	if _, ok := access.FromContext(c.Request.Context()); ok {
-		return
-	}
 	now := time.Now()
 	key, ok := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 	if !ok {
@@ -154,182 +149,26 @@ func appScoped(op operation) bool {
 	return strings.HasPrefix(op.path, "/v1/apps/{app}") && !(op.method == http.MethodDelete && op.path == "/v1/apps/{app}")
 }
 
-// authorize lets the principal reach op only within its role. Every
+// authorize lets the principal reach op only within its role (the
+// service's rule, applied before the request is read). Every
 // refusal is the 404 the same request answers for a route or app that does
 // not exist, so an app key learns nothing of what lies outside its app.
 func authorize(op operation) gin.HandlerFunc {
 	scoped, underApp := appScoped(op), strings.Contains(op.path, "{app}")
 	return func(c *gin.Context) {
 		p := principal(c)
-		switch {
-		case p.Role == access.RoleAdmin:
-		case underApp && !p.ReachesApp(c.Param("app")):
-			problem(c, http.StatusNotFound, fmt.Errorf("app %s: %w", c.Param("app"), store.ErrNotFound).Error())
-		case !scoped:
-			problem(c, http.StatusNotFound, "no such route")
-		}
-	}
-}
-
-// audited says whether op's successful calls are written to the audit
-// log: every state-changing call but event ingest, which records nothing
-// beyond the event itself (it is the data path, not the control path), and
-// the filter tests, POSTs that change nothing.
-func audited(op operation) bool {
-	switch op.path {
-	case "/v1/apps/{app}/events", "/v1/apps/{app}/filter-test", "/v1/apps/{app}/endpoints/{ep}/filter-test":
-		return false
-	}
-	return op.method != http.MethodGet
-}
-
-// audit records a successful state-changing call with who made it.
-func (s *Server) audit(c *gin.Context) {
-	c.Next()
-	if st := c.Writer.Status(); st >= 400 {
-		return
-	}
-	p := principal(c)
-	// The call succeeded: its record must not depend on the client staying.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request.Context()), 5*time.Second)
-	defer cancel()
-	err := s.store.Audit(ctx, store.AuditEntry{AppID: c.Param("app"), ActorKind: p.Kind, ActorID: p.ID, ActorName: p.Name,
-		Method: c.Request.Method, Route: c.FullPath(), Path: c.Request.URL.Path, Status: c.Writer.Status()})
-	if err != nil {
-		s.logger.Error("audit log write failed", "route", c.FullPath(), "actor", p.ID, "err", err)
-	}
-}
-
-type keyRequest struct {
-	Name  *string `json:"name"`
-	Role  *string `json:"role"`
-	AppID *string `json:"app_id"`
-}
-
-// keyView is a key as the API shows it; Key only in the answer that made it.
-type keyView struct {
-	store.APIKey
-	Key string `json:"key,omitempty"`
-}
-
-func (s *Server) createKey(c *gin.Context) {
-	var req keyRequest
-	if !bind(c, &req) {
-		return
-	}
-	if req.Name == nil || strings.TrimSpace(*req.Name) == "" || len(*req.Name) > access.MaxKeyNameLength {
-		problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("name is required, at most %d characters", access.MaxKeyNameLength), "name")
-		return
-	}
-	role := access.RoleAdmin
-	if req.Role != nil {
-		role = access.Role(*req.Role)
-	}
-	switch {
-	case role != access.RoleAdmin && role != access.RoleApp:
-		problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("role must be one of %v", access.Roles()), "role")
-		return
-	case role == access.RoleApp && (req.AppID == nil || *req.AppID == ""):
-		problem(c, http.StatusUnprocessableEntity, "app_id is required for an app key", "app_id")
-		return
-	case role == access.RoleAdmin && req.AppID != nil:
-		problem(c, http.StatusUnprocessableEntity, "app_id is only for an app key", "app_id")
-		return
-	}
-	appID := ""
-	if req.AppID != nil {
-		appID = *req.AppID
-	}
-	k, secret, err := s.store.CreateKey(c.Request.Context(), *req.Name, role, appID)
-	if errors.Is(err, store.ErrNotFound) {
-		problem(c, http.StatusUnprocessableEntity, err.Error(), "app_id")
-		return
-	}
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, keyView{APIKey: k, Key: secret})
-}
-
-func (s *Server) listKeys(c *gin.Context) {
-	p, ok := page(c)
-	if !ok {
-		return
-	}
-	keys, err := s.store.ListKeys(c.Request.Context(), p)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	list(c, p, keys, func(k store.APIKey) string { return k.ID })
-}
-
-func (s *Server) revokeKey(c *gin.Context) {
-	if err := s.store.RevokeKey(c.Request.Context(), c.Param("key")); err != nil {
-		s.fail(c, err)
-		return
-	}
-	// This process trusts no key it verified before the revocation; the
-	// others follow within RevocationPollInterval.
-	s.keys.flush()
-	c.Status(http.StatusNoContent)
-}
-
-type portalLinkRequest struct {
-	Capabilities []string `json:"capabilities"`
-	TTL          *string  `json:"ttl"`
-	EndpointIDs  []string `json:"endpoint_ids"`
-}
-
-func (s *Server) createPortalLink(c *gin.Context) {
-	var req portalLinkRequest
-	if !bind(c, &req) {
-		return
-	}
-	caps, err := access.ParseCapabilities(req.Capabilities)
-	if err != nil {
-		problem(c, http.StatusUnprocessableEntity, "capabilities: "+err.Error(), "capabilities")
-		return
-	}
-	ttl := access.LinkTTLDefault
-	if req.TTL != nil {
-		d, err := time.ParseDuration(*req.TTL)
-		if err != nil || d < access.MinLinkTTL || d > access.MaxLinkTTL {
-			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("ttl must be a Go duration from %s to %s", access.MinLinkTTL, access.MaxLinkTTL), "ttl")
-			return
-		}
-		ttl = d
-	}
-	if len(req.EndpointIDs) > access.MaxLinkEndpoints {
-		problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("endpoint_ids: at most %d", access.MaxLinkEndpoints), "endpoint_ids")
-		return
-	}
-	ctx := c.Request.Context()
-	if _, err := s.store.GetApp(ctx, c.Param("app")); err != nil {
-		s.fail(c, err)
-		return
-	}
-	for _, id := range req.EndpointIDs {
-		if _, err := s.store.GetEndpoint(ctx, c.Param("app"), id); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				problem(c, http.StatusUnprocessableEntity, "endpoint_ids: "+err.Error(), "endpoint_ids")
+		if underApp {
+			if err := service.Authorize(p, c.Param("app")); err != nil {
+				problem(c, http.StatusNotFound, err.Error())
 				return
 			}
-			s.fail(c, err)
-			return
+		}
+		if !scoped {
+			if err := service.AdminOnly(p); err != nil {
+				problem(c, http.StatusNotFound, err.Error())
+			}
 		}
 	}
-	now := time.Now()
-	l, err := s.store.CreatePortalLink(ctx, store.PortalLink{AppID: c.Param("app"), Capabilities: caps, EndpointIDs: req.EndpointIDs,
-		Session: ttl, ExpiresAt: now.Add(ttl), CreatedBy: principal(c).ID})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	token := s.links.Sign(l.ID, l.ExpiresAt)
-	c.JSON(http.StatusCreated, gin.H{"id": l.ID, "url": s.publicURL(c) + "/portal/open?token=" + url.QueryEscape(token),
-		"capabilities": caps, "endpoint_ids": l.EndpointIDs, "expires_at": l.ExpiresAt.UTC()})
 }
 
 // publicURL is where users reach this API: Options.PublicURL, else the
@@ -343,32 +182,4 @@ func (s *Server) publicURL(c *gin.Context) string {
 		scheme = "https"
 	}
 	return scheme + "://" + c.Request.Host
-}
-
-func (s *Server) listAudit(c *gin.Context) {
-	p, ok := s.appPage(c)
-	if !ok {
-		return
-	}
-	entries, err := s.store.ListAudit(c.Request.Context(), c.Param("app"), p)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	list(c, p, entries, func(e store.AuditEntry) string { return fmt.Sprint(e.ID) })
-}
-
-// listAppEventTypes is the catalog as an app's keys and portal see it:
-// without the operational types, unless it is the operations app.
-func (s *Server) listAppEventTypes(c *gin.Context) {
-	p, ok := s.appPage(c)
-	if !ok {
-		return
-	}
-	ets, err := s.store.ListAppEventTypes(c.Request.Context(), c.Param("app"), p)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	list(c, p, ets, func(e store.EventType) string { return e.Name })
 }

@@ -1,137 +1,122 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
-	"strings"
-	"time"
+	"net/url"
 
 	"github.com/gin-gonic/gin"
 
-	"hookrelay/store"
+	"hookrelay/service"
 )
 
-type appRequest struct {
-	Name      *string `json:"name"`
-	Retention *string `json:"retention"`
-}
-
-// appView is an app as the API shows it.
-type appView struct {
-	store.App
-	// Retention is the app's override of the server's retention, absent
-	// when it keeps the server's.
-	Retention string `json:"retention,omitempty"`
-}
-
-func viewApp(a store.App) appView {
-	v := appView{App: a}
-	if a.Retention > 0 {
-		v.Retention = a.Retention.String()
-	}
-	return v
-}
-
-// retention parses req's retention ("" goes back to the server's).
-func retention(c *gin.Context, req appRequest) (*time.Duration, bool) {
-	if req.Retention == nil {
-		return nil, true
-	}
-	var d time.Duration
-	if *req.Retention != "" {
-		var err error
-		d, err = time.ParseDuration(*req.Retention)
-		if err != nil || d < MinRetention || d > MaxRetention {
-			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("retention must be a Go duration from %s to %s, or \"\" for the server's", MinRetention, MaxRetention), "retention")
-			return nil, false
-		}
-	}
-	return &d, true
-}
-
-func validName(c *gin.Context, name *string) bool {
-	if name == nil || strings.TrimSpace(*name) == "" || len(*name) > MaxNameLength {
-		problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("name is required (1–%d characters)", MaxNameLength), "name")
-		return false
-	}
-	return true
-}
-
 func (s *Server) createApp(c *gin.Context) {
-	var req appRequest
-	if !bind(c, &req) || !validName(c, req.Name) {
+	var in service.AppInput
+	if !bind(c, &in) {
 		return
 	}
-	keep, ok := retention(c, req)
-	if !ok {
-		return
-	}
-	a := store.App{Name: *req.Name}
-	if keep != nil {
-		a.Retention = *keep
-	}
-	a, err := s.store.CreateApp(c.Request.Context(), a)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusCreated, viewApp(a))
+	a, err := s.svc.CreateApp(c.Request.Context(), principal(c), in)
+	s.answer(c, http.StatusCreated, a, err)
 }
 
 func (s *Server) listApps(c *gin.Context) {
-	p, ok := page(c)
-	if !ok {
-		return
-	}
-	apps, err := s.store.ListApps(c.Request.Context(), p)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	views := make([]appView, len(apps))
-	for i, a := range apps {
-		views[i] = viewApp(a)
-	}
-	list(c, p, views, func(a appView) string { return a.ID })
+	l, err := s.svc.ListApps(c.Request.Context(), principal(c), pageQuery(c))
+	s.answer(c, http.StatusOK, l, err)
 }
 
 func (s *Server) getApp(c *gin.Context) {
-	a, err := s.store.GetApp(c.Request.Context(), c.Param("app"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusOK, viewApp(a))
+	a, err := s.svc.GetApp(c.Request.Context(), principal(c), c.Param("app"))
+	s.answer(c, http.StatusOK, a, err)
 }
 
 // patchApp changes the fields given: name, retention.
 func (s *Server) patchApp(c *gin.Context) {
-	var req appRequest
-	if !bind(c, &req) || (req.Name != nil && !validName(c, req.Name)) {
+	var in service.AppInput
+	if !bind(c, &in) {
 		return
 	}
-	keep, ok := retention(c, req)
-	if !ok {
+	a, err := s.svc.PatchApp(c.Request.Context(), principal(c), c.Param("app"), in)
+	s.answer(c, http.StatusOK, a, err)
+}
+
+func (s *Server) deleteApp(c *gin.Context) {
+	s.answer(c, http.StatusNoContent, nil, s.svc.DeleteApp(c.Request.Context(), principal(c), c.Param("app")))
+}
+
+func (s *Server) createEventType(c *gin.Context) {
+	var in service.EventTypeInput
+	if !bind(c, &in) {
 		return
 	}
-	a, err := s.store.UpdateApp(c.Request.Context(), c.Param("app"), store.AppPatch{Name: req.Name, Retention: keep})
+	et, err := s.svc.CreateEventType(c.Request.Context(), principal(c), in)
+	s.answer(c, http.StatusCreated, et, err)
+}
+
+func (s *Server) listEventTypes(c *gin.Context) {
+	l, err := s.svc.ListEventTypes(c.Request.Context(), principal(c), pageQuery(c))
+	s.answer(c, http.StatusOK, l, err)
+}
+
+func (s *Server) getEventType(c *gin.Context) {
+	et, err := s.svc.GetEventType(c.Request.Context(), principal(c), c.Param("name"))
+	s.answer(c, http.StatusOK, et, err)
+}
+
+// patchEventType describes a type; it joins the operator's catalog.
+func (s *Server) patchEventType(c *gin.Context) {
+	var in service.EventTypeInput
+	if !bind(c, &in) {
+		return
+	}
+	et, err := s.svc.PatchEventType(c.Request.Context(), principal(c), c.Param("name"), in)
+	s.answer(c, http.StatusOK, et, err)
+}
+
+// listAppEventTypes is the catalog as an app's keys and portal see it.
+func (s *Server) listAppEventTypes(c *gin.Context) {
+	l, err := s.svc.ListAppEventTypes(c.Request.Context(), principal(c), c.Param("app"), pageQuery(c))
+	s.answer(c, http.StatusOK, l, err)
+}
+
+func (s *Server) createKey(c *gin.Context) {
+	var in service.KeyInput
+	if !bind(c, &in) {
+		return
+	}
+	k, err := s.svc.CreateKey(c.Request.Context(), principal(c), in)
+	s.answer(c, http.StatusCreated, k, err)
+}
+
+func (s *Server) listKeys(c *gin.Context) {
+	l, err := s.svc.ListKeys(c.Request.Context(), principal(c), pageQuery(c))
+	s.answer(c, http.StatusOK, l, err)
+}
+
+func (s *Server) revokeKey(c *gin.Context) {
+	if err := s.svc.RevokeKey(c.Request.Context(), principal(c), c.Param("key")); err != nil {
+		s.fail(c, err)
+		return
+	}
+	// This process trusts no key it verified before the revocation; the
+	// others follow within RevocationPollInterval.
+	s.keys.flush()
+	c.Status(http.StatusNoContent)
+}
+
+func (s *Server) createPortalLink(c *gin.Context) {
+	var in service.PortalLinkInput
+	if !bind(c, &in) {
+		return
+	}
+	l, err := s.svc.CreatePortalLink(c.Request.Context(), principal(c), c.Param("app"), in)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, viewApp(a))
+	c.JSON(http.StatusCreated, gin.H{"id": l.ID, "url": s.publicURL(c) + "/portal/open?token=" + url.QueryEscape(l.Token),
+		"capabilities": l.Capabilities, "endpoint_ids": l.EndpointIDs, "expires_at": l.ExpiresAt})
 }
 
-// deleteApp deletes an app; its workflows are canceled through the outbox
-// in the same transaction.
-func (s *Server) deleteApp(c *gin.Context) {
-	if c.Param("app") == store.OperationsApp {
-		problem(c, http.StatusConflict, store.OperationsApp+" receives operational webhooks and cannot be deleted; delete its endpoints instead", "app")
-		return
-	}
-	if err := s.store.DeleteApp(c.Request.Context(), c.Param("app")); err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.Status(http.StatusNoContent)
+func (s *Server) listAudit(c *gin.Context) {
+	l, err := s.svc.ListAudit(c.Request.Context(), principal(c), c.Param("app"), pageQuery(c))
+	s.answer(c, http.StatusOK, l, err)
 }

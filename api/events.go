@@ -13,7 +13,7 @@ import (
 	"hookrelay/delivery"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
-	"hookrelay/store"
+	"hookrelay/service"
 )
 
 type eventRequest struct {
@@ -118,86 +118,24 @@ func (s *Server) limited(c *gin.Context) bool {
 	return true
 }
 
-// eventView is the API form of a stored event: its frozen envelope.
-func eventView(e store.EventRecord) (outbox.Published, error) {
-	var v outbox.Published
-	if err := json.Unmarshal(e.Payload, &v); err != nil {
-		return v, fmt.Errorf("decode event %s: %w", e.ID, err)
-	}
-	if e.FilteredOut != nil {
-		if err := json.Unmarshal(e.FilteredOut, &v.FilteredOut); err != nil {
-			return v, fmt.Errorf("decode event %s: %w", e.ID, err)
-		}
-	}
-	return v, nil
-}
-
 func (s *Server) listEvents(c *gin.Context) {
-	p, since, until, ok := rangeQuery(c)
+	since, until, ok := rangeQuery(c)
 	if !ok {
 		return
 	}
-	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {
-		s.fail(c, err)
-		return
-	}
-	evs, err := s.store.ListEvents(c.Request.Context(), c.Param("app"), c.Query("type"), since, until, p)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	views := make([]outbox.Published, 0, len(evs))
-	for _, e := range evs {
-		v, err := eventView(e)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		views = append(views, v)
-	}
-	list(c, p, views, func(v outbox.Published) string { return v.ID })
+	l, err := s.svc.ListEvents(c.Request.Context(), principal(c), c.Param("app"), service.EventQuery{Type: c.Query("type"), Since: since, Until: until}, pageQuery(c))
+	s.answer(c, http.StatusOK, l, err)
 }
 
 func (s *Server) getEvent(c *gin.Context) {
-	ctx := c.Request.Context()
-	e, err := s.store.GetEvent(ctx, c.Param("app"), c.Param("evt"))
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	v, err := eventView(e)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	ds, err := s.store.ListDeliveries(ctx, c.Param("app"), store.DeliveryFilter{EventID: e.ID}, store.Page{Limit: MaxEventDeliveries})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	v.Deliveries = make([]outbox.DeliveryRef, len(ds))
-	for i, d := range ds {
-		v.Deliveries[i] = outbox.DeliveryRef{ID: d.ID, EndpointID: d.EndpointID, Status: d.Status}
-	}
-	c.JSON(http.StatusOK, v)
+	ev, err := s.svc.GetEvent(c.Request.Context(), principal(c), c.Param("app"), c.Param("evt"))
+	s.answer(c, http.StatusOK, ev, err)
 }
 
-// testEndpoint sends the endpoint a test event (outbox.TestType), whatever
-// its event-type filter, and to no other endpoint: a delivery like any
-// other, with attempts, retries and replays.
-func (s *Server) testEndpoint(c *gin.Context) {
-	if !s.endpointEnabled(c, c.Param("ep")) {
-		return
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	data, err := json.Marshal(map[string]string{"message": "This is a test event from hookrelay.", "endpoint_id": c.Param("ep")})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	pub, err := s.publisher.PublishNow(c.Request.Context(), s.store.Pool(), c.Param("app"), outbox.Event{Type: outbox.TestType, Data: data, Endpoint: c.Param("ep")})
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	c.JSON(http.StatusAccepted, pub)
+	return *p
 }

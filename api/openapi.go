@@ -11,6 +11,7 @@ import (
 	"hookrelay/access"
 	"hookrelay/delivery"
 	"hookrelay/filter"
+	"hookrelay/service"
 	"hookrelay/signing"
 )
 
@@ -107,7 +108,7 @@ func schemas() obj {
 	}}
 	return obj{
 		"AppRequest": obj{"type": "object", "required": []string{"name"}, "properties": obj{"name": str(""),
-			"retention": str(fmt.Sprintf("Go duration from %s to %s overriding the server's retention; \"\" for the server's", MinRetention, MaxRetention))}},
+			"retention": str(fmt.Sprintf("Go duration from %s to %s overriding the server's retention; \"\" for the server's", service.MinRetention, service.MaxRetention))}},
 		"App": obj{"type": "object", "properties": obj{"id": str("app_…"), "name": str(""),
 			"retention": str("the app's retention, absent when it keeps the server's"), "created_at": ts, "updated_at": ts}},
 		"EventTypeRequest": obj{"type": "object", "properties": obj{"name": str("resource.action"), "description": str(""),
@@ -128,7 +129,7 @@ func schemas() obj {
 		"FilterTestRequest": obj{"type": "object", "properties": obj{
 			"filter":       str("CEL expression; on an endpoint's route, defaults to the endpoint's filter"),
 			"event_types":  arr(str("the subscription to test with; empty = all; on an endpoint's route, defaults to the endpoint's")),
-			"last":         obj{"type": "integer", "minimum": 1, "maximum": MaxFilterTestLast, "default": FilterTestLastDefault},
+			"last":         obj{"type": "integer", "minimum": 1, "maximum": service.MaxFilterTestLast, "default": service.FilterTestLastDefault},
 			"endpoint_ids": arr(str("keep only the events one of these endpoints got or filtered out"))}},
 		"FilterTest": obj{"type": "object", "properties": obj{"filter": str(""), "event_types": arr(str("")),
 			"evaluated": obj{"type": "integer"}, "matched": obj{"type": "integer"}, "not_matched": obj{"type": "integer"},

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"hookrelay/delivery"
-	"hookrelay/outbox"
-	"hookrelay/store"
+	"hookrelay/service"
 )
 
 // Problem is an RFC 9457 problem document with the fields at fault.
@@ -51,48 +51,71 @@ func (problemJSON) WriteContentType(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "application/problem+json")
 }
 
-// invalid is the problem of invalid input: 413 for a payload over its
-// limit, 422 for a field at fault (an event type past its app's bound names
-// type, a page cursor no list gave names cursor); nil for any other error.
+// invalid is the problem of invalid input: 413 for input over its size
+// bound, 422 naming the field at fault (service.InvalidError, or an error
+// of the store or the outbox the service types as one); nil for any other
+// error.
 func invalid(err error) *Problem {
-	var tooLarge *delivery.TooLargeError
-	var field *delivery.FieldError
-	var types *store.EventTypeLimitError
-	var cursor *store.CursorError
+	err = service.Typed(err)
+	var tooLarge *service.TooLargeError
+	var bad *service.InvalidError
 	switch {
 	case errors.As(err, &tooLarge):
-		return &Problem{Status: http.StatusRequestEntityTooLarge, Detail: err.Error(), Fields: []string{tooLarge.Field}}
-	case errors.As(err, &field):
-		return &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error(), Fields: []string{field.Field}}
-	case errors.As(err, &types):
-		return &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error(), Fields: []string{"type"}}
-	case errors.As(err, &cursor):
-		return &Problem{Status: http.StatusUnprocessableEntity, Detail: err.Error(), Fields: []string{"cursor"}}
+		return &Problem{Status: http.StatusRequestEntityTooLarge, Detail: tooLarge.Detail, Fields: fieldsOf(tooLarge.Field)}
+	case errors.As(err, &bad):
+		return &Problem{Status: http.StatusUnprocessableEntity, Detail: bad.Detail, Fields: fieldsOf(bad.Field)}
 	}
 	return nil
 }
 
-// fail maps an error to its answer by type: 413 and 422 for invalid input,
-// 404, 409, 503 when Postgres is unreachable, else 500 (logged, no detail
-// leaked).
+func fieldsOf(field string) []string {
+	if field == "" {
+		return nil
+	}
+	return []string{field}
+}
+
+// answer writes v as JSON with status (no body for 204), or err's problem.
+func (s *Server) answer(c *gin.Context, status int, v any, err error) {
+	switch {
+	case err != nil:
+		s.fail(c, err)
+	case status == http.StatusNoContent:
+		c.Status(status)
+	default:
+		c.JSON(status, v)
+	}
+}
+
+// fail maps an error to its problem by its service type: 413 and 422 for
+// invalid input (naming the field), 403, 404, 409, 410, 503 with
+// Retry-After, else 500 (logged, no detail leaked). It is the one place
+// errors become HTTP answers.
 func (s *Server) fail(c *gin.Context, err error) {
 	if p := invalid(err); p != nil {
 		problem(c, p.Status, p.Detail, p.Fields...)
 		return
 	}
+	err = service.Typed(err)
+	var (
+		notFound    *service.NotFoundError
+		forbidden   *service.ForbiddenError
+		conflict    *service.ConflictError
+		gone        *service.GoneError
+		unavailable *service.UnavailableError
+	)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		problem(c, http.StatusNotFound, err.Error())
-	case errors.Is(err, store.ErrConflict):
-		// The one conflict that reaches here: an event ID reused with
-		// another body.
-		problem(c, http.StatusConflict, err.Error(), "id")
-	case store.IsUnavailable(err):
-		c.Header("Retry-After", "5")
-		problem(c, http.StatusServiceUnavailable, "the database is unavailable; retry shortly")
-	case errors.As(err, new(*outbox.StaleFiltersError)):
-		c.Header("Retry-After", "1")
-		problem(c, http.StatusServiceUnavailable, err.Error())
+	case errors.As(err, &notFound):
+		problem(c, http.StatusNotFound, notFound.Detail)
+	case errors.As(err, &forbidden):
+		problem(c, http.StatusForbidden, forbidden.Detail)
+	case errors.As(err, &conflict):
+		problem(c, http.StatusConflict, conflict.Detail, fieldsOf(conflict.Field)...)
+	case errors.As(err, &gone):
+		problem(c, http.StatusGone, gone.Detail)
+	case errors.As(err, &unavailable):
+		c.Header("Retry-After", strconv.Itoa(int(unavailable.RetryAfter/time.Second)))
+		problem(c, http.StatusServiceUnavailable, unavailable.Detail)
 	default:
 		s.logger.Error("request failed", "method", c.Request.Method, "route", c.FullPath(), "err", err)
 		problem(c, http.StatusInternalServerError, "internal error")

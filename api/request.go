@@ -18,32 +18,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"hookrelay/outbox"
-	"hookrelay/store"
-)
-
-// Bounds of API input.
-const (
-	// MaxNameLength bounds an app's name.
-	MaxNameLength = 256
-	// MaxDescriptionLength bounds an endpoint's description.
-	MaxDescriptionLength = 1024
-	// MaxURLLength bounds an endpoint's URL.
-	MaxURLLength = 2048
-	// PageLimitDefault and MaxPageLimit bound a list page (?limit=).
-	PageLimitDefault = 50
-	MaxPageLimit     = 250
-	// MaxRateLimit bounds an endpoint's rate_limit (deliveries per second).
-	MaxRateLimit = 10000
-	// MaxMaxInFlight bounds an endpoint's max_in_flight.
-	MaxMaxInFlight = 1000
-	// MinRetention and MaxRetention bound an app's retention override.
-	MinRetention = time.Hour
-	MaxRetention = 10 * 365 * 24 * time.Hour
-	// MaxEventDeliveries bounds the deliveries listed with an event.
-	MaxEventDeliveries = 1000
-	// StatsLastDefault and MaxStatsLast bound the events stats cover (?last=).
-	StatsLastDefault = 1000
-	MaxStatsLast     = 100000
+	"hookrelay/service"
 )
 
 // maxBody bounds every request body; events are further bounded by
@@ -147,63 +122,34 @@ func jsonKind(k reflect.Kind) string {
 	}
 }
 
-// page reads ?limit=&cursor=. A cursor that no list could have given
-// (not UTF-8, or with a NUL, which Postgres text cannot hold) is a 422.
-func page(c *gin.Context) (store.Page, bool) {
-	p := store.Page{Limit: PageLimitDefault, Cursor: c.Query("cursor")}
-	if !utf8.ValidString(p.Cursor) || strings.ContainsRune(p.Cursor, 0) {
-		problem(c, http.StatusUnprocessableEntity, "cursor must be a next_cursor a list answered", "cursor")
-		return p, false
-	}
-	if l := c.Query("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > MaxPageLimit {
-			problem(c, http.StatusUnprocessableEntity, fmt.Sprintf("limit must be an integer from 1 to %d", MaxPageLimit), "limit")
-			return p, false
-		}
-		p.Limit = n
-	}
-	return p, true
+// pageQuery reads ?limit=&cursor= for the service, which checks them; a
+// limit that is not a positive integer asks for an invalid page.
+func pageQuery(c *gin.Context) service.Page {
+	return service.Page{Limit: intQuery(c, "limit"), Cursor: c.Query("cursor")}
 }
 
-// list answers {"data": [...], "next_cursor": ...}.
-// appPage is page for a list under an app, answering 404 (and false) when
-// the app does not exist.
-func (s *Server) appPage(c *gin.Context) (store.Page, bool) {
-	p, ok := page(c)
-	if !ok {
-		return p, false
+// intQuery reads an optional positive integer from the query: 0 when
+// absent, -1 (out of every bound) when it is not a positive integer.
+func intQuery(c *gin.Context, name string) int {
+	v := c.Query(name)
+	if v == "" {
+		return 0
 	}
-	if _, err := s.store.GetApp(c.Request.Context(), c.Param("app")); err != nil {
-		s.fail(c, err)
-		return p, false
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return -1
 	}
-	return p, true
+	return n
 }
 
-func list[T any](c *gin.Context, p store.Page, items []T, id func(T) string) {
-	var next *string
-	if len(items) == p.Limit && len(items) > 0 {
-		n := id(items[len(items)-1])
-		next = &n
-	}
-	if items == nil {
-		items = []T{}
-	}
-	c.JSON(http.StatusOK, gin.H{"data": items, "next_cursor": next})
-}
-
-// rangeQuery reads a list's ?limit=&cursor= and ?since=&until=, answering
-// and reporting false on the first bad one.
-func rangeQuery(c *gin.Context) (p store.Page, since, until time.Time, ok bool) {
-	if p, ok = page(c); !ok {
-		return p, since, until, false
-	}
+// rangeQuery reads a list's ?since=&until=, answering and reporting false
+// on the first bad one.
+func rangeQuery(c *gin.Context) (since, until time.Time, ok bool) {
 	if since, ok = timeQuery(c, "since"); !ok {
-		return p, since, until, false
+		return since, until, false
 	}
 	until, ok = timeQuery(c, "until")
-	return p, since, until, ok
+	return since, until, ok
 }
 
 func timeQuery(c *gin.Context, name string) (time.Time, bool) {

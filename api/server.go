@@ -20,33 +20,21 @@ import (
 	"hookrelay/access"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
+	"hookrelay/service"
 	"hookrelay/store"
 )
 
 // Version is sent as the User-Agent suffix and reported by /healthz.
 const Version = "0.1.0"
 
-// Engine is what the API asks of the delivery engine (Temporal): nothing
-// else of it is reached from a request.
-type Engine interface {
-	// Healthy reports whether the engine answers.
-	Healthy(ctx context.Context) error
-	// NextAttemptAt asks a delivery's running workflow when its next
-	// attempt is due (nil: none is scheduled now).
-	NextAttemptAt(ctx context.Context, deliveryID string) (*time.Time, error)
-}
-
-// EngineQueryTimeout bounds how long a read waits for the engine's
-// refinement of a figure Postgres already answers.
-const EngineQueryTimeout = 2 * time.Second
+// Engine is what the API asks of the delivery engine (Temporal).
+type Engine = service.Engine
 
 // Server holds the API's dependencies.
 type Server struct {
-	store  *store.Store
-	engine Engine
-	logger *slog.Logger
-	// allowPrivate permits loopback/private endpoint URLs (dev mode).
-	allowPrivate bool
+	store        *store.Store
+	engine       Engine
+	logger       *slog.Logger
 	backlogs     *backlogs
 	keys         keyCache
 	authFailures authLimiter
@@ -55,12 +43,12 @@ type Server struct {
 	types        *typeBound
 	metrics      *metrics.Sender
 	gatherer     prometheus.Gatherer
-	retention    time.Duration
-	links        access.Signer
 	publicBase   string
 	// publisher publishes events (on the store's hot pool) and keeps each
-	// app's compiled filters.
+	// app's compiled filters: the service's.
 	publisher *outbox.Publisher
+	// svc serves every operation but ingest.
+	svc *service.Service
 }
 
 // Options configures the API.
@@ -114,18 +102,28 @@ type Options struct {
 	// PublicURL is the base URL users reach the API at, for portal links.
 	// Defaults to the scheme and host of the request that made the link.
 	PublicURL string
+	// Service serves the operations; nil builds one of Store, Engine,
+	// Logger, AllowPrivateTargets, Retention and LinkSigner (give the
+	// portal the same one).
+	Service *service.Service
 }
 
 // New returns the API server.
 func New(opts Options) *Server {
-	return &Server{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()),
-		allowPrivate: opts.AllowPrivateTargets, backlogs: newBacklogs(opts.Store, opts.MaxBacklog),
+	logger := cmp.Or(opts.Logger, slog.Default())
+	svc := opts.Service
+	if svc == nil {
+		svc = service.New(service.Options{Store: opts.Store, Engine: opts.Engine, Logger: logger, AllowPrivateTargets: opts.AllowPrivateTargets,
+			Retention: opts.Retention, LinkSigner: opts.LinkSigner})
+	}
+	return &Server{store: opts.Store, engine: opts.Engine, logger: logger,
+		backlogs:     newBacklogs(opts.Store, opts.MaxBacklog),
 		authFailures: authLimiter{limit: cmp.Or(opts.AuthFailuresPerMinute, AuthFailuresPerMinuteDefault)},
 		proxies:      opts.TrustedProxies,
 		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
 		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
-		metrics:      opts.Metrics, gatherer: opts.Gatherer, retention: cmp.Or(opts.Retention, store.RetentionDefault), links: opts.LinkSigner, publicBase: opts.PublicURL,
-		publisher: outbox.NewPublisher()}
+		metrics:      opts.Metrics, gatherer: opts.Gatherer, publicBase: opts.PublicURL,
+		publisher: svc.Publisher(), svc: svc}
 }
 
 // Handler returns the HTTP handler with every route.
@@ -154,11 +152,9 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/openapi.json", s.openapi)
 	for _, op := range operations() {
 		h := func(c *gin.Context) { op.handle(s, c) }
-		chain := []gin.HandlerFunc{s.authenticate, authorize(op)}
-		if audited(op) {
-			chain = append(chain, s.audit)
-		}
-		r.Handle(op.method, ginPath(op.path), append(chain, h)...)
+		// Audit is the service's: it records each state-changing call that
+		// succeeded, whichever adapter made it.
+		r.Handle(op.method, ginPath(op.path), s.authenticate, authorize(op), h)
 	}
 	return r
 }

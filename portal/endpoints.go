@@ -1,16 +1,17 @@
 package portal
 
 import (
+	"context"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"hookrelay/api"
+	"hookrelay/access"
 	"hookrelay/delivery"
+	"hookrelay/service"
 	"hookrelay/store"
 )
 
@@ -25,13 +26,10 @@ func (p *Portal) endpoints(c *gin.Context) {
 }
 
 // loadEndpoint loads the endpoint the path names, if the session sees it.
-func (p *Portal) loadEndpoint(c *gin.Context) (api.EndpointView, bool) {
-	var e api.EndpointView
-	if !sessionOf(c).Principal().SeesEndpoint(c.Param("ep")) {
-		p.plain(c, http.StatusNotFound, msgNoSuchPage)
-		return e, false
-	}
-	if err := p.call(c, http.MethodGet, "/endpoints/"+seg(c.Param("ep")), nil, &e); err != nil {
+func (p *Portal) loadEndpoint(c *gin.Context) (service.Endpoint, bool) {
+	ctx, who, app := as(c)
+	e, err := p.opts.Service.GetEndpoint(ctx, who, app, c.Param("ep"))
+	if err != nil {
 		p.failed(c, err)
 		return e, false
 	}
@@ -40,18 +38,19 @@ func (p *Portal) loadEndpoint(c *gin.Context) (api.EndpointView, bool) {
 
 // catalog is the app's whole event-type catalog, every page of it.
 func (p *Portal) catalog(c *gin.Context) ([]store.EventType, error) {
+	ctx, who, app := as(c)
 	var out []store.EventType
-	cursor := ""
+	pg := service.Page{Limit: service.MaxPageLimit}
 	for {
-		var page list[store.EventType]
-		if err := p.call(c, http.MethodGet, "/event-types?limit=250&cursor="+url.QueryEscape(cursor), nil, &page); err != nil {
+		l, err := p.opts.Service.ListAppEventTypes(ctx, who, app, pg)
+		if err != nil {
 			return nil, err
 		}
-		out = append(out, page.Data...)
-		if page.NextCursor == nil {
+		out = append(out, l.Data...)
+		if l.NextCursor == nil {
 			return out, nil
 		}
-		cursor = *page.NextCursor
+		pg.Cursor = *l.NextCursor
 	}
 }
 
@@ -86,7 +85,7 @@ type endpointForm struct {
 	All        bool
 }
 
-func formOf(e api.EndpointView) endpointForm {
+func formOf(e service.Endpoint) endpointForm {
 	return endpointForm{URL: e.URL, Description: e.Description, RetrySchedule: strings.Join(e.RetrySchedule, ", "),
 		Deadline: e.Deadline, RequestTimeout: e.RequestTimeout, Filter: e.Filter, EventTypes: e.EventTypes, All: len(e.EventTypes) == 0}
 }
@@ -96,7 +95,7 @@ func formOf(e api.EndpointView) endpointForm {
 // every type; a form without it (an older page) means every type only if
 // the endpoint had no types before. A form without the filter field (an
 // older page) keeps the endpoint's filter; an empty one removes it.
-func readForm(c *gin.Context, had api.EndpointView) endpointForm {
+func readForm(c *gin.Context, had service.Endpoint) endpointForm {
 	f := endpointForm{URL: strings.TrimSpace(c.PostForm("url")), Description: c.PostForm("description"),
 		RetrySchedule: c.PostForm("retry_schedule"), Deadline: strings.TrimSpace(c.PostForm("deadline")),
 		RequestTimeout: strings.TrimSpace(c.PostForm("request_timeout")), EventTypes: c.PostFormArray("event_types"), Filter: had.Filter}
@@ -116,11 +115,11 @@ func readForm(c *gin.Context, had api.EndpointView) endpointForm {
 
 // problem is what keeps f from being saved: a choice of some types with
 // none checked, which would otherwise subscribe the endpoint to every type.
-func (f endpointForm) problem() *APIError {
+func (f endpointForm) problem() *pageError {
 	if f.All || len(f.EventTypes) > 0 {
 		return nil
 	}
-	return &APIError{Status: http.StatusUnprocessableEntity, Fields: []string{"event_types"},
+	return &pageError{Status: http.StatusUnprocessableEntity, Fields: []string{"event_types"},
 		Detail: "event_types: check at least one event type, or choose all event types"}
 }
 
@@ -132,28 +131,29 @@ func (f endpointForm) types() []string {
 	return f.EventTypes
 }
 
-// request is the API body for f; empty fields keep their defaults but the
-// filter, always sent, so an emptied one is removed.
-func (f endpointForm) request() map[string]any {
-	body := map[string]any{"url": f.URL, "description": f.Description, "event_types": f.types(), "filter": f.Filter}
+// input is the service's input for f; empty fields keep their defaults
+// but the filter, always given, so an emptied one is removed.
+func (f endpointForm) input() service.EndpointInput {
+	types := f.types()
+	in := service.EndpointInput{URL: &f.URL, Description: &f.Description, EventTypes: &types, Filter: &f.Filter}
 	if s := strings.TrimSpace(f.RetrySchedule); s != "" {
 		var sched []string
 		for _, d := range strings.Split(s, ",") {
 			sched = append(sched, strings.TrimSpace(d))
 		}
-		body["retry_schedule"] = sched
+		in.RetrySchedule = &sched
 	}
 	if f.Deadline != "" {
-		body["deadline"] = f.Deadline
+		in.Deadline = &f.Deadline
 	}
 	if f.RequestTimeout != "" {
-		body["request_timeout"] = f.RequestTimeout
+		in.RequestTimeout = &f.RequestTimeout
 	}
-	return body
+	return in
 }
 
 func (p *Portal) newEndpoint(c *gin.Context) {
-	p.endpointFormPage(c, http.StatusOK, api.EndpointView{}, formOf(api.EndpointView{
+	p.endpointFormPage(c, http.StatusOK, service.Endpoint{}, formOf(service.Endpoint{
 		RetrySchedule: durations(delivery.DefaultSchedule()), Deadline: delivery.DeadlineDefault.String(), RequestTimeout: delivery.RequestTimeoutDefault.String()}), nil, nil)
 }
 
@@ -170,7 +170,7 @@ func durations(ds []time.Duration) []string {
 // the filter shown next to it) and the filter preview made, if any. The
 // form lists the whole catalog and every type f has checked, so none is
 // lost on a save.
-func (p *Portal) endpointFormPage(c *gin.Context, status int, e api.EndpointView, f endpointForm, err *APIError, preview *api.FilterTest) {
+func (p *Portal) endpointFormPage(c *gin.Context, status int, e service.Endpoint, f endpointForm, err *pageError, preview *service.FilterTest) {
 	types, cerr := p.catalog(c)
 	if cerr != nil {
 		p.failed(c, cerr)
@@ -194,24 +194,25 @@ func (p *Portal) endpoint(c *gin.Context) {
 	p.endpointFormPage(c, http.StatusOK, e, formOf(e), nil, nil)
 }
 
-// invalid re-renders the form with the API's complaint, or fails.
-func (p *Portal) invalid(c *gin.Context, e api.EndpointView, f endpointForm, err error) {
-	if ae, ok := err.(*APIError); ok && ae.Status == http.StatusUnprocessableEntity {
-		p.endpointFormPage(c, ae.Status, e, f, ae, nil)
+// invalid re-renders the form with the service's complaint, or fails.
+func (p *Portal) invalid(c *gin.Context, e service.Endpoint, f endpointForm, err error) {
+	if pe := invalidPage(err); pe != nil {
+		p.endpointFormPage(c, pe.Status, e, f, pe, nil)
 		return
 	}
 	p.failed(c, err)
 }
 
 func (p *Portal) createEndpoint(c *gin.Context) {
-	f := readForm(c, api.EndpointView{})
-	if ae := f.problem(); ae != nil {
-		p.endpointFormPage(c, ae.Status, api.EndpointView{}, f, ae, nil)
+	f := readForm(c, service.Endpoint{})
+	if pe := f.problem(); pe != nil {
+		p.endpointFormPage(c, pe.Status, service.Endpoint{}, f, pe, nil)
 		return
 	}
-	var e api.EndpointView
-	if err := p.call(c, http.MethodPost, "/endpoints", f.request(), &e); err != nil {
-		p.invalid(c, api.EndpointView{}, f, err)
+	ctx, who, app := as(c)
+	e, err := p.opts.Service.CreateEndpoint(ctx, who, app, f.input())
+	if err != nil {
+		p.invalid(c, service.Endpoint{}, f, err)
 		return
 	}
 	p.render(c, http.StatusCreated, "secret", map[string]any{"E": e, "Secret": e.Secret, "PublicKey": e.PublicKey, "Created": true})
@@ -223,26 +224,48 @@ func (p *Portal) updateEndpoint(c *gin.Context) {
 		return
 	}
 	f := readForm(c, e)
-	if ae := f.problem(); ae != nil {
-		p.endpointFormPage(c, ae.Status, e, f, ae, nil)
+	if pe := f.problem(); pe != nil {
+		p.endpointFormPage(c, pe.Status, e, f, pe, nil)
 		return
 	}
-	if err := p.call(c, http.MethodPatch, "/endpoints/"+seg(e.ID), f.request(), nil); err != nil {
+	ctx, who, app := as(c)
+	if _, err := p.opts.Service.PatchEndpoint(ctx, who, app, e.ID, f.input()); err != nil {
 		p.invalid(c, e, f, err)
 		return
 	}
 	c.Redirect(http.StatusSeeOther, "/portal/endpoints/"+seg(e.ID)+"?done=updated")
 }
 
-// endpointAction makes an API call on the endpoint the path names (method,
-// its path + suffix, body) and redirects to to with notice done.
-func (p *Portal) endpointAction(method, suffix string, body any, to, done string) gin.HandlerFunc {
+// endpointCall is a service call on one endpoint of the session's app.
+type endpointCall func(s *service.Service, ctx context.Context, who access.Principal, app, id string) error
+
+// disabled sets the endpoint's disabled flag to to.
+func disabled(to bool) endpointCall {
+	return func(s *service.Service, ctx context.Context, who access.Principal, app, id string) error {
+		_, err := s.PatchEndpoint(ctx, who, app, id, service.EndpointInput{Disabled: &to})
+		return err
+	}
+}
+
+func deleteEndpoint(s *service.Service, ctx context.Context, who access.Principal, app, id string) error {
+	return s.DeleteEndpoint(ctx, who, app, id)
+}
+
+func sendTest(s *service.Service, ctx context.Context, who access.Principal, app, id string) error {
+	_, err := s.SendTest(ctx, who, app, id)
+	return err
+}
+
+// endpointAction makes call on the endpoint the path names and redirects
+// to to with notice done.
+func (p *Portal) endpointAction(call endpointCall, to, done string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		e, ok := p.loadEndpoint(c)
 		if !ok {
 			return
 		}
-		if err := p.call(c, method, "/endpoints/"+seg(e.ID)+suffix, body, nil); err != nil {
+		ctx, who, app := as(c)
+		if err := call(p.opts.Service, ctx, who, app, e.ID); err != nil {
 			p.failed(c, err)
 			return
 		}
@@ -255,14 +278,12 @@ func (p *Portal) rotate(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var out struct {
-		Secret             string     `json:"secret"`
-		PublicKey          string     `json:"public_key"`
-		PreviousValidUntil *time.Time `json:"previous_valid_until"`
-	}
-	if err := p.call(c, http.MethodPost, "/endpoints/"+seg(e.ID)+"/secret/rotate", map[string]any{"grace_period": c.PostForm("grace_period")}, &out); err != nil {
+	grace := c.PostForm("grace_period")
+	ctx, who, app := as(c)
+	out, err := p.opts.Service.RotateSecret(ctx, who, app, e.ID, service.RotateInput{GracePeriod: &grace})
+	if err != nil {
 		p.failed(c, err)
 		return
 	}
-	p.render(c, http.StatusOK, "secret", map[string]any{"E": e, "Secret": out.Secret, "PublicKey": out.PublicKey, "PreviousValidUntil": out.PreviousValidUntil})
+	p.render(c, http.StatusOK, "secret", map[string]any{"E": e, "Secret": out.Secret, "PublicKey": out.PublicKey, "PreviousValidUntil": &out.PreviousValidUntil})
 }

@@ -22,6 +22,7 @@ import (
 	"hookrelay/delivery"
 	"hookrelay/internal/testenv"
 	"hookrelay/portal"
+	"hookrelay/service"
 	"hookrelay/store"
 )
 
@@ -29,7 +30,7 @@ var pg *testenv.Postgres
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
 
-// env is one API and portal, served together as `hookrelay api` serves
+// env is one API and portal over one service, served together as `hookrelay api` serves
 // them, on their own database, with no delivery engine: the tests here
 // write what a worker would (attempts, dead letters) through the store.
 type env struct {
@@ -55,8 +56,9 @@ func newEnv(t *testing.T, cfg envConfig) *env {
 	require.NoError(t, err)
 	e := &env{t: t, st: st, app: app, admin: "hr_admin_portal_test_0123456789", signer: access.NewSigner([]byte("portal test secret"))}
 	require.NoError(t, st.EnsureAdminKey(ctx, e.admin))
-	e.apiH = api.New(api.Options{Store: st, AllowPrivateTargets: true, LinkSigner: e.signer}).Handler()
-	p, err := portal.New(portal.Options{API: e.apiH, Store: st, LinkSigner: e.signer, InsecureCookies: !cfg.tls, FrameAncestors: cfg.frameAncestors})
+	svc := service.New(service.Options{Store: st, AllowPrivateTargets: true, LinkSigner: e.signer})
+	e.apiH = api.New(api.Options{Store: st, AllowPrivateTargets: true, LinkSigner: e.signer, Service: svc}).Handler()
+	p, err := portal.New(portal.Options{Service: svc, Store: st, LinkSigner: e.signer, InsecureCookies: !cfg.tls, FrameAncestors: cfg.frameAncestors})
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(portal.Prefix, p.Handler())

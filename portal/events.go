@@ -2,13 +2,11 @@ package portal
 
 import (
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
 
-	"hookrelay/api"
-	"hookrelay/outbox"
+	"hookrelay/service"
 )
 
 // findEvent redirects the delivery log's "find an event" form to the
@@ -22,28 +20,16 @@ func (p *Portal) findEvent(c *gin.Context) {
 	c.Redirect(http.StatusSeeOther, "/portal/events/"+seg(id))
 }
 
-// seenEvent is the event of the API with only what the session sees: its
-// deliveries to, and its skips by the filters of, the session's endpoints.
-func seenEvent(c *gin.Context, ev outbox.Published) outbox.Published {
-	sess := sessionOf(c).Principal()
-	ev.Deliveries = slices.DeleteFunc(ev.Deliveries, func(d outbox.DeliveryRef) bool { return !sess.SeesEndpoint(d.EndpointID) })
-	ev.FilteredOut = slices.DeleteFunc(ev.FilteredOut, func(f outbox.FilteredOut) bool { return !sess.SeesEndpoint(f.EndpointID) })
-	return ev
-}
-
 // event shows one event: its payload, its deliveries and the endpoints
 // whose filter skipped it ("filtered out", with the filter's error when it
-// failed), as far as the session sees them. An event none of the session's
-// endpoints got or skipped is no page of the session's.
+// failed), as far as the session sees them (the service keeps a limited
+// session to its endpoints: an event none of them got or skipped is no
+// page of the session's).
 func (p *Portal) event(c *gin.Context) {
-	var ev outbox.Published
-	if err := p.call(c, http.MethodGet, "/events/"+seg(c.Param("evt")), nil, &ev); err != nil {
+	ctx, who, app := as(c)
+	ev, err := p.opts.Service.GetEvent(ctx, who, app, c.Param("evt"))
+	if err != nil {
 		p.failed(c, err)
-		return
-	}
-	ev = seenEvent(c, ev)
-	if len(ev.Deliveries) == 0 && len(ev.FilteredOut) == 0 {
-		p.plain(c, http.StatusNotFound, msgNoSuchPage)
 		return
 	}
 	eps, err := p.visibleEndpoints(c)
@@ -51,7 +37,7 @@ func (p *Portal) event(c *gin.Context) {
 		p.failed(c, err)
 		return
 	}
-	byID := map[string]api.EndpointView{}
+	byID := map[string]service.Endpoint{}
 	for _, e := range eps {
 		byID[e.ID] = e
 	}

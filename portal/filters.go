@@ -5,7 +5,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"hookrelay/api"
+	"hookrelay/service"
 )
 
 // FilterPreviewLast is how many of the app's latest events the endpoint
@@ -17,7 +17,7 @@ const FilterPreviewLast = 100
 // with the verdicts; nothing is saved. On /endpoints/:ep/filter-test it is
 // the form of that endpoint, else the create form.
 func (p *Portal) previewFilter(c *gin.Context) {
-	var e api.EndpointView
+	var e service.Endpoint
 	if c.Param("ep") != "" {
 		var ok bool
 		if e, ok = p.loadEndpoint(c); !ok {
@@ -25,18 +25,16 @@ func (p *Portal) previewFilter(c *gin.Context) {
 		}
 	}
 	f := readForm(c, e)
-	if ae := f.problem(); ae != nil {
-		p.endpointFormPage(c, ae.Status, e, f, ae, nil)
+	if pe := f.problem(); pe != nil {
+		p.endpointFormPage(c, pe.Status, e, f, pe, nil)
 		return
 	}
-	var out api.FilterTest
-	body := map[string]any{"filter": f.Filter, "event_types": f.types(), "last": FilterPreviewLast}
-	if sess := sessionOf(c).Principal(); sess.Limited() {
-		// Only the events its own endpoints got or skipped (review
-		// finding: a limited session previewed every event of the app).
-		body["endpoint_ids"] = sess.EndpointIDs
-	}
-	if err := p.call(c, http.MethodPost, "/filter-test", body, &out); err != nil {
+	types, last := f.types(), FilterPreviewLast
+	// A session limited to some endpoints previews only the events its own
+	// endpoints got or skipped: the service keeps it to them.
+	ctx, who, app := as(c)
+	out, err := p.opts.Service.TestFilter(ctx, who, app, "", service.FilterTestInput{Filter: &f.Filter, EventTypes: &types, Last: &last})
+	if err != nil {
 		p.invalid(c, e, f, err)
 		return
 	}
@@ -46,13 +44,13 @@ func (p *Portal) previewFilter(c *gin.Context) {
 // verdictLabel is how the filter preview names an event's verdict.
 func verdictLabel(v string) string {
 	switch v {
-	case api.VerdictMatched:
+	case service.VerdictMatched:
 		return "delivered"
-	case api.VerdictNotMatched:
+	case service.VerdictNotMatched:
 		return "filtered out"
-	case api.VerdictError:
+	case service.VerdictError:
 		return "filter error"
-	case api.VerdictNotSubscribed:
+	case service.VerdictNotSubscribed:
 		return "not subscribed"
 	}
 	return v

@@ -9,17 +9,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"hookrelay/api"
 	"hookrelay/delivery"
 	"hookrelay/outbox"
+	"hookrelay/service"
 	"hookrelay/store"
 )
-
-// list is the API's list answer.
-type list[T any] struct {
-	Data       []T     `json:"data"`
-	NextCursor *string `json:"next_cursor"`
-}
 
 // DeliveryPageSize is how many deliveries the log shows per page.
 const DeliveryPageSize = 25
@@ -29,29 +23,25 @@ func seg(s string) string { return url.PathEscape(s) }
 
 // visibleEndpoints lists the endpoints the session may see, all of them
 // (an app has at most a few hundred).
-func (p *Portal) visibleEndpoints(c *gin.Context) ([]api.EndpointView, error) {
-	sess := sessionOf(c).Principal()
-	var out []api.EndpointView
-	cursor := ""
+func (p *Portal) visibleEndpoints(c *gin.Context) ([]service.Endpoint, error) {
+	ctx, who, app := as(c)
+	var out []service.Endpoint
+	pg := service.Page{Limit: service.MaxPageLimit}
 	for {
-		var page list[api.EndpointView]
-		if err := p.call(c, http.MethodGet, "/endpoints?limit=250&cursor="+url.QueryEscape(cursor), nil, &page); err != nil {
+		l, err := p.opts.Service.ListEndpoints(ctx, who, app, pg)
+		if err != nil {
 			return nil, err
 		}
-		for _, e := range page.Data {
-			if sess.SeesEndpoint(e.ID) {
-				out = append(out, e)
-			}
-		}
-		if page.NextCursor == nil {
+		out = append(out, l.Data...)
+		if l.NextCursor == nil {
 			return out, nil
 		}
-		cursor = *page.NextCursor
+		pg.Cursor = *l.NextCursor
 	}
 }
 
 // endpointURLs maps endpoint IDs to URLs, for display.
-func endpointURLs(eps []api.EndpointView) map[string]string {
+func endpointURLs(eps []service.Endpoint) map[string]string {
 	m := map[string]string{}
 	for _, e := range eps {
 		m[e.ID] = e.URL
@@ -73,44 +63,29 @@ func timeParam(v string) (time.Time, bool) {
 }
 
 func (p *Portal) deliveries(c *gin.Context) {
-	sess := sessionOf(c).Principal()
 	eps, err := p.visibleEndpoints(c)
 	if err != nil {
 		p.failed(c, err)
 		return
 	}
-	q := url.Values{"limit": {fmt.Sprint(DeliveryPageSize)}}
 	f := map[string]string{}
 	for _, k := range []string{"status", "endpoint_id", "event_type", "since", "until", "cursor"} {
 		f[k] = c.Query(k)
 	}
-	for _, k := range []string{"status", "event_type", "cursor"} {
-		if f[k] != "" {
-			q.Set(k, f[k])
-		}
-	}
-	for _, k := range []string{"since", "until"} {
-		t, ok := timeParam(f[k])
-		if !ok {
-			p.render(c, http.StatusUnprocessableEntity, "error", map[string]any{"Error": &APIError{Status: 422, Detail: k + " must be a date and time", Fields: []string{k}}})
+	q := service.DeliveryQuery{Status: delivery.Status(f["status"]), EventType: f["event_type"]}
+	for k, t := range map[string]*time.Time{"since": &q.Since, "until": &q.Until} {
+		var ok bool
+		if *t, ok = timeParam(f[k]); !ok {
+			p.showError(c, &pageError{Status: http.StatusUnprocessableEntity, Detail: k + " must be a date and time", Fields: []string{k}})
 			return
 		}
-		if !t.IsZero() {
-			q.Set(k, t.Format(time.RFC3339))
-		}
 	}
-	switch {
-	case f["endpoint_id"] != "":
-		if !sess.SeesEndpoint(f["endpoint_id"]) {
-			p.plain(c, http.StatusNotFound, msgNoSuchPage)
-			return
-		}
-		q.Set("endpoint_id", f["endpoint_id"])
-	case sess.Limited():
-		q["endpoint_id"] = sess.EndpointIDs
+	if f["endpoint_id"] != "" {
+		q.EndpointIDs = []string{f["endpoint_id"]}
 	}
-	var page list[store.Delivery]
-	if err := p.call(c, http.MethodGet, "/deliveries?"+q.Encode(), nil, &page); err != nil {
+	ctx, who, app := as(c)
+	page, err := p.opts.Service.ListDeliveries(ctx, who, app, q, service.Page{Limit: DeliveryPageSize, Cursor: f["cursor"]})
+	if err != nil {
 		p.failed(c, err)
 		return
 	}
@@ -125,8 +100,8 @@ func (p *Portal) deliveries(c *gin.Context) {
 		nq.Set("cursor", *page.NextCursor)
 		next = "/portal/deliveries?" + nq.Encode()
 	}
-	var types list[store.EventType]
-	if err := p.call(c, http.MethodGet, "/event-types?limit=250", nil, &types); err != nil {
+	types, err := p.opts.Service.ListAppEventTypes(ctx, who, app, service.Page{Limit: service.MaxPageLimit})
+	if err != nil {
 		p.failed(c, err)
 		return
 	}
@@ -142,35 +117,31 @@ func (p *Portal) delivery(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var atts struct {
-		Data []attemptView `json:"data"`
-	}
-	if err := p.call(c, http.MethodGet, "/deliveries/"+seg(d.ID)+"/attempts", nil, &atts); err != nil {
+	ctx, who, app := as(c)
+	atts, err := p.opts.Service.ListAttempts(ctx, who, app, d.ID)
+	if err != nil {
 		p.failed(c, err)
 		return
 	}
-	var ev outbox.Published
-	if err := p.call(c, http.MethodGet, "/events/"+seg(d.EventID), nil, &ev); err != nil {
+	ev, err := p.opts.Service.GetEvent(ctx, who, app, d.EventID)
+	if err != nil {
 		p.failed(c, err)
 		return
 	}
-	var ep api.EndpointView
-	if err := p.call(c, http.MethodGet, "/endpoints/"+seg(d.EndpointID), nil, &ep); err != nil {
-		ep = api.EndpointView{ID: d.EndpointID, URL: "(deleted endpoint)"}
+	ep, err := p.opts.Service.GetEndpoint(ctx, who, app, d.EndpointID)
+	if err != nil {
+		ep = service.Endpoint{ID: d.EndpointID, URL: "(deleted endpoint)"}
 	}
-	p.render(c, http.StatusOK, "delivery", map[string]any{"D": d, "Attempts": atts.Data, "Payload": prettyEnvelope(ev),
-		"Endpoint": ep, "Why": whyFailed(d), "Notice": notice(c.Query("done")), "FilteredOut": seenEvent(c, ev).FilteredOut})
+	p.render(c, http.StatusOK, "delivery", map[string]any{"D": d, "Attempts": atts, "Payload": prettyEnvelope(ev),
+		"Endpoint": ep, "Why": whyFailed(d), "Notice": notice(c.Query("done")), "FilteredOut": ev.FilteredOut})
 }
 
 // loadDelivery loads the delivery the path names, if the session sees it.
 func (p *Portal) loadDelivery(c *gin.Context) (store.Delivery, bool) {
-	var d store.Delivery
-	if err := p.call(c, http.MethodGet, "/deliveries/"+seg(c.Param("dlv")), nil, &d); err != nil {
+	ctx, who, app := as(c)
+	d, err := p.opts.Service.GetDelivery(ctx, who, app, c.Param("dlv"))
+	if err != nil {
 		p.failed(c, err)
-		return d, false
-	}
-	if !sessionOf(c).Principal().SeesEndpoint(d.EndpointID) {
-		p.plain(c, http.StatusNotFound, msgNoSuchPage)
 		return d, false
 	}
 	return d, true
@@ -230,7 +201,8 @@ func (p *Portal) resend(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if err := p.call(c, http.MethodPost, "/deliveries/"+seg(d.ID)+"/replay", nil, nil); err != nil {
+	ctx, who, app := as(c)
+	if err := p.opts.Service.ReplayDelivery(ctx, who, app, d.ID); err != nil {
 		p.failed(c, err)
 		return
 	}
@@ -238,18 +210,18 @@ func (p *Portal) resend(c *gin.Context) {
 }
 
 // replayRange reads since/until of a range replay.
-func (p *Portal) replayRange(c *gin.Context, since, until string) (map[string]any, bool) {
+func (p *Portal) replayRange(c *gin.Context, since, until string) (service.ReplayRange, bool) {
 	s, ok1 := timeParam(since)
 	u, ok2 := timeParam(until)
 	if !ok1 || !ok2 || s.IsZero() {
-		p.render(c, http.StatusUnprocessableEntity, "error", map[string]any{"Error": &APIError{Status: 422, Detail: "since and until must be dates and times", Fields: []string{"since", "until"}}})
-		return nil, false
+		p.showError(c, &pageError{Status: http.StatusUnprocessableEntity, Detail: "since and until must be dates and times", Fields: []string{"since", "until"}})
+		return service.ReplayRange{}, false
 	}
-	body := map[string]any{"since": s.Format(time.RFC3339)}
+	r := service.ReplayRange{Since: &s}
 	if !u.IsZero() {
-		body["until"] = u.Format(time.RFC3339)
+		r.Until = &u
 	}
-	return body, true
+	return r, true
 }
 
 // rangeReplay counts (dryRun: the confirmation page, GET) or resends (a
@@ -261,20 +233,19 @@ func (p *Portal) rangeReplay(dryRun bool) gin.HandlerFunc {
 			return
 		}
 		since, until := c.Request.FormValue("since"), c.Request.FormValue("until")
-		body, ok := p.replayRange(c, since, until)
+		r, ok := p.replayRange(c, since, until)
 		if !ok {
 			return
 		}
-		body["dry_run"] = dryRun
-		var out struct {
-			WouldReplay int `json:"would_replay"`
-		}
-		if err := p.call(c, http.MethodPost, "/endpoints/"+seg(e.ID)+"/replay", body, &out); err != nil {
+		r.DryRun = dryRun
+		ctx, who, app := as(c)
+		n, err := p.opts.Service.ReplayEndpoint(ctx, who, app, e.ID, r)
+		if err != nil {
 			p.failed(c, err)
 			return
 		}
 		if dryRun {
-			p.render(c, http.StatusOK, "replay", map[string]any{"E": e, "Count": out.WouldReplay, "Since": since, "Until": until})
+			p.render(c, http.StatusOK, "replay", map[string]any{"E": e, "Count": n, "Since": since, "Until": until})
 			return
 		}
 		c.Redirect(http.StatusSeeOther, "/portal/deliveries?endpoint_id="+url.QueryEscape(e.ID))
@@ -294,12 +265,9 @@ func (p *Portal) eventTypes(c *gin.Context) {
 const StatsLast = 1000
 
 func (p *Portal) stats(c *gin.Context) {
-	q := url.Values{"last": {fmt.Sprint(StatsLast)}}
-	if ids := sessionOf(c).EndpointIDs; len(ids) > 0 {
-		q["endpoint_id"] = ids
-	}
-	var st store.Stats
-	if err := p.call(c, http.MethodGet, "/stats?"+q.Encode(), nil, &st); err != nil {
+	ctx, who, app := as(c)
+	st, err := p.opts.Service.Stats(ctx, who, app, StatsLast, nil)
+	if err != nil {
 		p.failed(c, err)
 		return
 	}

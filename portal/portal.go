@@ -1,9 +1,10 @@
 // Package portal serves the subscriber portal under /portal/: the console a
 // provider hands its customer through a single-use link, server-rendered
-// from templates embedded in the binary. Every read and change goes through
-// the REST API in-process, as the session's app-scoped principal, so the
-// portal validates, scopes and audits exactly as the API does; the portal
-// adds what a browser needs: the session cookie, CSRF tokens, capabilities,
+// from templates embedded in the binary. Every read and change is a call of
+// the service layer (package service) as the session's app-scoped
+// principal, so the portal validates, scopes (capabilities, endpoint
+// limits) and audits exactly as the REST API does; the portal adds what a
+// browser needs: the session cookie, CSRF tokens, capabilities,
 // endpoint limits and escaping of everything a stranger's server returned.
 package portal
 
@@ -23,6 +24,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"hookrelay/access"
+	"hookrelay/service"
 	"hookrelay/store"
 )
 
@@ -40,8 +42,8 @@ const Prefix = "/portal/"
 
 // Options configures the portal.
 type Options struct {
-	// API is the REST API's handler, called in-process.
-	API http.Handler
+	// Service serves every read and change, as the session's principal.
+	Service *service.Service
 	// Store holds links and sessions.
 	Store *store.Store
 	// LinkSigner checks portal link tokens; the API's signs them.
@@ -131,13 +133,13 @@ func (p *Portal) Handler() http.Handler {
 	post.POST("/endpoints/filter-test", p.need(access.CapManageEndpoints), p.allEndpoints, p.previewFilter)
 	post.POST("/endpoints/:ep/filter-test", p.need(access.CapManageEndpoints), p.previewFilter)
 	post.POST("/endpoints/:ep/disable", p.need(access.CapManageEndpoints),
-		p.endpointAction(http.MethodPatch, "", map[string]any{"disabled": true}, "/portal/endpoints/{ep}", "disabled"))
+		p.endpointAction(disabled(true), "/portal/endpoints/{ep}", "disabled"))
 	post.POST("/endpoints/:ep/enable", p.need(access.CapManageEndpoints),
-		p.endpointAction(http.MethodPatch, "", map[string]any{"disabled": false}, "/portal/endpoints/{ep}", "enabled"))
+		p.endpointAction(disabled(false), "/portal/endpoints/{ep}", "enabled"))
 	post.POST("/endpoints/:ep/delete", p.need(access.CapManageEndpoints),
-		p.endpointAction(http.MethodDelete, "", nil, "/portal/endpoints", "deleted"))
+		p.endpointAction(deleteEndpoint, "/portal/endpoints", "deleted"))
 	post.POST("/endpoints/:ep/test", p.need(access.CapManageEndpoints),
-		p.endpointAction(http.MethodPost, "/test", nil, "/portal/endpoints/{ep}", "tested"))
+		p.endpointAction(sendTest, "/portal/endpoints/{ep}", "tested"))
 	post.POST("/endpoints/:ep/rotate", p.need(access.CapRotateSecret), p.rotate)
 	post.POST("/endpoints/:ep/replay", p.need(access.CapResend), p.rangeReplay(false))
 	post.POST("/logout", p.logout)

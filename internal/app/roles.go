@@ -13,6 +13,7 @@ import (
 	"hookrelay/config"
 	"hookrelay/dispatch"
 	"hookrelay/portal"
+	"hookrelay/service"
 	"hookrelay/store"
 	"hookrelay/worker"
 )
@@ -65,10 +66,14 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 }
 
 // startAPI starts the API role's services: the REST API and the portal on
-// one HTTP server, and the API's watchers.
+// one HTTP server, both adapters over one service, and the API's watchers.
 func (st *Stack) startAPI() error {
 	cfg, logger, series := st.Config, st.Logger, st.series
-	srv := api.New(api.Options{Store: st.Store, Engine: dispatch.Engine{Client: st.Client, Namespace: cfg.TemporalNamespace}, Logger: logger.With("component", "api"),
+	engine := dispatch.Engine{Client: st.Client, Namespace: cfg.TemporalNamespace}
+	// The REST API and the portal validate, authorize and audit through it.
+	svc := service.New(service.Options{Store: st.Store, Engine: engine, Logger: logger.With("component", "service"),
+		AllowPrivateTargets: cfg.AllowPrivateTargets, Retention: cfg.Retention, LinkSigner: linkSigner(cfg.SecretKey)})
+	srv := api.New(api.Options{Store: st.Store, Engine: engine, Logger: logger.With("component", "api"), Service: svc,
 		AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Metrics: series, Gatherer: st.Metrics, Retention: cfg.Retention,
 		LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,
@@ -76,7 +81,7 @@ func (st *Stack) startAPI() error {
 	st.services.start(watcher("backlog watcher", srv.WatchBacklog))
 	st.services.start(watcher("revocation watcher", srv.WatchRevocations))
 	apiHandler := srv.Handler()
-	pt, err := portal.New(portal.Options{API: apiHandler, Store: st.Store, LinkSigner: linkSigner(cfg.SecretKey),
+	pt, err := portal.New(portal.Options{Service: svc, Store: st.Store, LinkSigner: linkSigner(cfg.SecretKey),
 		InsecureCookies: cfg.Dev, FrameAncestors: strings.Fields(cfg.PortalFrameAncestors), Logger: logger.With("component", "portal")})
 	if err != nil {
 		return err
@@ -84,13 +89,13 @@ func (st *Stack) startAPI() error {
 	mux := http.NewServeMux()
 	mux.Handle(portal.Prefix, pt.Handler())
 	mux.Handle("/", apiHandler)
-	svc, err := st.listen("http", cfg.HTTPAddr, mux, api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
+	hs, err := st.listen("http", cfg.HTTPAddr, mux, api.ServerOptions{HeaderTimeout: cfg.HTTPHeaderTimeout})
 	if err != nil {
 		return err
 	}
-	st.APIAddr = svc.listener.Addr().String()
-	svc.listener = api.LimitListener(svc.listener, api.ConnsPerClientDefault, cfg.TrustedProxies...)
-	st.services.start(svc)
+	st.APIAddr = hs.listener.Addr().String()
+	hs.listener = api.LimitListener(hs.listener, api.ConnsPerClientDefault, cfg.TrustedProxies...)
+	st.services.start(hs)
 	return nil
 }
 

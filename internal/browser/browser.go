@@ -32,7 +32,7 @@ const TestTimeout = 3 * time.Minute
 
 // New starts a headless Chromium for tb, closed when tb ends, and returns
 // the context to run chromedp actions in. TLS errors are ignored (tests
-// serve the portal over httptest's self-signed TLS to exercise Secure
+// serve the portal over a test server's self-signed TLS to exercise Secure
 // cookies), frames of other sites stay in the page's process (so a test
 // can read a framed portal), and nothing reaches the network besides what
 // the test serves. A missing Chromium fails the test: `make test` installs

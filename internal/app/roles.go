@@ -26,9 +26,14 @@ func (st *Stack) startWorker(tc client.Client, series *metrics.Sender, opts Opti
 	cfg, logger, pool := st.Config, st.Logger, st.Pool
 	// Concurrent attempts load, claim and record in shared statements.
 	batched := store.NewBatched(st.Store)
+	egressProxy, err := activities.ParseProxy(cfg.EgressProxy, cfg.EgressProxyUser, cfg.EgressProxyPassword)
+	if err != nil {
+		return err
+	}
 	acts := &activities.Activities{
 		Store:     batched,
-		HTTP:      activities.NewHTTPClient(!cfg.AllowPrivateTargets),
+		HTTP:      activities.NewHTTPClientVia(!cfg.AllowPrivateTargets, nil, egressProxy),
+		Egress:    &activities.Egress{Guarded: !cfg.AllowPrivateTargets},
 		UserAgent: "hookrelay/" + api.Version,
 		Logger:    logger.With("component", "delivery"),
 		Metrics:   series,

@@ -49,8 +49,8 @@ type Endpoint struct {
 	// proxy: "" follows the deployment, "direct" sends without a proxy,
 	// else a proxy URL without credentials. Only the admin key sets it.
 	EgressProxy string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason, paused, COALESCE(rate_limit, 0), COALESCE(max_in_flight, 0),

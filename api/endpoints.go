@@ -12,7 +12,9 @@ import (
 	"github.com/gin-gonic/gin"
 	"golang.org/x/net/http/httpguts"
 
+	"hookrelay/access"
 	"hookrelay/delivery"
+	"hookrelay/internal/egress"
 	"hookrelay/internal/netguard"
 	"hookrelay/outbox"
 	"hookrelay/signing"
@@ -38,6 +40,10 @@ type endpointRequest struct {
 	// SignatureScheme is "hmac-sha256" (the default) or "ed25519", fixed at
 	// creation.
 	SignatureScheme *string `json:"signature_scheme"`
+	// EgressProxy overrides the deployment's --egress-proxy: "direct", a
+	// proxy URL without credentials, or "" for the deployment's. Admin key
+	// only: an app key giving it gets 403 naming the field.
+	EgressProxy *string `json:"egress_proxy"`
 }
 
 // EndpointView is the API form of an endpoint.
@@ -61,6 +67,9 @@ type EndpointView struct {
 	// Ed25519 key's "whpk_…", which receivers verify v1a signatures with.
 	SignatureScheme string    `json:"signature_scheme"`
 	PublicKey       string    `json:"public_key,omitempty"`
+	// EgressProxy is the operator's override of the egress proxy, absent
+	// when the endpoint follows the deployment's.
+	EgressProxy string `json:"egress_proxy,omitempty"`
 	CreatedAt       time.Time `json:"created_at"`
 	UpdatedAt       time.Time `json:"updated_at"`
 	// Secret is an HMAC endpoint's "whsec_…", in the response that made it
@@ -71,7 +80,8 @@ type EndpointView struct {
 func viewEndpoint(e store.Endpoint) EndpointView {
 	v := EndpointView{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
 		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), MaxInFlight: nonZero(e.MaxInFlight), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
-		Headers: e.Headers, Filter: e.Filter, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+		Headers: e.Headers, Filter: e.Filter, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		EgressProxy: e.EgressProxy}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
 	}
@@ -170,6 +180,18 @@ func (s *Server) applyEndpoint(c *gin.Context, req endpointRequest, e *store.End
 			return bad("filter", msg)
 		}
 		e.Filter = *req.Filter
+	}
+	if req.EgressProxy != nil {
+		if principal(c).Role != access.RoleAdmin {
+			problem(c, http.StatusForbidden, "egress_proxy: only the admin key may set an endpoint's egress proxy", "egress_proxy")
+			return false
+		}
+		if v := *req.EgressProxy; v != "" && v != egress.Direct {
+			if p, err := egress.Parse(v, "", ""); err != nil || p.User != "" || len(v) > MaxURLLength {
+				return bad("egress_proxy", `must be "direct", an http:// or https:// proxy URL without credentials, or "" for the deployment's proxy`)
+			}
+		}
+		e.EgressProxy = *req.EgressProxy
 	}
 	set := delivery.Settings{Schedule: e.RetrySchedule, Deadline: e.Deadline, RequestTimeout: e.RequestTimeout}
 	if err := set.Validate(); err != nil {
@@ -320,7 +342,8 @@ func (s *Server) patchEndpoint(c *gin.Context) {
 		return
 	}
 	p := store.EndpointPatch{URL: req.URL, Description: req.Description, EventTypes: req.EventTypes, Environment: req.Environment,
-		Disabled: req.Disabled, Paused: req.Paused, RateLimit: req.RateLimit, MaxInFlight: req.MaxInFlight, Headers: req.Headers, Filter: req.Filter}
+		Disabled: req.Disabled, Paused: req.Paused, RateLimit: req.RateLimit, MaxInFlight: req.MaxInFlight, Headers: req.Headers, Filter: req.Filter,
+		EgressProxy: req.EgressProxy}
 	if req.RetrySchedule != nil {
 		p.RetrySchedule = &e.RetrySchedule
 	}

@@ -65,13 +65,13 @@ type EndpointView struct {
 	Filter         string            `json:"filter"`
 	// SignatureScheme is "hmac-sha256" or "ed25519"; PublicKey the current
 	// Ed25519 key's "whpk_…", which receivers verify v1a signatures with.
-	SignatureScheme string    `json:"signature_scheme"`
-	PublicKey       string    `json:"public_key,omitempty"`
+	SignatureScheme string `json:"signature_scheme"`
+	PublicKey       string `json:"public_key,omitempty"`
 	// EgressProxy is the operator's override of the egress proxy, absent
 	// when the endpoint follows the deployment's.
-	EgressProxy string `json:"egress_proxy,omitempty"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	EgressProxy string    `json:"egress_proxy,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 	// Secret is an HMAC endpoint's "whsec_…", in the response that made it
 	// only.
 	Secret string `json:"secret,omitempty"`

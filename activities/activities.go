@@ -92,6 +92,10 @@ type Activities struct {
 	Store Store
 	// HTTP sends attempts. It must not follow redirects (see NewHTTPClient).
 	HTTP *http.Client
+	// Egress sends the attempts of endpoints whose egress_proxy overrides
+	// the deployment's proxy setting. Defaults to nil: HTTP sends every
+	// attempt.
+	Egress *Egress
 	// UserAgent is sent on every attempt.
 	UserAgent string
 	// Logger receives one line per attempt; it must never receive secrets
@@ -311,7 +315,7 @@ func (a *Activities) recorded(ctx context.Context, req SendRequest, t store.Targ
 // nil when there is none (success, permanent failure, dead letter, or a
 // request from a workflow that did not pass its settings).
 func nextAttempt(req SendRequest, res SendResult, now time.Time) *time.Time {
-	if req.Deadline.IsZero() || (res.Class != ClassRetryable && res.Class != ClassThrottled) {
+	if req.Deadline.IsZero() || !res.Class.Retried() {
 		return nil
 	}
 	var throttle *time.Duration
@@ -377,7 +381,7 @@ func (a *Activities) logger() *slog.Logger {
 func (a *Activities) MarkDelivery(ctx context.Context, req MarkRequest) (MarkResult, error) {
 	marked, err := a.Store.MarkDelivery(ctx, store.Mark{
 		DeliveryID: req.DeliveryID, Status: req.Status, Reason: req.Reason, Cycle: req.Cycle,
-		ReplayID: req.ReplayID, NextAttemptAt: req.NextAttemptAt,
+		ReplayID: req.ReplayID, NextAttemptAt: req.NextAttemptAt, LastClass: req.LastClass,
 	})
 	if err != nil {
 		return MarkResult{}, gone(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"hookrelay/delivery"
+	"hookrelay/internal/egress"
 	"hookrelay/internal/netguard"
 )
 
@@ -31,6 +32,7 @@ const (
 	ClassEndpointPaused   = delivery.ClassEndpointPaused
 	ClassRateLimited      = delivery.ClassRateLimited
 	ClassEndpointBusy     = delivery.ClassEndpointBusy
+	ClassProxy            = delivery.ClassProxy
 )
 
 // ClassifyStatus maps an HTTP status code to its class.
@@ -49,10 +51,12 @@ func ClassifyStatus(code int) Class {
 
 // ClassifyError maps a transport error to its class and a short reason,
 // by error type. Timeouts, refused or reset connections, DNS and TLS failures
-// are retryable; a target refused by the address guard is permanent.
+// are retryable; a target refused by the address guard is permanent; a
+// failure to reach the egress proxy or to open its tunnel is ClassProxy.
 func ClassifyError(err error) (Class, string) {
 	var (
 		blocked    *netguard.BlockedError
+		proxyErr   *egress.ProxyError
 		dnsErr     *net.DNSError
 		certErr    *tls.CertificateVerificationError
 		unknownCA  x509.UnknownAuthorityError
@@ -65,6 +69,8 @@ func ClassifyError(err error) (Class, string) {
 	switch {
 	case errors.As(err, &blocked):
 		return ClassPermanent, blocked.Error()
+	case errors.As(err, &proxyErr):
+		return ClassProxy, proxyErr.Error()
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return ClassRetryable, "timeout: no complete response within the request timeout"
 	case errors.As(err, &dnsErr):

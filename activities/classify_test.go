@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/activities"
+	"hookrelay/internal/egress"
 	"hookrelay/internal/netguard"
 )
 
@@ -54,6 +55,13 @@ func TestClassifyError(t *testing.T) {
 		{tls.AlertError(40), activities.ClassRetryable, "tls"},
 		{errors.New("something else"), activities.ClassRetryable, "transport: something else"},
 		{fmt.Errorf("dial: %w", blocked), activities.ClassPermanent, "169.254.169.254 is not allowed"},
+		// A proxy's failure wins over what caused it: a refused connection
+		// or a timeout to the proxy is the operator's, not the endpoint's.
+		{fmt.Errorf("Post: %w", &egress.ProxyError{Proxy: "http://proxy:3128", Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}),
+			activities.ClassProxy, "egress proxy http://proxy:3128: dial: connect: connection refused"},
+		{&egress.ProxyError{Proxy: "http://proxy:3128", Op: "connect", Err: context.DeadlineExceeded}, activities.ClassProxy, "egress proxy"},
+		{&egress.ProxyError{Proxy: "http://proxy:3128", Op: "connect", StatusCode: 407, Status: "407 Proxy Authentication Required"},
+			activities.ClassProxy, "answered CONNECT with 407 Proxy Authentication Required"},
 	} {
 		class, msg := activities.ClassifyError(tc.err)
 		require.Equal(t, tc.want, class, tc.err.Error())

@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"hookrelay/internal/egress"
 	"hookrelay/internal/netguard"
 	"hookrelay/signing"
 	"hookrelay/store"
@@ -40,9 +41,15 @@ func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Heade
 			httpReq.Header[k] = []string{v}
 		}
 	}
-	resp, err := a.HTTP.Do(httpReq)
+	client, err := a.client(t)
 	if err != nil {
 		res.Class, res.Error = ClassifyError(err)
+		return
+	}
+	ctx, probe := egress.WithProbe(ctx)
+	resp, err := client.Do(httpReq.WithContext(ctx))
+	if err != nil {
+		res.Class, res.Error = ClassifyError(probe.Wrap(err))
 		return
 	}
 	defer resp.Body.Close()
@@ -101,8 +108,19 @@ func NewHTTPClient(guarded bool) *http.Client {
 // NewHTTPClientWith is NewHTTPClient resolving names with resolver (nil:
 // the system's).
 func NewHTTPClientWith(guarded bool, resolver *net.Resolver) *http.Client {
+	return NewHTTPClientVia(guarded, resolver, nil)
+}
+
+// NewHTTPClientVia is NewHTTPClientWith sending every request through
+// the forward proxy p with CONNECT (nil: directly); the address guard
+// then runs on each target before the CONNECT (see package egress).
+// HTTP_PROXY and the like are never read.
+func NewHTTPClientVia(guarded bool, resolver *net.Resolver, p *egress.Proxy) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.DialContext = netguard.Dialer(guarded, resolver).DialContext
+	if p != nil {
+		tr.DialContext = (&egress.Dialer{Proxy: p, Guarded: guarded, Resolver: resolver}).DialContext
+	}
 	tr.MaxIdleConnsPerHost = 64
 	tr.MaxIdleConns = 1024
 	tr.IdleConnTimeout = 90 * time.Second

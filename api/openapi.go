@@ -97,6 +97,7 @@ func schemas() obj {
 		"signature_scheme": obj{"type": "string", "enum": []string{signing.SchemeHMAC, signing.SchemeEd25519}, "description": "fixed at creation; default hmac-sha256"},
 		"filter": obj{"type": "string", "maxLength": filter.MaxBytes, "example": "data.amount >= 5000 && data.currency == 'usd'",
 			"description": "CEL expression over type, data, created and api_version; \"\" (the default) delivers every subscribed event; an evaluation error is no match"},
+		"egress_proxy": str("admin key only (an app key gets 403): \"direct\", an http(s) proxy URL without credentials, or \"\" (the default) for the deployment's --egress-proxy"),
 	}
 	endpoint := obj{"type": "object", "properties": merge(endpointProps, obj{"id": str("ep_…"), "disabled_reason": nullable("string"),
 		"public_key": str("whpk_…: an ed25519 endpoint's current public key, to verify v1a signatures"), "created_at": ts, "updated_at": ts})}

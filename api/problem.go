@@ -108,7 +108,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 	case errors.As(err, &notFound):
 		problem(c, http.StatusNotFound, notFound.Detail)
 	case errors.As(err, &forbidden):
-		problem(c, http.StatusForbidden, forbidden.Detail)
+		problem(c, http.StatusForbidden, forbidden.Detail, fieldsOf(forbidden.Field)...)
 	case errors.As(err, &conflict):
 		problem(c, http.StatusConflict, conflict.Detail, fieldsOf(conflict.Field)...)
 	case errors.As(err, &gone):

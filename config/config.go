@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -103,6 +104,18 @@ type Config struct {
 	// AllowPrivateTargets lets endpoints reach loopback and private
 	// addresses. Always true in dev mode. Env HOOKRELAY_ALLOW_PRIVATE_TARGETS.
 	AllowPrivateTargets bool
+	// EgressProxy is the forward proxy every attempt goes through, with
+	// CONNECT: http://host:port or https://host:port (TLS to the proxy),
+	// credentials in its userinfo or in EgressProxyUser and
+	// EgressProxyPassword. An endpoint's egress_proxy (admin key only)
+	// overrides it. Defaults to none: attempts go out directly.
+	// Env HOOKRELAY_EGRESS_PROXY.
+	EgressProxy string
+	// EgressProxyUser and EgressProxyPassword authenticate to EgressProxy
+	// (Proxy-Authorization: Basic); they win over the URL's userinfo and
+	// are never logged. Defaults to none.
+	// Env HOOKRELAY_EGRESS_PROXY_USER, HOOKRELAY_EGRESS_PROXY_PASSWORD.
+	EgressProxyUser, EgressProxyPassword string
 	// LocalActivity runs SendSigned as a local activity.
 	// Env HOOKRELAY_LOCAL_ACTIVITY.
 	LocalActivity bool
@@ -224,6 +237,9 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 		"temporal-tls-key":         "none",
 		"temporal-tls-server-name": "the address's host",
 		"temporal-api-key":         "none",
+		"egress-proxy":             "none: attempts go out directly",
+		"egress-proxy-user":        "none (or the proxy URL's userinfo)",
+		"egress-proxy-password":    "none",
 	}}
 	const (
 		dev, apiCmd, workerCmd, migrate, rotate, setup = CommandDev, CommandAPI, CommandWorker, CommandMigrate, CommandRotateSecretKey, CommandSetupTemporal
@@ -271,6 +287,9 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 	b.boolean(&c.AllowPrivateTargets, "allow-private-targets", "HOOKRELAY_ALLOW_PRIVATE_TARGETS", false, "allow http and loopback/private endpoint addresses (always on in dev)")
 
 	b.uses(dev, workerCmd)
+	b.str(&c.EgressProxy, "egress-proxy", "HOOKRELAY_EGRESS_PROXY", "", "forward proxy every attempt goes through with CONNECT, http:// or https://; the address guard checks each target before the CONNECT; an endpoint's egress_proxy (admin key) overrides it")
+	b.str(&c.EgressProxyUser, "egress-proxy-user", "HOOKRELAY_EGRESS_PROXY_USER", "", "user sent to the egress proxy (Proxy-Authorization: Basic)")
+	b.str(&c.EgressProxyPassword, "egress-proxy-password", "HOOKRELAY_EGRESS_PROXY_PASSWORD", "", "password sent to the egress proxy (prefer the variable: flags show in ps); never logged")
 	b.boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
 	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")
 	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", base.DispatchBatch, "outbox rows claimed per dispatcher round")
@@ -340,6 +359,12 @@ func Load(name string, dev bool, args []string, getenv func(string) string, base
 	}
 	if (c.TemporalTLSCert == "") != (c.TemporalTLSKey == "") {
 		errs = append(errs, "temporal-tls-cert and temporal-tls-key go together: set both or neither")
+	}
+	if c.EgressProxy != "" {
+		// The value is never repeated: it may hold a password.
+		if u, err := url.Parse(c.EgressProxy); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+			errs = append(errs, "egress-proxy (HOOKRELAY_EGRESS_PROXY): want http://host:port or https://host:port")
+		}
 	}
 	if c.EndpointShare <= 0 {
 		errs = append(errs, "endpoint-share must be positive")

@@ -92,6 +92,14 @@ const (
 	// ClassPermanent: 410, other 4xx, any 3xx, a refused target; dead-letter
 	// now (a 410 also disables the endpoint).
 	ClassPermanent Class = "permanent"
+	// ClassProxy: the egress proxy could not be reached, refused the
+	// tunnel (a 407, a 5xx to CONNECT) or timed out before opening it. The
+	// request did not reach the endpoint as far as hookrelay can tell: it
+	// is an operator fault, recorded as an attempt so the operator sees
+	// it, retried on the schedule like a retryable failure, and a dead
+	// letter that ends with it counts neither toward nor against the
+	// endpoint's failing streak.
+	ClassProxy Class = "proxy_error"
 	// ClassGone is how histories recorded before 410 became permanent name a
 	// 410. Nothing records it any more; the workflow still reads it.
 	ClassGone Class = "gone"
@@ -130,7 +138,18 @@ const BusyRecheck = time.Second
 const PausedRecheck = 30 * time.Second
 
 // Classes lists the classes an attempt's record may hold.
-func Classes() []Class { return []Class{ClassSuccess, ClassRetryable, ClassThrottled, ClassPermanent} }
+func Classes() []Class {
+	return []Class{ClassSuccess, ClassRetryable, ClassThrottled, ClassPermanent, ClassProxy}
+}
+
+// Retried reports whether an attempt of class c is followed by the next
+// attempt of its schedule (a 429 may move it).
+func (c Class) Retried() bool { return c == ClassRetryable || c == ClassThrottled || c == ClassProxy }
+
+// OperatorFault reports whether an attempt of class c failed for a reason
+// of the deployment's, not the endpoint's: a dead letter whose last
+// attempt was one says nothing about the endpoint.
+func (c Class) OperatorFault() bool { return c == ClassProxy }
 
 // Retry settings defaults (docs/contract.md#4-retries-and-classes).
 const (

@@ -117,6 +117,8 @@ type harnessConfig struct {
 	carriers bool
 	// trustedProxies are the API's trusted reverse proxies.
 	trustedProxies []netip.Prefix
+	// configure, when set, changes the configuration last.
+	configure func(*config.Config)
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
@@ -149,6 +151,9 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	}
 	h.cfg.TrustedProxies = hc.trustedProxies
 	h.cfg.MetricsAddr = "127.0.0.1:0" // the worker process's /metrics
+	if hc.configure != nil {
+		hc.configure(&h.cfg)
+	}
 	// The SDK logs warnings and errors (a failing workflow task) with the rest.
 	h.opts = app.Options{TaskQueue: h.queue, SDKLogger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	h.api, err = app.Start(ctx, h.cfg, h.logger.With("process", "api"), app.RoleAPI, h.opts)

@@ -36,6 +36,10 @@ type EndpointInput struct {
 	// SignatureScheme is "hmac-sha256" (the default) or "ed25519", fixed at
 	// creation.
 	SignatureScheme *string `json:"signature_scheme"`
+	// EgressProxy overrides the deployment's --egress-proxy: "direct", a
+	// proxy URL without credentials, or "" for the deployment's. Admin key
+	// only: an app key giving it gets a ForbiddenError naming the field.
+	EgressProxy *string `json:"egress_proxy"`
 }
 
 // Endpoint is an endpoint as callers see it.
@@ -57,10 +61,13 @@ type Endpoint struct {
 	Filter         string            `json:"filter"`
 	// SignatureScheme is "hmac-sha256" or "ed25519"; PublicKey the current
 	// Ed25519 key's "whpk_…", which receivers verify v1a signatures with.
-	SignatureScheme string    `json:"signature_scheme"`
-	PublicKey       string    `json:"public_key,omitempty"`
-	CreatedAt       time.Time `json:"created_at"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	SignatureScheme string `json:"signature_scheme"`
+	PublicKey       string `json:"public_key,omitempty"`
+	// EgressProxy is the operator's override of the egress proxy, absent
+	// when the endpoint follows the deployment's.
+	EgressProxy string    `json:"egress_proxy,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 	// Secret is an HMAC endpoint's "whsec_…", in the result that made it
 	// only.
 	Secret string `json:"secret,omitempty"`
@@ -69,7 +76,8 @@ type Endpoint struct {
 func viewEndpoint(e store.Endpoint) Endpoint {
 	v := Endpoint{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
 		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), MaxInFlight: nonZero(e.MaxInFlight), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
-		Headers: e.Headers, Filter: e.Filter, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
+		Headers: e.Headers, Filter: e.Filter, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
+		EgressProxy: e.EgressProxy}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
 	}
@@ -112,7 +120,7 @@ func (s *Service) CreateEndpoint(ctx context.Context, p principal, appID string,
 	}
 	e := store.Endpoint{AppID: appID, Environment: "live", EventTypes: []string{}, Headers: map[string]string{},
 		RetrySchedule: delivery.DefaultSchedule(), Deadline: delivery.DeadlineDefault, RequestTimeout: delivery.RequestTimeoutDefault}
-	if err := s.applyEndpoint(in, &e); err != nil {
+	if err := s.applyEndpoint(p, in, &e); err != nil {
 		return Endpoint{}, err
 	}
 	if in.SignatureScheme != nil {
@@ -185,11 +193,12 @@ func (s *Service) PatchEndpoint(ctx context.Context, p principal, appID, id stri
 	if err != nil {
 		return Endpoint{}, typed(err)
 	}
-	if err := s.applyEndpoint(in, &e); err != nil {
+	if err := s.applyEndpoint(p, in, &e); err != nil {
 		return Endpoint{}, err
 	}
 	pt := store.EndpointPatch{URL: in.URL, Description: in.Description, EventTypes: in.EventTypes, Environment: in.Environment,
-		Disabled: in.Disabled, Paused: in.Paused, RateLimit: in.RateLimit, MaxInFlight: in.MaxInFlight, Headers: in.Headers, Filter: in.Filter}
+		Disabled: in.Disabled, Paused: in.Paused, RateLimit: in.RateLimit, MaxInFlight: in.MaxInFlight, Headers: in.Headers, Filter: in.Filter,
+		EgressProxy: in.EgressProxy}
 	if in.RetrySchedule != nil {
 		pt.RetrySchedule = &e.RetrySchedule
 	}

@@ -41,6 +41,9 @@ func (e *NotFoundError) Unwrap() error { return e.err }
 // ForbiddenError is a call the principal may not make (a portal session
 // without the capability, or limited to some endpoints).
 type ForbiddenError struct {
+	// Field names the input the principal may not give ("" when the call
+	// itself is refused).
+	Field  string
 	Detail string
 }
 

@@ -12,15 +12,17 @@ import (
 
 	"golang.org/x/net/http/httpguts"
 
+	"hookrelay/access"
 	"hookrelay/delivery"
 	"hookrelay/filter"
+	"hookrelay/internal/egress"
 	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
 // applyEndpoint validates in onto e: an *InvalidError names the first
 // field at fault.
-func (s *Service) applyEndpoint(in EndpointInput, e *store.Endpoint) error {
+func (s *Service) applyEndpoint(p principal, in EndpointInput, e *store.Endpoint) error {
 	bad := func(field, msg string) error {
 		return &InvalidError{Field: field, Detail: field + ": " + msg}
 	}
@@ -106,6 +108,17 @@ func (s *Service) applyEndpoint(in EndpointInput, e *store.Endpoint) error {
 			return bad("filter", msg)
 		}
 		e.Filter = *in.Filter
+	}
+	if in.EgressProxy != nil {
+		if p.Role != access.RoleAdmin {
+			return &ForbiddenError{Field: "egress_proxy", Detail: "egress_proxy: only the admin key may set an endpoint's egress proxy"}
+		}
+		if v := *in.EgressProxy; v != "" && v != egress.Direct {
+			if px, err := egress.Parse(v, "", ""); err != nil || px.User != "" || len(v) > MaxURLLength {
+				return bad("egress_proxy", `must be "direct", an http:// or https:// proxy URL without credentials, or "" for the deployment's proxy`)
+			}
+		}
+		e.EgressProxy = *in.EgressProxy
 	}
 	set := delivery.Settings{Schedule: e.RetrySchedule, Deadline: e.Deadline, RequestTimeout: e.RequestTimeout}
 	if err := set.Validate(); err != nil {

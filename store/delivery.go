@@ -32,6 +32,10 @@ type Target struct {
 	RateLimit int
 	// MaxInFlight is the endpoint's bound on concurrent requests (0: none).
 	MaxInFlight int
+	// EgressProxy is the endpoint's override of the deployment's egress
+	// proxy: "" follows the deployment, "direct" uses none, else a proxy
+	// URL.
+	EgressProxy string
 	Payload     []byte
 	// Keys are the secrets valid now, current first.
 	Keys []signing.Key
@@ -43,7 +47,7 @@ type Target struct {
 const targetQuery = `
 		SELECT d.id, d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
 		       (e.disabled OR e.deleted_at IS NOT NULL), e.paused, COALESCE(e.rate_limit, 0), COALESCE(e.max_in_flight, 0), ev.payload,
-		       COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}')
+		       COALESCE(e.egress_proxy, ''), COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}')
 		FROM deliveries d
 		JOIN endpoints e ON e.id = d.endpoint_id
 		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
@@ -62,7 +66,7 @@ func (s *Store) scanTarget(r pgx.Row) (Target, error) {
 	var keyIDs []string
 	var keysSealed [][]byte
 	if err := r.Scan(&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit,
-		&t.MaxInFlight, &t.Payload, &keyIDs, &keysSealed); err != nil {
+		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &keyIDs, &keysSealed); err != nil {
 		return Target{}, err
 	}
 	var err error
@@ -303,7 +307,7 @@ func (s *Store) MarkDelivery(ctx context.Context, m Mark) (Marked, error) {
 		}
 		out = Marked{Status: delivery.Status(*now), Changed: *now != *before}
 		if out.Status == delivery.StatusDeadLettered && out.Changed {
-			return s.deadLettered(ctx, tx, appID, endpointID, eventID, m.DeliveryID, m.Reason)
+			return s.deadLettered(ctx, tx, appID, endpointID, eventID, m.DeliveryID, m.Reason, m.LastClass.OperatorFault())
 		}
 		return nil
 	})
@@ -319,12 +323,18 @@ type Marked struct {
 }
 
 // deadLettered tells the operator about a new dead letter and counts it
-// against its endpoint: FailingAfter in a row make it failing.
-func (s *Store) deadLettered(ctx context.Context, tx pgx.Tx, appID, endpointID, eventID, deliveryID, reason string) error {
+// against its endpoint: FailingAfter in a row make it failing. A dead
+// letter whose last attempt was an operator fault (the egress proxy could
+// not be used) says nothing about the endpoint: it neither extends its
+// streak (failing, auto-disable) nor resets it.
+func (s *Store) deadLettered(ctx context.Context, tx pgx.Tx, appID, endpointID, eventID, deliveryID, reason string, operatorFault bool) error {
 	if err := emit(ctx, tx, appID, OpDeadLettered, map[string]any{
 		"app_id": appID, "endpoint_id": endpointID, "delivery_id": deliveryID, "event_id": eventID, "reason": reason,
 	}); err != nil {
 		return err
+	}
+	if operatorFault {
+		return nil
 	}
 	var failures int
 	var becameFailing, sustained bool
@@ -386,4 +396,9 @@ type Mark struct {
 	ReplayID int64
 	// NextAttemptAt is when the cycle's next attempt is due, if any.
 	NextAttemptAt *time.Time
+	// LastClass is the class of the cycle's last attempt ("" for none):
+	// a dead letter whose last attempt was an operator fault
+	// (delivery.Class.OperatorFault, the egress proxy's) is not counted
+	// against its endpoint.
+	LastClass delivery.Class
 }

@@ -45,14 +45,18 @@ type Endpoint struct {
 	// PublicKey is the current Ed25519 key's public key ("whpk_…"); empty
 	// for HMAC endpoints.
 	PublicKey string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// EgressProxy is the operator's override of the deployment's egress
+	// proxy: "" follows the deployment, "direct" sends without a proxy,
+	// else a proxy URL without credentials. Only the admin key sets it.
+	EgressProxy string
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
 }
 
 const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason, paused, COALESCE(rate_limit, 0), COALESCE(max_in_flight, 0),
 	retry_schedule_ms, deadline_ms, request_timeout_ms, headers, filter, signature_scheme,
 	COALESCE((SELECT s.public_key FROM endpoint_secrets s WHERE s.endpoint_id = endpoints.id AND s.status = 'current' ORDER BY s.created_at DESC LIMIT 1), ''),
-	created_at, updated_at`
+	created_at, updated_at, COALESCE(egress_proxy, '')`
 
 func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	var e Endpoint
@@ -60,7 +64,7 @@ func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	var deadline, timeout int64
 	var headers []byte
 	if err := r.Scan(&e.ID, &e.AppID, &e.URL, &e.Description, &e.EventTypes, &e.Environment, &e.Disabled, &e.DisabledReason, &e.Paused, &e.RateLimit, &e.MaxInFlight,
-		&sched, &deadline, &timeout, &headers, &e.Filter, &e.SignatureScheme, &e.PublicKey, &e.CreatedAt, &e.UpdatedAt); err != nil {
+		&sched, &deadline, &timeout, &headers, &e.Filter, &e.SignatureScheme, &e.PublicKey, &e.CreatedAt, &e.UpdatedAt, &e.EgressProxy); err != nil {
 		return Endpoint{}, err
 	}
 	e.RetrySchedule = delivery.Durations(sched)
@@ -110,11 +114,11 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, strin
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			INSERT INTO endpoints (id, app_id, url, description, event_types, environment, disabled,
-			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme, paused, rate_limit, max_in_flight, filter)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULLIF($15, 0), NULLIF($16, 0), $17)
+			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme, paused, rate_limit, max_in_flight, filter, egress_proxy)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULLIF($15, 0), NULLIF($16, 0), $17, NULLIF($18, ''))
 			RETURNING `+endpointCols,
 			e.ID, e.AppID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
-			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme, e.Paused, e.RateLimit, e.MaxInFlight, e.Filter)
+			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme, e.Paused, e.RateLimit, e.MaxInFlight, e.Filter, e.EgressProxy)
 		var err error
 		if e, err = scanEndpoint(row); err != nil {
 			return foreignApp(err, e.AppID)
@@ -196,6 +200,8 @@ type EndpointPatch struct {
 	Headers        *map[string]string
 	// Filter "" removes the filter.
 	Filter *string
+	// EgressProxy "" removes the override.
+	EgressProxy *string
 }
 
 // ReasonDisabledByAPI is the disabled_reason of an endpoint disabled by
@@ -251,11 +257,12 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 			  headers_sealed = COALESCE($13, headers_sealed), paused = COALESCE($14, paused),
 			  rate_limit = CASE WHEN $15::int IS NULL THEN rate_limit ELSE NULLIF($15, 0) END,
 			  max_in_flight = CASE WHEN $16::int IS NULL THEN max_in_flight ELSE NULLIF($16, 0) END,
-			  filter = COALESCE($17, filter), updated_at = now()
+			  filter = COALESCE($17, filter), updated_at = now(),
+			  egress_proxy = CASE WHEN $18::text IS NULL THEN egress_proxy ELSE NULLIF($18, '') END
 			WHERE app_id = $1 AND id = $2
 			RETURNING `+endpointCols,
 			appID, id, p.URL, p.Description, p.EventTypes, p.Environment, p.Disabled, sched, ms(p.Deadline), ms(p.RequestTimeout),
-			masked, ReasonDisabledByAPI, sealed, p.Paused, p.RateLimit, p.MaxInFlight, p.Filter))
+			masked, ReasonDisabledByAPI, sealed, p.Paused, p.RateLimit, p.MaxInFlight, p.Filter, p.EgressProxy))
 		if err != nil {
 			return fmt.Errorf("patch endpoint %s: %w", id, err)
 		}

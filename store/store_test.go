@@ -680,3 +680,82 @@ func TestDatabaseRefusesWhatTheTableRefuses(t *testing.T) {
 	_, ok := errors.AsType[*delivery.TransitionError](err)
 	require.True(t, ok, "a workflow never marks succeeded: only a recorded 2xx does")
 }
+
+// TestProxyDeadLettersLeaveTheStreak: a dead letter whose last attempt was
+// the egress proxy's failure (an operator fault) is reported like any
+// other but neither extends the endpoint's failing streak nor resets it,
+// so however many there are, they neither make it failing nor disable it,
+// and the run of its own failures goes on across them.
+func TestProxyDeadLettersLeaveTheStreak(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	f.st.FailingAfter, f.st.AutoDisableAfter, f.st.AutoDisableMin = 2, time.Hour, 2
+	dead := func(last delivery.Class) {
+		id := f.publish(t)
+		_, err := f.st.MarkDelivery(ctx, store.Mark{DeliveryID: id, Status: delivery.StatusDeadLettered, Reason: "all attempts failed", Cycle: 1, LastClass: last})
+		require.NoError(t, err)
+	}
+	age := func() {
+		_, err := f.st.Pool().Exec(ctx, `UPDATE endpoints SET failing_since = now() - interval '2 hours' WHERE id = $1 AND failing_since IS NOT NULL`, f.ep.ID)
+		require.NoError(t, err)
+	}
+	streak := func() (n int, failing, disabled bool) {
+		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT consecutive_failures, failing, disabled FROM endpoints WHERE id = $1`, f.ep.ID).Scan(&n, &failing, &disabled))
+		return n, failing, disabled
+	}
+	for range 5 {
+		dead(delivery.ClassProxy)
+		age()
+	}
+	n, failing, disabled := streak()
+	require.Equal(t, []any{0, false, false}, []any{n, failing, disabled}, "five proxy dead letters say nothing about the endpoint")
+
+	dead(delivery.ClassRetryable)
+	for range 3 {
+		dead(delivery.ClassProxy)
+	}
+	n, failing, _ = streak()
+	require.Equal(t, []any{1, false}, []any{n, failing}, "not extended, not reset")
+	age()
+	dead(delivery.ClassRetryable)
+	n, failing, disabled = streak()
+	require.Equal(t, []any{2, true, true}, []any{n, failing, disabled}, "the endpoint's own run goes on across them")
+
+	var reported int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE app_id = $1 AND type = $2`, store.OperationsApp, store.OpDeadLettered).Scan(&reported))
+	require.Equal(t, 10, reported, "every dead letter is reported to the operator")
+}
+
+// TestEgressProxyOverride: the override is stored, read back, kept by a
+// PATCH of another field and removed by "".
+func TestEgressProxyOverride(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	ep, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: f.app.ID, URL: "https://example.com/b", Environment: "live", EgressProxy: "direct"})
+	require.NoError(t, err)
+	require.Equal(t, "direct", ep.EgressProxy)
+	desc, via, none := "b", "http://proxy.internal:3128", ""
+	ep, _, err = f.st.PatchEndpoint(ctx, f.app.ID, ep.ID, store.EndpointPatch{Description: &desc})
+	require.NoError(t, err)
+	require.Equal(t, "direct", ep.EgressProxy)
+	ep, _, err = f.st.PatchEndpoint(ctx, f.app.ID, ep.ID, store.EndpointPatch{EgressProxy: &via})
+	require.NoError(t, err)
+	require.Equal(t, via, ep.EgressProxy)
+	tx, err := f.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	p, err := outbox.Publish(ctx, tx, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	ts, err := f.st.LoadTargets(ctx, []string{p.Deliveries[0].ID, p.Deliveries[1].ID}, time.Now())
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, tg := range ts {
+		got[tg.EndpointID] = tg.EgressProxy
+	}
+	require.Equal(t, map[string]string{f.ep.ID: "", ep.ID: via}, got, "an attempt reads its endpoint's override")
+	ep, _, err = f.st.PatchEndpoint(ctx, f.app.ID, ep.ID, store.EndpointPatch{EgressProxy: &none})
+	require.NoError(t, err)
+	require.Empty(t, ep.EgressProxy)
+}

@@ -25,9 +25,14 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 	cfg, logger, tc, series := st.Config, st.Logger, st.Client, st.series
 	// Concurrent attempts load, claim and record in shared statements.
 	batched := store.NewBatched(st.Store)
+	egressProxy, err := activities.ParseProxy(cfg.EgressProxy, cfg.EgressProxyUser, cfg.EgressProxyPassword)
+	if err != nil {
+		return err
+	}
 	acts := &activities.Activities{
 		Store:     batched,
-		HTTP:      activities.NewHTTPClient(!cfg.AllowPrivateTargets),
+		HTTP:      activities.NewHTTPClientVia(!cfg.AllowPrivateTargets, nil, egressProxy),
+		Egress:    &activities.Egress{Guarded: !cfg.AllowPrivateTargets},
 		UserAgent: "hookrelay/" + api.Version,
 		Logger:    logger.With("component", "delivery"),
 		Metrics:   series,

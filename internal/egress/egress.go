@@ -1,0 +1,402 @@
+// Package egress sends attempts through the operator's forward proxy
+// (--egress-proxy). Every target, plain http included, is reached through
+// a CONNECT tunnel, so the address a request goes to is one hookrelay
+// resolved and checked itself: the target's name is resolved here, the
+// address guard (package netguard) refuses private and metadata addresses
+// outside dev mode, and the proxy is asked to CONNECT to that checked
+// IP:port, never to the name, so a DNS answer that changes between the
+// check and the connect (rebinding) cannot move the request. TLS to an
+// https target runs inside the tunnel with the target's name as SNI (the
+// http.Transport does it over the connection the Dialer returns).
+//
+// A target equal to the proxy's own address (or an unspecified address,
+// which means "this host" to the proxy) is refused even in dev mode: an
+// endpoint must never reach the proxy itself.
+//
+// Failing to reach the proxy, to set up TLS with it, or a CONNECT it does
+// not answer 200 is a *ProxyError: an operator fault, not the endpoint's.
+// hookrelay cannot tell a proxy that failed from a proxy that could not
+// reach the target (proxies answer 502 or 503 for both), so both are
+// ProxyErrors.
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"hookrelay/internal/netguard"
+)
+
+// Direct is the per-endpoint override that sends without any proxy.
+const Direct = "direct"
+
+// ConnectTimeoutDefault bounds reaching the proxy and reading its answer
+// to CONNECT.
+const ConnectTimeoutDefault = 30 * time.Second
+
+// Proxy is a forward proxy reached with CONNECT.
+type Proxy struct {
+	// URL is the proxy: http://host:port or https://host:port (TLS to the
+	// proxy). Its userinfo, if any, is dropped by Parse into User and
+	// Password.
+	URL *url.URL
+	// User and Password are sent as Proxy-Authorization: Basic on CONNECT
+	// when User is set. Defaults to none.
+	User, Password string
+	// TLS configures TLS to an https proxy. Defaults to the system's roots
+	// and the proxy's host name.
+	TLS *tls.Config
+	// ConnectTimeout bounds reaching the proxy and its answer to CONNECT.
+	// Defaults to ConnectTimeoutDefault.
+	ConnectTimeout time.Duration
+}
+
+// ParseError is a proxy URL that cannot be used; it never holds the URL's
+// credentials.
+type ParseError struct {
+	Reason string
+}
+
+func (e *ParseError) Error() string { return "egress proxy: " + e.Reason }
+
+// Parse reads a proxy URL: http:// or https://, a host, an optional port
+// (defaults to 80 or 443), no path, query or fragment. Credentials come
+// from user and password when user is set, else from the URL's userinfo.
+// Errors never repeat the URL (it may hold a password).
+func Parse(raw, user, password string) (*Proxy, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, &ParseError{Reason: "not a URL"}
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, &ParseError{Reason: "scheme must be http or https"}
+	}
+	if u.Hostname() == "" {
+		return nil, &ParseError{Reason: "no host"}
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return nil, &ParseError{Reason: "port must be 1-65535"}
+		}
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+		return nil, &ParseError{Reason: "a proxy URL has no path, query or fragment"}
+	}
+	p := &Proxy{User: user, Password: password}
+	if p.User == "" && u.User != nil {
+		p.User = u.User.Username()
+		p.Password, _ = u.User.Password()
+	}
+	p.URL = &url.URL{Scheme: u.Scheme, Host: u.Host}
+	return p, nil
+}
+
+// HostPort is the proxy's host:port, the port defaulted by scheme.
+func (p *Proxy) HostPort() string {
+	if port := p.URL.Port(); port != "" {
+		return p.URL.Host
+	}
+	if p.URL.Scheme == "https" {
+		return net.JoinHostPort(p.URL.Hostname(), "443")
+	}
+	return net.JoinHostPort(p.URL.Hostname(), "80")
+}
+
+// String is the proxy's scheme and host:port, without credentials: the
+// only form of it that may be logged or recorded.
+func (p *Proxy) String() string { return p.URL.Scheme + "://" + p.HostPort() }
+
+// ProxyError is a failure to use the egress proxy: it could not be
+// reached (Op "dial"), TLS with it failed ("tls"), or it did not open the
+// tunnel ("connect", with its StatusCode when it answered). It never holds
+// credentials.
+type ProxyError struct {
+	// Proxy is Proxy.String().
+	Proxy string
+	Op    string
+	// StatusCode is the proxy's answer to CONNECT, 0 when it gave none.
+	StatusCode int
+	// Status is that answer's status line (e.g. "407 Proxy Authentication Required").
+	Status string
+	Err    error
+}
+
+func (e *ProxyError) Error() string {
+	switch {
+	case e.StatusCode != 0:
+		return fmt.Sprintf("egress proxy %s answered CONNECT with %s", e.Proxy, e.Status)
+	case e.Err != nil:
+		return fmt.Sprintf("egress proxy %s: %s: %v", e.Proxy, e.Op, e.Err)
+	}
+	return fmt.Sprintf("egress proxy %s: %s failed", e.Proxy, e.Op)
+}
+
+func (e *ProxyError) Unwrap() error { return e.Err }
+
+// Dialer dials targets through Proxy: DialContext returns a CONNECT
+// tunnel to the checked address of its target, ready for the
+// http.Transport (which adds TLS for https targets).
+type Dialer struct {
+	Proxy *Proxy
+	// Guarded refuses targets the address guard refuses (outside dev
+	// mode). The proxy's own address is refused either way.
+	Guarded bool
+	// Resolver resolves targets and the proxy. Defaults to the system's.
+	Resolver *net.Resolver
+}
+
+func (d *Dialer) resolver() *net.Resolver {
+	if d.Resolver != nil {
+		return d.Resolver
+	}
+	return net.DefaultResolver
+}
+
+func (d *Dialer) timeout() time.Duration {
+	if d.Proxy.ConnectTimeout > 0 {
+		return d.Proxy.ConnectTimeout
+	}
+	return ConnectTimeoutDefault
+}
+
+// lookup resolves host (an IP literal is itself).
+func (d *Dialer) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{ip.Unmap()}, nil
+	}
+	ips, err := d.resolver().LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ips {
+		ips[i] = ips[i].Unmap()
+	}
+	return ips, nil
+}
+
+// DialContext opens a tunnel through the proxy to addr (the target's
+// host:port). The target is resolved and checked first: a refused target
+// is a *netguard.BlockedError and the proxy hears nothing of it.
+func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	probe := probeFrom(ctx)
+	// The transport dials on after its request gave up (for the next
+	// request); the dial bounds itself.
+	ctx, cancel := context.WithTimeout(ctx, d.timeout())
+	defer cancel()
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(portStr, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("egress: port of %q: %w", addr, err)
+	}
+	ips, err := d.lookup(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	pe := func(op string, err error) *ProxyError { return &ProxyError{Proxy: d.Proxy.String(), Op: op, Err: err} }
+	proxyHost, proxyPortStr, _ := net.SplitHostPort(d.Proxy.HostPort())
+	proxyPort, _ := strconv.ParseUint(proxyPortStr, 10, 16)
+	proxyIPs, err := d.lookup(ctx, proxyHost)
+	if err != nil {
+		probe.set(phaseProxy, d.Proxy.String())
+		return nil, pe("dial", err)
+	}
+	target, err := d.pick(ips, uint16(port), proxyIPs, uint16(proxyPort))
+	if err != nil {
+		return nil, err
+	}
+	probe.set(phaseProxy, d.Proxy.String())
+	conn, err := d.dialProxy(ctx, proxyIPs, uint16(proxyPort))
+	if err != nil {
+		return nil, pe("dial", err)
+	}
+	if d.Proxy.URL.Scheme == "https" {
+		cfg := &tls.Config{}
+		if d.Proxy.TLS != nil {
+			cfg = d.Proxy.TLS.Clone()
+		}
+		if cfg.ServerName == "" {
+			cfg.ServerName = proxyHost
+		}
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			conn.Close()
+			return nil, pe("tls", err)
+		}
+		conn = tc
+	}
+	tunnel, err := d.connect(ctx, conn, target)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	probe.set(phaseTunnel, "")
+	return tunnel, nil
+}
+
+// pick is the first of ips the guard lets through, refusing the proxy's
+// own address (and unspecified ones) whatever the guard.
+func (d *Dialer) pick(ips []netip.Addr, port uint16, proxyIPs []netip.Addr, proxyPort uint16) (netip.AddrPort, error) {
+	var first error
+	for _, ip := range ips {
+		var err error
+		switch {
+		case ip.IsUnspecified():
+			err = &netguard.BlockedError{Addr: ip, Reason: "unspecified: the egress proxy's own host"}
+		case port == proxyPort && containsAddr(proxyIPs, ip):
+			err = &netguard.BlockedError{Addr: ip, Reason: "the egress proxy's own address"}
+		case d.Guarded:
+			err = netguard.Check(ip)
+		}
+		if err == nil {
+			return netip.AddrPortFrom(ip, port), nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = &net.DNSError{Err: "no address", IsNotFound: true}
+	}
+	return netip.AddrPort{}, first
+}
+
+func containsAddr(list []netip.Addr, a netip.Addr) bool {
+	for _, b := range list {
+		if b == a {
+			return true
+		}
+	}
+	return false
+}
+
+// dialProxy connects to the first of the proxy's addresses that answers.
+func (d *Dialer) dialProxy(ctx context.Context, ips []netip.Addr, port uint16) (net.Conn, error) {
+	nd := &net.Dialer{KeepAlive: 30 * time.Second}
+	var errs []error
+	for _, ip := range ips {
+		c, err := nd.DialContext(ctx, "tcp", netip.AddrPortFrom(ip, port).String())
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// connect asks the proxy for a tunnel to target over conn.
+func (d *Dialer) connect(ctx context.Context, conn net.Conn, target netip.AddrPort) (net.Conn, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	req := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target.String()}, Host: target.String(), Header: http.Header{}}
+	if d.Proxy.User != "" {
+		req.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(d.Proxy.User+":"+d.Proxy.Password)))
+	}
+	if err := req.Write(conn); err != nil {
+		return nil, &ProxyError{Proxy: d.Proxy.String(), Op: "connect", Err: ctxErr(ctx, err)}
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return nil, &ProxyError{Proxy: d.Proxy.String(), Op: "connect", Err: ctxErr(ctx, err)}
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, &ProxyError{Proxy: d.Proxy.String(), Op: "connect", StatusCode: resp.StatusCode, Status: resp.Status}
+	}
+	_ = conn.SetDeadline(time.Time{})
+	if br.Buffered() > 0 {
+		return &bufferedConn{Conn: conn, r: br}, nil
+	}
+	return conn, nil
+}
+
+// ctxErr prefers the context's error (a timeout) to the I/O error it
+// caused.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return err
+}
+
+// bufferedConn reads what the CONNECT answer's reader buffered first.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// Phases of a dial a Probe records.
+const (
+	phaseNone int32 = iota
+	// phaseProxy: the target passed its check; the proxy is being reached.
+	phaseProxy
+	// phaseTunnel: the proxy opened the tunnel.
+	phaseTunnel
+)
+
+// Probe records how far the dial of one request got, so a request that
+// gave up (its timeout) while the proxy was being reached is told apart
+// from one that gave up talking to the target: the transport returns the
+// request's own context error then, not the dial's.
+type Probe struct {
+	phase atomic.Int32
+	proxy atomic.Pointer[string]
+}
+
+type probeKey struct{}
+
+// WithProbe returns ctx carrying a new Probe for one request.
+func WithProbe(ctx context.Context) (context.Context, *Probe) {
+	p := &Probe{}
+	return context.WithValue(ctx, probeKey{}, p), p
+}
+
+func probeFrom(ctx context.Context) *Probe {
+	p, _ := ctx.Value(probeKey{}).(*Probe)
+	return p
+}
+
+func (p *Probe) set(phase int32, proxy string) {
+	if p == nil {
+		return
+	}
+	if proxy != "" {
+		p.proxy.Store(&proxy)
+	}
+	p.phase.Store(phase)
+}
+
+// Wrap returns err as a *ProxyError when the request failed while its
+// dial was reaching the proxy (and err does not already say why); any
+// other err is returned as it is.
+func (p *Probe) Wrap(err error) error {
+	var pe *ProxyError
+	var blocked *netguard.BlockedError
+	if p == nil || err == nil || p.phase.Load() != phaseProxy || errors.As(err, &pe) || errors.As(err, &blocked) {
+		return err
+	}
+	name := ""
+	if s := p.proxy.Load(); s != nil {
+		name = *s
+	}
+	return &ProxyError{Proxy: name, Op: "connect", Err: err}
+}

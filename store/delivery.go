@@ -4,267 +4,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"hookrelay/delivery"
-	"hookrelay/ids"
-	"hookrelay/signing"
 )
-
-// Target is everything one attempt needs: where to send, what, and with
-// which keys.
-type Target struct {
-	DeliveryID string
-	AppID      string
-	EventID    string
-	EndpointID string
-	URL        string
-	Headers    map[string]string
-	// Inactive is set when the endpoint is disabled or deleted.
-	Inactive bool
-	// Paused is set when the endpoint is paused: nothing may be sent.
-	Paused bool
-	// RateLimit is the endpoint's sends per second (0: none).
-	RateLimit int
-	// MaxInFlight is the endpoint's bound on concurrent requests (0: none).
-	MaxInFlight int
-	// EgressProxy is the endpoint's override of the deployment's egress
-	// proxy: "" follows the deployment, "direct" uses none, else a proxy
-	// URL.
-	EgressProxy string
-	Payload     []byte
-	// Keys are the secrets valid now, current first.
-	Keys []signing.Key
-}
-
-// targetQuery selects each delivery of $1 with its endpoint, frozen
-// payload and the signing keys valid at $2: the current one first, then
-// previous ones whose grace period has not ended, newest first.
-const targetQuery = `
-		SELECT d.id, d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
-		       (e.disabled OR e.deleted_at IS NOT NULL), e.paused, COALESCE(e.rate_limit, 0), COALESCE(e.max_in_flight, 0), ev.payload,
-		       COALESCE(e.egress_proxy, ''), COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}')
-		FROM deliveries d
-		JOIN endpoints e ON e.id = d.endpoint_id
-		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
-		LEFT JOIN LATERAL (
-		  SELECT array_agg(id ORDER BY (status = 'current') DESC, created_at DESC) AS ids,
-		         array_agg(sealed ORDER BY (status = 'current') DESC, created_at DESC) AS sealed
-		  FROM endpoint_secrets
-		  WHERE endpoint_id = e.id AND (status = 'current' OR (status = 'previous' AND valid_until > $2))
-		) k ON true
-		WHERE d.id = ANY ($1)`
-
-// scanTarget reads one row of targetQuery and opens its sealed parts.
-func (s *Store) scanTarget(r pgx.Row) (Target, error) {
-	var t Target
-	var headers, sealed []byte
-	var keyIDs []string
-	var keysSealed [][]byte
-	if err := r.Scan(&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit,
-		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &keyIDs, &keysSealed); err != nil {
-		return Target{}, err
-	}
-	var err error
-	if t.Headers, err = s.openHeaders(t.EndpointID, sealed, headers); err != nil {
-		return Target{}, err
-	}
-	for i, id := range keyIDs {
-		key, err := s.openSecret(id, keysSealed[i])
-		if err != nil {
-			return Target{}, err
-		}
-		t.Keys = append(t.Keys, key)
-	}
-	return t, nil
-}
-
-// LoadTarget loads a delivery's endpoint, frozen payload and the signing
-// keys valid at now, in one statement (one round trip on the hot path).
-func (s *Store) LoadTarget(ctx context.Context, deliveryID string, now time.Time) (Target, error) {
-	t, err := s.scanTarget(s.HotPool().QueryRow(ctx, targetQuery, []string{deliveryID}, now))
-	if err != nil {
-		return Target{}, notFound(err, "load delivery "+deliveryID)
-	}
-	return t, nil
-}
-
-// LoadTargets is LoadTarget for many deliveries in one statement (a
-// carrier's); deliveries not found are left out.
-func (s *Store) LoadTargets(ctx context.Context, deliveryIDs []string, now time.Time) ([]Target, error) {
-	rows, err := s.HotPool().Query(ctx, targetQuery, deliveryIDs, now)
-	if err != nil {
-		return nil, fmt.Errorf("load %d deliveries: %w", len(deliveryIDs), err)
-	}
-	ts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Target, error) { return s.scanTarget(r) })
-	if err != nil {
-		return nil, fmt.Errorf("load %d deliveries: %w", len(deliveryIDs), err)
-	}
-	return ts, nil
-}
-
-func (s *Store) openSecret(id string, sealed []byte) (signing.Key, error) {
-	plain, err := s.box.Open(sealed, []byte(id))
-	if err != nil {
-		return signing.Key{}, fmt.Errorf("secret %s: %w", id, err)
-	}
-	return signing.ParseKey(id, string(plain))
-}
-
-// Attempt is the record of one HTTP attempt.
-type Attempt struct {
-	ID              string    `json:"id"`
-	DeliveryID      string    `json:"delivery_id"`
-	Cycle           int       `json:"cycle"`
-	Number          int       `json:"number"`
-	StartedAt       time.Time `json:"started_at"`
-	DurationMS      int64     `json:"duration_ms"`
-	StatusCode      *int      `json:"status_code"`
-	Class           string    `json:"class"`
-	Error           string    `json:"error"`
-	ResponseExcerpt string    `json:"response_excerpt"`
-	KeyIDs          []string  `json:"key_ids"`
-	// NextAttemptAt is when the workflow will make the next attempt of this
-	// cycle (delivery.Plan), nil when there is none. It is written to the
-	// delivery, not to the attempt.
-	NextAttemptAt *time.Time `json:"-" db:"-"`
-	// OutboxID and Outcome record a sender's first attempt on its start row
-	// in the same statement (see outbox.Row.Outcome), or delete the row when
-	// the attempt succeeded; zero and nil for an attempt a workflow made.
-	OutboxID int64  `json:"-" db:"-"`
-	Outcome  []byte `json:"-" db:"-"`
-}
-
-// RecordAttempt records one attempt (see RecordAttempts).
-func (s *Store) RecordAttempt(ctx context.Context, a Attempt) error {
-	errs, err := s.RecordAttempts(ctx, []Attempt{a})
-	if err != nil {
-		return err
-	}
-	return errs[0]
-}
-
-// RecordAttempts stores attempts (of distinct deliveries) and folds each
-// into its delivery, in one statement: count, last status, next attempt
-// time, and on success the succeeded state. Recording is idempotent per
-// (delivery, cycle, number): a retried activity does not count twice. A 2xx
-// wins over a cancel that arrived during the request; nothing else
-// overrides a finished delivery, and an attempt of an earlier cycle than the
-// row's (recorded late, after a replay) is kept but changes no status. A 410 also disables the endpoint and
-// cancels its other in-flight deliveries. errs[i] is attempts[i]'s own
-// failure (ErrNotFound: its delivery no longer exists); err fails them all.
-func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []error, err error) {
-	n := len(attempts)
-	var (
-		attemptIDs, deliveryIDs, classes, errTexts, excerpts, keyIDs []string
-		cycles, numbers                                              []int
-		started                                                      []time.Time
-		durations                                                    []int64
-		codes, succeeded                                             []*int
-		statuses                                                     []delivery.Status
-		next                                                         []*time.Time
-		outboxIDs                                                    []int64
-		outcomes                                                     []*string
-	)
-	for _, a := range attempts {
-		if a.ID == "" {
-			a.ID = ids.NewAt(ids.Attempt, a.StartedAt)
-		}
-		status, ok, nextAt := delivery.To(delivery.EventRecord), (*int)(nil), a.NextAttemptAt
-		if a.Class == string(delivery.ClassSuccess) {
-			number := a.Number
-			status, ok, nextAt = delivery.To(delivery.EventSucceed), &number, nil
-		}
-		attemptIDs, deliveryIDs, classes = append(attemptIDs, a.ID), append(deliveryIDs, a.DeliveryID), append(classes, a.Class)
-		errTexts, excerpts = append(errTexts, a.Error), append(excerpts, a.ResponseExcerpt)
-		keyIDs = append(keyIDs, strings.Join(a.KeyIDs, ","))
-		cycles, numbers, started, durations = append(cycles, a.Cycle), append(numbers, a.Number), append(started, a.StartedAt), append(durations, a.DurationMS)
-		codes, succeeded, statuses, next = append(codes, a.StatusCode), append(succeeded, ok), append(statuses, status), append(next, nextAt)
-		var outcome *string
-		if a.Outcome != nil {
-			o := string(a.Outcome)
-			outcome = &o
-		}
-		outboxIDs, outcomes = append(outboxIDs, a.OutboxID), append(outcomes, outcome)
-	}
-	// The snapshot's count of attempts does not see the rows this statement
-	// inserts, so it adds one for each attempt that is new. Rows are locked
-	// in ID order, so concurrent batches cannot deadlock.
-	rows, err := s.HotPool().Query(ctx, `
-		WITH i AS (
-		  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::bigint[], $7::int[], $8::text[],
-		                       $9::text[], $10::text[], $11::text[], $14::text[], $15::int[], $16::timestamptz[])
-		    AS t(id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids, status, succeeded, next_at)
-		), ob AS (
-		  UPDATE outbox o SET outcome = v.outcome::jsonb
-		  FROM unnest($17::bigint[], $18::text[], $8::text[]) AS v(id, outcome, class) WHERE o.id = v.id AND v.id > 0 AND v.class <> $19
-		), obdone AS (
-		  -- A sender's first attempt that succeeded ends its start row here.
-		  DELETE FROM outbox o USING unnest($17::bigint[], $8::text[]) AS v(id, class) WHERE o.id = v.id AND v.id > 0 AND v.class = $19
-		), d AS (
-		  SELECT id, endpoint_id FROM deliveries WHERE id = ANY ($2) ORDER BY id FOR UPDATE
-		), ins AS (
-		  INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids)
-		  SELECT i.id, i.delivery_id, i.cycle, i.number, i.started_at, i.duration_ms, i.status_code, i.class, i.error, i.response_excerpt,
-		         CASE WHEN i.key_ids = '' THEN '{}'::text[] ELSE string_to_array(i.key_ids, ',') END
-		  FROM i JOIN d ON d.id = i.delivery_id
-		  ON CONFLICT (delivery_id, cycle, number) DO UPDATE SET
-		    started_at = EXCLUDED.started_at, duration_ms = EXCLUDED.duration_ms, status_code = EXCLUDED.status_code,
-		    class = EXCLUDED.class, error = EXCLUDED.error, response_excerpt = EXCLUDED.response_excerpt, key_ids = EXCLUDED.key_ids
-		  RETURNING delivery_id, (xmax = 0) AS inserted
-		), upd AS (
-		  UPDATE deliveries dl SET
-		    attempt_count = (SELECT count(*) FROM attempts a WHERE a.delivery_id = dl.id)
-		                  + (SELECT count(*) FROM ins WHERE ins.delivery_id = dl.id AND ins.inserted),
-		    last_status_code = CASE WHEN i.cycle >= dl.cycle THEN i.status_code ELSE dl.last_status_code END,
-		    status = CASE WHEN dl.status = ANY ($12) AND i.cycle >= dl.cycle THEN i.status ELSE dl.status END,
-		    dead_letter_reason = CASE WHEN i.status = $13 AND dl.status = ANY ($12) AND i.cycle >= dl.cycle THEN NULL ELSE dl.dead_letter_reason END,
-		    succeeded_attempt = CASE WHEN dl.status = ANY ($12) AND i.cycle >= dl.cycle THEN COALESCE(i.succeeded, dl.succeeded_attempt) ELSE dl.succeeded_attempt END,
-		    next_attempt_at = CASE WHEN dl.status = ANY ($12) AND i.cycle >= dl.cycle THEN i.next_at WHEN i.cycle >= dl.cycle THEN NULL ELSE dl.next_attempt_at END,
-		    inflight_until = CASE WHEN i.cycle >= dl.cycle THEN NULL ELSE dl.inflight_until END,
-		    updated_at = now()
-		  FROM i WHERE dl.id = i.delivery_id AND dl.id = ANY ($2) AND dl.id IN (SELECT id FROM d)
-		)
-		SELECT i.delivery_id, d.endpoint_id, COALESCE(e.consecutive_failures, 0)
-		FROM i LEFT JOIN d ON d.id = i.delivery_id LEFT JOIN endpoints e ON e.id = d.endpoint_id`,
-		attemptIDs, deliveryIDs, cycles, numbers, started, durations, codes, classes, errTexts, excerpts, keyIDs,
-		delivery.From(delivery.EventRecord), delivery.StatusSucceeded, statuses, succeeded, next, outboxIDs, outcomes, delivery.ClassSuccess)
-	if err != nil {
-		return nil, fmt.Errorf("record %d attempts: %w", n, transitionError(err))
-	}
-	type folded struct {
-		endpointID *string
-		failures   int
-	}
-	byDelivery := make(map[string]folded, n)
-	var id string
-	var f folded
-	if _, err := pgx.ForEachRow(rows, []any{&id, &f.endpointID, &f.failures}, func() error {
-		byDelivery[id] = f
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("record %d attempts: %w", n, err)
-	}
-	errs = make([]error, n)
-	for i, a := range attempts {
-		f := byDelivery[a.DeliveryID]
-		switch {
-		case f.endpointID == nil:
-			errs[i] = fmt.Errorf("record attempt of %s: %w", a.DeliveryID, ErrNotFound)
-		case a.Class == string(delivery.ClassSuccess) && f.failures > 0:
-			errs[i] = followUp(a.DeliveryID, s.recovered(ctx, *f.endpointID))
-		case a.StatusCode != nil && *a.StatusCode == http.StatusGone:
-			errs[i] = followUp(a.DeliveryID, s.inTx(ctx, func(tx pgx.Tx) error {
-				return s.disable(ctx, tx, *f.endpointID, DisabledGone, "receiver answered 410 Gone", a.DeliveryID)
-			}))
-		}
-	}
-	return errs, nil
-}
 
 // MarkDelivery sets a delivery's state as its workflow decided and returns
 // the status the row holds afterwards. It applies only as the transition
@@ -365,27 +110,6 @@ func (s *Store) deadLettered(ctx context.Context, tx pgx.Tx, appID, endpointID, 
 	return nil
 }
 
-// recovered resets an endpoint's failure count after a success and, when
-// it was failing, tells the operator (endpoint.recovered). It costs one
-// statement only when there was something to reset.
-func (s *Store) recovered(ctx context.Context, endpointID string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
-		var appID string
-		var was bool
-		err := tx.QueryRow(ctx, `
-			UPDATE endpoints e SET consecutive_failures = 0, failing = false, failing_since = NULL
-			FROM (SELECT failing FROM endpoints WHERE id = $1 FOR UPDATE) old
-			WHERE e.id = $1 RETURNING e.app_id, old.failing`, endpointID).Scan(&appID, &was)
-		if err != nil {
-			return fmt.Errorf("reset failures of %s: %w", endpointID, err)
-		}
-		if !was {
-			return nil
-		}
-		return emit(ctx, tx, appID, OpEndpointRecovered, map[string]any{"app_id": appID, "endpoint_id": endpointID})
-	})
-}
-
 // Mark is a state a delivery's workflow decided.
 type Mark struct {
 	DeliveryID string
@@ -401,4 +125,36 @@ type Mark struct {
 	// (delivery.Class.OperatorFault, the egress proxy's) is not counted
 	// against its endpoint.
 	LastClass delivery.Class
+}
+
+// FirstRequestLateness is, for each delivery of app that made a request in
+// its first cycle (of the given events only, when eventIDs is not nil), how
+// late its first request started: its start minus its due time, the
+// delivery's acceptance plus its jittered first wait (delivery.Plan).
+// Benchmarks and tests read isolation from it.
+func (s *Store) FirstRequestLateness(ctx context.Context, appID string, eventIDs []string) ([]time.Duration, error) {
+	rows, err := s.pool.Query(ctx, `
+		SELECT d.id, d.created_at, min(a.started_at), e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms
+		FROM deliveries d
+		JOIN attempts a ON a.delivery_id = d.id AND a.cycle = 1
+		JOIN endpoints e ON e.id = d.endpoint_id
+		WHERE d.app_id = $1 AND ($2::text[] IS NULL OR d.event_id = ANY ($2))
+		GROUP BY d.id, d.created_at, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms`, appID, eventIDs)
+	if err != nil {
+		return nil, fmt.Errorf("first-request lateness of %s: %w", appID, err)
+	}
+	var out []time.Duration
+	var id string
+	var created, started time.Time
+	var sched []int64
+	var deadline, timeout int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &created, &started, &sched, &deadline, &timeout}, func() error {
+		set := delivery.Settings{Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
+			RequestTimeout: time.Duration(timeout) * time.Millisecond}.WithDefaults()
+		out = append(out, started.Sub(delivery.Plan(set, id, 1, nil, created, created.Add(set.Deadline)).At))
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("first-request lateness of %s: %w", appID, err)
+	}
+	return out, nil
 }

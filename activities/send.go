@@ -1,0 +1,319 @@
+package activities
+
+// One attempt, from its target to its record: SendSigned (a workflow's
+// attempt) and SendFirst (the sender's) load the target, claim the
+// attempt, sign and POST it, and record what came back.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/temporal"
+
+	"hookrelay/delivery"
+	"hookrelay/internal/egress"
+	"hookrelay/signing"
+	"hookrelay/store"
+)
+
+// SendSigned makes one signed POST of a delivery and records it. Transport
+// and HTTP failures are results, not errors; an error means the attempt
+// could not be prepared or recorded (the workflow treats it as retryable).
+// As a regular activity with a Completer it completes asynchronously.
+func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResult, error) {
+	if a.Completer != nil && activity.IsActivity(ctx) {
+		if info := activity.GetInfo(ctx); !info.IsLocalActivity {
+			a.sendAsync(ctx, info.TaskToken, req)
+			return SendResult{}, activity.ErrResultPending
+		}
+	}
+	return a.send(ctx, req, 0)
+}
+
+// send makes req and records it; a sender's first attempt (outboxID > 0)
+// records its outcome on its outbox row in the same statement.
+func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64) (SendResult, error) {
+	started := a.now()
+	t, err := a.Store.LoadTarget(ctx, req.DeliveryID, started)
+	if err != nil {
+		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
+	}
+	res, rec, err := a.attempt(ctx, req, t, started)
+	if err != nil || rec == nil {
+		return res, err
+	}
+	if outboxID > 0 {
+		rec.OutboxID = outboxID
+		if rec.Outcome, err = json.Marshal(Outcome(res, nil)); err != nil {
+			return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+		}
+	}
+	errs, err := a.record(ctx, []store.Attempt{*rec})
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
+	}
+	a.recorded(ctx, req, t, res, rec.KeyIDs)
+	return res, nil
+}
+
+// SendFirst makes a delivery's first attempt for a sender that holds its
+// outbox row (outboxID) and records the attempt and its outcome on that row
+// in one statement: once the row has an outcome, the attempt is never made
+// again, whoever takes the row next.
+// It is a function, not a method, so it is not registered as an activity.
+func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int64) (SendResult, error) {
+	return a.send(ctx, req, outboxID)
+}
+
+// attempt makes one attempt of req to t, started at started, and returns
+// its result and the record to store; a nil record means nothing was sent
+// (endpoint disabled, paused, busy or rate-limited: res says which).
+func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started time.Time) (SendResult, *store.Attempt, error) {
+	res := SendResult{Number: req.Number, StartedAt: started}
+	if t.Inactive {
+		res.Class = ClassEndpointDisabled
+		res.Error = "endpoint disabled or deleted; nothing sent"
+		return res, nil, nil
+	}
+	if t.Paused {
+		res.Class = ClassEndpointPaused
+		res.Error = "endpoint paused; nothing sent"
+		return res, nil, nil
+	}
+	if t.RateLimit > 0 {
+		slot := req.Slot
+		if step := store.SlotStep(t.RateLimit); !slot.IsZero() && a.now().After(slot.Add(step)) {
+			// The slot passed before this try could use it (workers were
+			// busy or down): sending now could bunch with the next slots'
+			// sends, so take a new one.
+			slot = time.Time{}
+		}
+		if slot.IsZero() {
+			var err error
+			if slot, err = a.Store.ReserveSlot(ctx, t.EndpointID, t.RateLimit); err != nil {
+				return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+			}
+		}
+		wait := slot.Sub(a.now())
+		if wait > SlotWaitInActivity {
+			res.Class, res.SlotAt = ClassRateLimited, slot
+			res.Error = fmt.Sprintf("rate limit of %d/s: next slot in %s; nothing sent yet", t.RateLimit, wait.Round(time.Millisecond))
+			return res, nil, nil
+		}
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return SendResult{}, nil, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		started = a.now()
+		res.StartedAt = started
+	}
+	if t.MaxInFlight > 0 {
+		lease, ok, err := a.Store.AcquireFlight(ctx, t.EndpointID, t.MaxInFlight, req.Timeout+FlightSlack)
+		if err != nil {
+			return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+		}
+		if !ok {
+			res.Class = ClassEndpointBusy
+			res.Error = fmt.Sprintf("max_in_flight of %d reached; nothing sent yet", t.MaxInFlight)
+			return res, nil, nil
+		}
+		defer func() {
+			if err := a.Store.ReleaseFlight(context.WithoutCancel(ctx), lease); err != nil {
+				a.logger().Warn("request lease not released; it expires", "err", err)
+			}
+		}()
+	}
+	if len(t.Keys) == 0 {
+		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
+		return SendResult{}, nil, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)
+	}
+	release, ok := a.Shares.acquire(t.EndpointID)
+	if !ok {
+		res.Class = ClassEndpointBusy
+		res.Error = "this worker's share of requests to the endpoint is in use; nothing sent yet"
+		return res, nil, nil
+	}
+	defer release()
+	// The last check before the request is written: the delivery must
+	// still be in flight and its endpoint enabled.
+	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(req.Timeout+FlightSlack)); {
+	case err != nil:
+		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+	case claim == store.ClaimOnTheWire:
+		res.Class = ClassEndpointBusy
+		res.Error = "another request of this delivery is on the wire; nothing sent yet"
+		return res, nil, nil
+	case claim != store.Claimed:
+		res.Class = ClassEndpointDisabled
+		res.Error = "delivery canceled, or endpoint disabled or deleted; nothing sent"
+		return res, nil, nil
+	}
+	hdr, err := signing.Sign(t.EventID, started, t.Payload, t.Keys)
+	if err != nil {
+		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
+	}
+	keyIDs := make([]string, len(t.Keys))
+	for i, k := range t.Keys {
+		keyIDs[i] = k.ID
+	}
+
+	a.post(ctx, t, hdr, req.Timeout, &res)
+	res.DurationMS = a.now().Sub(started).Milliseconds()
+
+	rec := &store.Attempt{
+		DeliveryID: req.DeliveryID, Cycle: req.Cycle, Number: req.Number,
+		StartedAt: started, DurationMS: res.DurationMS, Class: string(res.Class),
+		Error: res.Error, ResponseExcerpt: res.ResponseExcerpt, KeyIDs: keyIDs,
+	}
+	if res.StatusCode != 0 {
+		code := res.StatusCode
+		rec.StatusCode = &code
+	}
+	rec.NextAttemptAt = nextAttempt(req, res, a.now())
+	return res, rec, nil
+}
+
+// recorded counts and logs an attempt once its record is stored.
+func (a *Activities) recorded(ctx context.Context, req SendRequest, t store.Target, res SendResult, keyIDs []string) {
+	var accepted time.Time
+	if !req.Deadline.IsZero() {
+		accepted = req.Deadline.Add(-req.Settings.WithDefaults().Deadline)
+	}
+	a.Metrics.Attempt(t.EndpointID, string(res.Class), res.StatusCode, time.Duration(res.DurationMS)*time.Millisecond, req.Cycle == 1 && req.Number == 1, accepted)
+	if res.Class == ClassSuccess {
+		a.Metrics.Finished(string(delivery.StatusSucceeded))
+	}
+	// One line per attempt: a success at debug, anything else at info.
+	level := slog.LevelInfo
+	if res.Class == ClassSuccess {
+		level = slog.LevelDebug
+	}
+	a.logger().Log(ctx, level, "attempt",
+		"delivery_id", req.DeliveryID, "event_id", t.EventID, "endpoint_id", t.EndpointID,
+		"cycle", req.Cycle, "attempt", req.Number, "status_code", res.StatusCode,
+		"class", res.Class, "duration_ms", res.DurationMS, "key_ids", keyIDs, "error", res.Error)
+}
+
+// nextAttempt is when the workflow will make the next attempt after res,
+// nil when there is none (success, permanent failure, dead letter, or a
+// request from a workflow that did not pass its settings).
+func nextAttempt(req SendRequest, res SendResult, now time.Time) *time.Time {
+	if req.Deadline.IsZero() || !res.Class.Retried() {
+		return nil
+	}
+	var throttle *time.Duration
+	if res.Class == ClassThrottled && res.HasRetryAfter {
+		throttle = &res.RetryAfter
+	}
+	next := delivery.Plan(req.Settings, req.DeliveryID, req.Number+1, throttle, now, req.Deadline)
+	if next.DeadLetter != "" {
+		return nil
+	}
+	return &next.At
+}
+
+// record stores attempts in one statement, retrying it while Postgres is
+// unreachable: the requests were sent, so their records must not be lost
+// to a short outage. errs[i] is recs[i]'s own failure.
+func (a *Activities) record(ctx context.Context, recs []store.Attempt) (errs []error, err error) {
+	wait := RecordRetryWait
+	for try := 0; ; try++ {
+		errs, err = a.Store.RecordAttempts(ctx, recs)
+		if err == nil {
+			// A follow-up that failed does not undo the record: the
+			// attempt is made, and must not be made again.
+			for i, e := range errs {
+				var fu *store.FollowUpError
+				if errors.As(e, &fu) {
+					a.logger().Warn("attempt recorded; its follow-up failed", "delivery_id", fu.DeliveryID, "err", fu.Err)
+					errs[i] = nil
+				}
+			}
+		}
+		if err == nil || try == RecordRetries || !store.IsUnavailable(err) {
+			return errs, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(wait):
+		}
+		wait *= 2
+	}
+}
+
+// post sends the request and fills the HTTP part of res.
+func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Headers, timeout time.Duration, res *SendResult) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL, bytes.NewReader(t.Payload))
+	if err != nil {
+		res.Class, res.Error = ClassPermanent, "invalid endpoint URL: "+err.Error()
+		return
+	}
+	for k, v := range t.Headers {
+		httpReq.Header.Set(k, v)
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("User-Agent", a.UserAgent)
+	// Custom headers cannot name these (the API refuses them). The Standard
+	// Webhooks names are sent in their documented lower case.
+	for k, v := range hdr.Map() {
+		if k == signing.HeaderXSignature {
+			httpReq.Header.Set(k, v)
+		} else {
+			httpReq.Header[k] = []string{v}
+		}
+	}
+	client, err := a.client(t)
+	if err != nil {
+		res.Class, res.Error = ClassifyError(err)
+		return
+	}
+	ctx, probe := egress.WithProbe(ctx)
+	resp, err := client.Do(httpReq.WithContext(ctx))
+	if err != nil {
+		res.Class, res.Error = ClassifyError(probe.Wrap(err))
+		return
+	}
+	defer resp.Body.Close()
+	body, readErr := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes))
+	res.StatusCode = resp.StatusCode
+	res.ResponseExcerpt = excerpt(body)
+	if readErr != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// The status line arrived but the body did not finish in time: the
+		// receiver did not answer within the timeout.
+		res.Class, res.Error = ClassRetryable, "timeout: response body not complete within the request timeout"
+		return
+	}
+	res.Class = ClassifyStatus(resp.StatusCode)
+	switch res.Class {
+	case ClassThrottled:
+		res.RetryAfter, res.HasRetryAfter = ParseRetryAfter(resp.Header.Get("Retry-After"), a.now())
+		res.Error = "HTTP 429 Too Many Requests"
+	case ClassPermanent:
+		if resp.StatusCode == http.StatusGone {
+			res.Error = "HTTP 410 Gone; the endpoint was disabled"
+		} else if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+			res.Error = fmt.Sprintf("HTTP %d redirect not followed (Location: %s); check the endpoint's URL", resp.StatusCode, truncate(resp.Header.Get("Location"), 200))
+		} else {
+			res.Error = fmt.Sprintf("HTTP %d; check the endpoint's configuration", resp.StatusCode)
+		}
+	case ClassRetryable:
+		res.Error = fmt.Sprintf("HTTP %d", resp.StatusCode)
+	}
+}

@@ -119,7 +119,7 @@ func (s *Service) GetApp(ctx context.Context, p principal, appID string) (App, e
 
 // PatchApp changes the fields given: name, retention.
 func (s *Service) PatchApp(ctx context.Context, p principal, appID string, in AppInput) (App, error) {
-	if err := Authorize(p, appID); err != nil {
+	if err := keyCall(p, appID); err != nil {
 		return App{}, err
 	}
 	if in.Name != nil {

@@ -169,6 +169,20 @@ func AdminOnly(p access.Principal) error {
 	return &NotFoundError{Detail: MsgNoSuchRoute}
 }
 
+// keyCall reports whether p may make a call of app appID that only an
+// API key makes: minting a portal link, changing the app, reading its
+// audit log. A portal session, whatever its capabilities, would widen its
+// own reach with them; it is told the route does not exist.
+func keyCall(p access.Principal, appID string) error {
+	if err := Authorize(p, appID); err != nil {
+		return err
+	}
+	if p.Kind != access.KindKey {
+		return &NotFoundError{Detail: MsgNoSuchRoute}
+	}
+	return nil
+}
+
 // MsgNotAllowed is the detail of a call a portal session may not make.
 const MsgNotAllowed = "this portal link does not allow that"
 

@@ -31,8 +31,17 @@ type EventQuery struct {
 	Since, Until time.Time
 }
 
-// ListEvents lists a page of app appID's events matching q.
+// ListEvents lists a page of app appID's events matching q. A session
+// limited to some endpoints may not list them (the page would show the
+// payloads its endpoints never got); it reaches an event through its
+// deliveries (GetEvent).
 func (s *Service) ListEvents(ctx context.Context, p principal, appID string, q EventQuery, pg Page) (List[outbox.Published], error) {
+	if err := Authorize(p, appID); err != nil {
+		return List[outbox.Published]{}, err
+	}
+	if p.Limited() {
+		return List[outbox.Published]{}, &ForbiddenError{Detail: MsgNotAllowed}
+	}
 	sp, err := s.appPage(ctx, p, appID, pg)
 	if err != nil {
 		return List[outbox.Published]{}, err

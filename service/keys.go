@@ -117,7 +117,7 @@ func (s *Service) RevokeKey(ctx context.Context, p principal, id string) error {
 // portal, with the capabilities in gives, limited to its endpoints when
 // it names some.
 func (s *Service) CreatePortalLink(ctx context.Context, p principal, appID string, in PortalLinkInput) (PortalLink, error) {
-	if err := Authorize(p, appID); err != nil {
+	if err := keyCall(p, appID); err != nil {
 		return PortalLink{}, err
 	}
 	caps, err := access.ParseCapabilities(in.Capabilities)
@@ -159,6 +159,9 @@ func (s *Service) CreatePortalLink(ctx context.Context, p principal, appID strin
 // ListAudit lists a page of app appID's audit log: every state-changing
 // call on it and who made it.
 func (s *Service) ListAudit(ctx context.Context, p principal, appID string, pg Page) (List[store.AuditEntry], error) {
+	if err := keyCall(p, appID); err != nil {
+		return List[store.AuditEntry]{}, err
+	}
 	sp, err := s.appPage(ctx, p, appID, pg)
 	if err != nil {
 		return List[store.AuditEntry]{}, err

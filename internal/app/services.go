@@ -96,8 +96,14 @@ type httpService struct {
 
 func (h *httpService) Name() string { return h.name }
 
+// Run serves until ctx ends, then returns once Shutdown has: Serve
+// returns ErrServerClosed as soon as Shutdown begins, while open requests
+// still run, and the services stopped after this one (the worker) and the
+// pools closed after them must not go while a request still uses them.
 func (h *httpService) Run(ctx context.Context) error {
+	stopped := make(chan struct{})
 	go func() {
+		defer close(stopped)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), h.shutdown)
 		defer cancel()
@@ -106,6 +112,7 @@ func (h *httpService) Run(ctx context.Context) error {
 	if err := h.srv.Serve(h.listener); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	<-stopped
 	return nil
 }
 

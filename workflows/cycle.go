@@ -15,6 +15,7 @@ import (
 //
 //	scheduled ─▶ due ─▶ scheduled (the next attempt)
 //	              └───▶ held ─▶ due (the same attempt)
+//	resumed ─▶ due (a carrier's rate-limited attempt, at its slot)
 //	any phase ─▶ ended (succeeded, dead-lettered, canceled, gone, continued)
 type phase int
 
@@ -29,6 +30,11 @@ const (
 	// is made again after its recheck wait or at its rate-limit slot, as the
 	// same attempt.
 	phaseHeld
+	// phaseResumed: the attempt a carrier handed off rate-limited waits
+	// for the slot it reserved, then is made as attempt 1. Unlike
+	// phaseHeld it does not check HistoryBound: the run is new (and
+	// runCycle before its phases did not check it here either).
+	phaseResumed
 	// phaseEnded: the cycle ended with cycle.out.
 	phaseEnded
 )
@@ -62,6 +68,8 @@ func (r *run) runCycle(ctx workflow.Context) outcome {
 			r.sendDue(ctx, &c)
 		case phaseHeld:
 			r.waitHeld(ctx, &c)
+		case phaseResumed:
+			r.waitResumed(ctx, &c)
 		}
 	}
 	return c.out
@@ -89,7 +97,7 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 		case delivery.ClassEndpointPaused, delivery.ClassEndpointBusy:
 			// The carrier sent nothing: attempt 1 on its schedule.
 		case delivery.ClassRateLimited:
-			c.phase, c.held = phaseHeld, res.Result
+			c.phase, c.held = phaseResumed, res.Result
 		default:
 			r.judged(ctx, &c, res.Result, res.Err())
 		}
@@ -155,6 +163,28 @@ func (r *run) judged(ctx workflow.Context, c *cycle, res attempt.SendResult, err
 // recheck of the paused or busy endpoint. A run whose history passed
 // HistoryBound carries the cycle on in a new run instead.
 func (r *run) waitHeld(ctx workflow.Context, c *cycle) {
+	if r.waitHold(ctx, c) {
+		return
+	}
+	if r.pastBound(ctx) {
+		r.progress = &Progress{Attempt: c.number, Slot: c.slot, Attempts: r.state.Attempts, LastFailure: r.lastFailure}
+		c.end(outContinued)
+		return
+	}
+	c.phase = phaseDue
+}
+
+// waitResumed waits for the rate-limit slot of the attempt a carrier
+// handed off, then makes it.
+func (r *run) waitResumed(ctx workflow.Context, c *cycle) {
+	if !r.waitHold(ctx, c) {
+		c.phase = phaseDue
+	}
+}
+
+// waitHold waits out the held attempt's hold; it reports true when a
+// cancel ended the cycle.
+func (r *run) waitHold(ctx workflow.Context, c *cycle) bool {
 	now := workflow.Now(ctx)
 	at, wake := now.Add(delivery.PausedRecheck), delivery.PausedRecheck
 	switch c.held.Class {
@@ -169,13 +199,8 @@ func (r *run) waitHeld(ctx workflow.Context, c *cycle) {
 		r.state.NextAttemptAt = &at
 		if r.sleep(ctx, wake) {
 			c.end(outCanceled)
-			return
+			return true
 		}
 	}
-	if r.pastBound(ctx) {
-		r.progress = &Progress{Attempt: c.number, Slot: c.slot, Attempts: r.state.Attempts, LastFailure: r.lastFailure}
-		c.end(outContinued)
-		return
-	}
-	c.phase = phaseDue
+	return false
 }

@@ -409,7 +409,7 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	require.Eventually(t, func() bool {
 		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = 'dead_lettered'`).Scan(&dead))
 		return dead == n
-	}, 3*time.Minute, 100*time.Millisecond)
+	}, 6*time.Minute, 100*time.Millisecond) // 2,000 workflows: a loaded 2-core machine needs minutes
 
 	h.patchEndpoint(appID, ep.ID, map[string]any{"rate_limit": rate})
 	healthy.Store(true)
@@ -420,7 +420,7 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(arrivals) >= n
-	}, 3*time.Minute, 200*time.Millisecond)
+	}, 6*time.Minute, 200*time.Millisecond)
 	var succeeded int
 	require.Eventually(t, func() bool {
 		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = 'succeeded'`).Scan(&succeeded))

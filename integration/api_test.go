@@ -20,6 +20,7 @@ import (
 )
 
 func TestAPIEndToEnd(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, nil)
@@ -120,6 +121,7 @@ func TestAPIEndToEnd(t *testing.T) {
 }
 
 func TestAuth(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	for _, hdr := range []string{"", "Bearer ", "Bearer wrong", "Basic " + base64.StdEncoding.EncodeToString([]byte(h.adminKey))} {
 		req, _ := http.NewRequest("GET", h.url+"/v1/apps", nil)
@@ -198,6 +200,7 @@ func TestTemporalOutage(t *testing.T) {
 }
 
 func TestRotation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, nil)
@@ -237,6 +240,7 @@ func TestRotation(t *testing.T) {
 }
 
 func TestReplay(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	healthy := false
@@ -300,6 +304,7 @@ func TestReplay(t *testing.T) {
 // holding only the public key verifies; rotation signs with both keys
 // during the grace period.
 func TestEd25519Endpoint(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	var mu sync.Mutex
@@ -365,6 +370,7 @@ func TestEd25519Endpoint(t *testing.T) {
 // TestAppRetention: an app's retention override is shown, changed alone by
 // PATCH, and cleared with "" back to the server's.
 func TestAppRetention(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	var a map[string]any
 	require.Equal(t, http.StatusCreated, h.do("POST", "/v1/apps", map[string]any{"name": "short", "retention": "168h"}, &a))

@@ -35,6 +35,7 @@ func (h *harness) snapshot() map[string]int {
 }
 
 func TestBadInputs(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	other := h.createApp()
@@ -125,6 +126,7 @@ func TestBadInputs(t *testing.T) {
 
 // TestProblemContentType: errors are application/problem+json.
 func TestProblemContentType(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	req, _ := http.NewRequest("POST", h.url+"/v1/apps", strings.NewReader(`{}`))
 	req.Header.Set("Authorization", "Bearer "+h.adminKey)

@@ -192,6 +192,7 @@ func TestEngineScenarios(t *testing.T) {
 // TestCancelOnEndpointDeleteAndDisable: deleting or disabling an endpoint
 // ends its waiting deliveries as canceled, and nothing more is sent.
 func TestCancelOnEndpointDeleteAndDisable(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })

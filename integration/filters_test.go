@@ -19,6 +19,7 @@ import (
 // outbox.Publish in a producer's own transaction; an endpoint without one
 // receives them all; the filter test names the same events fan-out sent.
 func TestFilteredEndpointReceivesOnlyMatchingEvents(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ok := func(int, http.ResponseWriter, *http.Request) {}
 	big, all := newReceiver(t, ok), newReceiver(t, ok)

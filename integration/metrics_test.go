@@ -60,6 +60,7 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 // TestMetricsMatchTheDatabase: after a mixed run (successes, a retry, a
 // dead letter, a 429, shed ingests) every series agrees with Postgres.
 func TestMetricsMatchTheDatabase(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *harnessConfig) { c.maxBacklog = 5 })
 	appID := h.createApp()
 	var mu sync.Mutex

@@ -33,6 +33,7 @@ func opsEvents(t *testing.T, rc *probe) map[string][]map[string]any {
 // of a 410 disable, of dead letters, of an endpoint that keeps failing and
 // of its recovery, delivered by hookrelay's own outbox and workflows.
 func TestOperationalWebhooks(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	ops := newReceiver(t, nil)
 	opsEp := h.createEndpoint(store.OperationsApp, map[string]any{"url": ops.URL()})

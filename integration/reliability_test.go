@@ -126,8 +126,10 @@ func TestTemporalOutageMidRun(t *testing.T) {
 	h := newHarness(t)
 	const n = 300
 	appID, rc, dlvs := h.inFlight(n)
-	h.proxy.Close() // Temporal unreachable: workers, dispatcher and API all lose it
-	time.Sleep(3 * time.Second) // the outage's length
+	// Temporal unreachable for the outage's length: workers, dispatcher and
+	// API all lose it.
+	h.proxy.Close()
+	time.Sleep(3 * time.Second)
 	require.NoError(t, h.proxy.Open())
 	delivered := h.settle(appID, dlvs, 3*time.Minute)
 	byID := rc.byID()
@@ -176,6 +178,7 @@ func TestHostileReceiverFlaky(t *testing.T) {
 }
 
 func TestHostileReceiverBodies(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	var written atomic.Int64
@@ -230,6 +233,7 @@ func TestHostileReceiverBodies(t *testing.T) {
 }
 
 func TestProductionTargets(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(c *harnessConfig) { c.production = true })
 	appID := h.createApp()
 	for _, u := range []string{"http://example.com/hook", "https://127.0.0.1/hook", "https://[::1]/hook", "https://10.0.0.1/hook",

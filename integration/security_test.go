@@ -25,6 +25,7 @@ import (
 // TestEveryRouteNeedsAKey walks the OpenAPI document: no key and a wrong
 // key both get a bare 401 on every route.
 func TestEveryRouteNeedsAKey(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	raw, err := json.Marshal(api.OpenAPI())
 	require.NoError(t, err)
@@ -61,6 +62,7 @@ func TestEveryRouteNeedsAKey(t *testing.T) {
 // TestIngestProperty: any ingest request either gets 2xx and is delivered,
 // or gets a 4xx and leaves no row.
 func TestIngestProperty(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, nil)
@@ -114,6 +116,7 @@ func TestIngestProperty(t *testing.T) {
 // line and no database column holds a secret, a custom header's value, a
 // full signature or an API key in plaintext.
 func TestNoSecretsAtRest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, nil)

@@ -77,6 +77,7 @@ func (h *harness) workflowOpen(id string) bool {
 // TestDisableKeepsDeadLetters: disabling an endpoint leaves its dead letters
 // dead-lettered with their reason; they replay once it is enabled again.
 func TestDisableKeepsDeadLetters(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	var healthy atomic.Bool
@@ -119,6 +120,7 @@ func TestDisableKeepsDeadLetters(t *testing.T) {
 // down is kept in the outbox and ends the delivery canceled once it is back;
 // the API process sends no signal.
 func TestCancelGoesThroughTheOutbox(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusServiceUnavailable) })
@@ -152,6 +154,7 @@ func TestCancelGoesThroughTheOutbox(t *testing.T) {
 // once the endpoint's disable reached the workflow mid-request delivered
 // the event.
 func TestSuccessDuringCancelStaysSucceeded(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	inRequest, release := make(chan struct{}, 1), make(chan struct{})
@@ -181,6 +184,7 @@ func TestSuccessDuringCancelStaysSucceeded(t *testing.T) {
 // parked dead letter both close within seconds of the app's delete, and
 // nothing is sent after the delete returned.
 func TestDeleteAppEndsItsWorkflows(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
@@ -213,6 +217,7 @@ func TestDeleteAppEndsItsWorkflows(t *testing.T) {
 // TestStatsAreHonest: an unsubscribed event is not in the denominator, and
 // a replay is counted apart without moving the first-cycle figures.
 func TestStatsAreHonest(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, nil)
@@ -246,6 +251,7 @@ func TestStatsAreHonest(t *testing.T) {
 // TestNextAttemptFromPostgres: with no worker running, the single view and
 // the list still answer when the next attempt is due.
 func TestNextAttemptFromPostgres(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusBadGateway) })
@@ -301,6 +307,7 @@ func TestReplayedManyTimesStaysBounded(t *testing.T) {
 // TestEnvironmentChangeReplacesTheSecret: test and live never share a
 // secret; the new one is shown once and is the only one that signs.
 func TestEnvironmentChangeReplacesTheSecret(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t)
 	appID := h.createApp()
 	rc := newReceiver(t, nil)

@@ -251,6 +251,7 @@ func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
 // TestBacklogBoundIsPerApp: with no worker, an app past its outbox bound is
 // answered 429 with Retry-After; another app's ingest is still 202.
 func TestBacklogBoundIsPerApp(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(hc *harnessConfig) { hc.maxBacklog = 10 })
 	appA, appB := h.createApp(), h.createApp()
 	rc := newReceiver(t, nil)
@@ -282,6 +283,7 @@ func TestBacklogBoundIsPerApp(t *testing.T) {
 // another producer's valid requests, and even the first producer's valid
 // ones, are still accepted.
 func TestBadKeysBehindAProxyDoNotStopOthers(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(hc *harnessConfig) { hc.trustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })
 	appID := h.createApp()
 	rc := newReceiver(t, nil)

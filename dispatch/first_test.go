@@ -20,23 +20,32 @@ import (
 	"hookrelay/internal/testenv"
 	"hookrelay/outbox"
 	"hookrelay/store"
+	"hookrelay/workflows"
 )
 
 var pg *testenv.Postgres
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
 
-// fakeClient records workflow starts and signals; every other call panics.
+// fakeClient stands in for Temporal (the database is real): it records
+// workflow starts and signals, failing them with err when set; every other
+// call panics.
 type fakeClient struct {
 	client.Client
 	mu      sync.Mutex
+	err     error
 	starts  []string
 	signals []string
+	// replays holds each replay signal sent with a start.
+	replays []workflows.ReplaySignal
 }
 
 func (c *fakeClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, c.err
+	}
 	c.starts = append(c.starts, o.ID)
 	return nil, nil
 }
@@ -44,8 +53,24 @@ func (c *fakeClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOp
 func (c *fakeClient) SignalWorkflow(_ context.Context, id, _ string, name string, _ any) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
 	c.signals = append(c.signals, id+":"+name)
 	return nil
+}
+
+func (c *fakeClient) SignalWithStartWorkflow(_ context.Context, id, name string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, c.err
+	}
+	c.signals = append(c.signals, id+":"+name)
+	if sig, ok := arg.(workflows.ReplaySignal); ok {
+		c.replays = append(c.replays, sig)
+	}
+	return nil, nil
 }
 
 type senderFixture struct {

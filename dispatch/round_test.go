@@ -1,0 +1,138 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+// roundFixture is a database with apps and endpoints whose rows a
+// dispatcher without a sender (one DeliveryWorkflow per delivery) claims
+// round by round, against a fake Temporal.
+type roundFixture struct {
+	st *store.Store
+	fc *fakeClient
+	d  *Dispatcher
+}
+
+func newRound(t *testing.T) roundFixture {
+	t.Helper()
+	st := pg.Store(t, "round")
+	fc := &fakeClient{}
+	d := &Dispatcher{Pool: st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler)}
+	d.SetCarrierSize(1) // as Run does: one DeliveryWorkflow per delivery
+	return roundFixture{st: st, fc: fc, d: d}
+}
+
+// app creates an app with one endpoint and publishes n events to it,
+// returning their delivery IDs in acceptance order.
+func (f roundFixture) app(t *testing.T, name string, n int) (string, []string) {
+	t.Helper()
+	ctx := context.Background()
+	app, err := f.st.CreateApp(ctx, store.App{Name: name})
+	require.NoError(t, err)
+	_, _, err = f.st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/hook", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	var ids []string
+	for range n {
+		p, err := outbox.PublishNow(ctx, f.st.Pool(), app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+		require.NoError(t, err)
+		ids = append(ids, p.Deliveries[0].ID)
+	}
+	return app.ID, ids
+}
+
+func (f roundFixture) outboxRows(t *testing.T) int {
+	t.Helper()
+	var n int
+	require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n))
+	return n
+}
+
+// TestRoundIsFairAcrossApps: a flood of one app's rows does not keep
+// another app's row out of the next round: rounds take each app's oldest
+// rows in turn.
+func TestRoundIsFairAcrossApps(t *testing.T) {
+	t.Parallel()
+	f := newRound(t)
+	_, flood := f.app(t, "flood", 120)
+	_, quiet := f.app(t, "quiet", 1)
+	n, err := f.d.dispatch(context.Background(), 20)
+	require.NoError(t, err)
+	require.Equal(t, 20, n)
+	require.Contains(t, f.fc.starts, quiet[0], "the quiet app's row was in the first round")
+	require.ElementsMatch(t, flood[:19], slices.DeleteFunc(slices.Clone(f.fc.starts), func(id string) bool { return id == quiet[0] }),
+		"the flood's oldest rows (starts run concurrently, so in any order)")
+	require.Equal(t, 101, f.outboxRows(t), "started rows left the outbox, the rest wait")
+}
+
+// TestRoundSignalsReplaysAndCancels: a replay row is a signal-with-start
+// carrying the replay's ID (its outbox row's), so a row dispatched twice
+// runs one cycle; a cancel row is a cancel signal, and a cancel of a
+// workflow that no longer exists is done, not retried.
+func TestRoundSignalsReplaysAndCancels(t *testing.T) {
+	t.Parallel()
+	f := newRound(t)
+	ctx := context.Background()
+	appID, ids := f.app(t, "acme", 1)
+	id := ids[0]
+	_, err := f.d.dispatch(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, f.fc.starts)
+
+	_, err = f.st.MarkDelivery(ctx, store.Mark{DeliveryID: id, Status: delivery.StatusDeadLettered, Reason: "test", Cycle: 1})
+	require.NoError(t, err)
+	queued, err := store.ReplayDeliveries(ctx, f.st.Pool(), appID, []string{id}, "key_1", "operator")
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, queued)
+	var replayRow int64
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT id FROM outbox WHERE delivery_id = $1`, id).Scan(&replayRow))
+	_, err = f.d.dispatch(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{id + ":replay"}, f.fc.signals)
+	require.Len(t, f.fc.replays, 1)
+	require.Equal(t, replayRow, f.fc.replays[0].ReplayID)
+	require.Equal(t, "key_1", f.fc.replays[0].By)
+	require.Zero(t, f.outboxRows(t))
+
+	require.NoError(t, store.CancelWorkflows(ctx, f.st.Pool(), []string{id}, "endpoint disabled"))
+	f.fc.err = serviceerror.NewNotFound("workflow not found")
+	_, err = f.d.dispatch(ctx, 10)
+	require.NoError(t, err, "a cancel that finds no workflow is done")
+	require.Zero(t, f.outboxRows(t))
+}
+
+// TestFailedStartKeepsItsRow: a start Temporal refused stays in the outbox
+// and is started by a later round; nothing is lost and nothing is started
+// twice.
+func TestFailedStartKeepsItsRow(t *testing.T) {
+	t.Parallel()
+	f := newRound(t)
+	ctx := context.Background()
+	_, ids := f.app(t, "acme", 3)
+	f.fc.err = errors.New("temporal unavailable")
+	_, err := f.d.dispatch(ctx, 10)
+	require.Error(t, err)
+	require.Equal(t, 3, f.outboxRows(t), "refused starts keep their rows")
+	f.fc.err = nil
+	_, err = f.d.dispatch(ctx, 10)
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids, f.fc.starts)
+	require.Zero(t, f.outboxRows(t))
+	n, err := f.d.dispatch(ctx, 10)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Len(t, f.fc.starts, 3, "no start twice")
+}

@@ -8,12 +8,14 @@ import (
 	"sync"
 
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/activities"
 	"hookrelay/delivery"
+	"hookrelay/internal/tracing"
 	"hookrelay/outbox"
 	"hookrelay/workflows"
 )
@@ -133,7 +135,19 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		}
 		return nil
 	}
+	ctx, span := d.traced(ctx, it)
+	defer span.End()
 	return d.start(ctx, it, nil)
+}
+
+// traced continues the trace row's event was published in (see
+// outbox.TraceContext) with a dispatch span: the sender's first attempt
+// and the workflow start (whose span Temporal's interceptor carries into
+// the workflow) are its children. Off, it returns ctx and a no-op span.
+func (d *Dispatcher) traced(ctx context.Context, row outbox.Row) (context.Context, trace.Span) {
+	return d.Tracing.Start(d.Tracing.Restore(ctx, row.Traceparent, row.Tracestate), tracing.SpanDispatch, trace.SpanKindInternal,
+		tracing.App(row.AppID), tracing.Endpoint(row.EndpointID), tracing.EventType(row.EventType), tracing.Event(row.EventID),
+		tracing.Delivery(row.DeliveryID), tracing.Cycle(max(row.Cycle, 1)))
 }
 
 // start starts a new delivery's DeliveryWorkflow; resume is its first

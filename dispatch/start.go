@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"sync"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.opentelemetry.io/otel/trace"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"

@@ -78,13 +78,15 @@ func (d *Dispatcher) carry(ctx context.Context, rows []outbox.Row) ([]string, er
 		for i, x := range in {
 			deliveryIDs[i] = x.DeliveryID
 		}
-		_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		sctx, span := d.tracedCarrier(ctx, rows, id, len(in))
+		_, err := d.Client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
 			ID:                    id,
 			TaskQueue:             cmp.Or(d.TaskQueue, workflows.TaskQueue),
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			EnableEagerStart:      !d.NoEagerStart,
 			TypedSearchAttributes: temporal.NewSearchAttributes(workflows.SADeliveries.ValueSet(deliveryIDs)),
 		}, workflows.CarrierWorkflowName, workflows.CarrierInput{Deliveries: in})
+		span.End()
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
 		if err != nil && !errors.As(err, &already) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 			errs = append(errs, fmt.Errorf("start carrier %s: %w", id, err))
@@ -94,6 +96,32 @@ func (d *Dispatcher) carry(ctx context.Context, rows []outbox.Row) ([]string, er
 		started = append(started, id)
 	}
 	return started, errors.Join(errs...)
+}
+
+// tracedCarrier is the dispatch span of carrier id's start: under the
+// trace of its first traced row, linking the other rows' traces. Off, it
+// returns ctx and a no-op span.
+func (d *Dispatcher) tracedCarrier(ctx context.Context, rows []outbox.Row, id string, n int) (context.Context, trace.Span) {
+	if d.Tracing == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	var parent context.Context
+	var links []trace.SpanContext
+	for _, it := range rows {
+		if it.CarrierID != id || it.Traceparent == "" {
+			continue
+		}
+		rctx := d.Tracing.Restore(ctx, it.Traceparent, it.Tracestate)
+		if parent == nil {
+			parent = rctx
+			continue
+		}
+		links = append(links, trace.SpanContextFromContext(rctx))
+	}
+	if parent == nil {
+		parent = ctx
+	}
+	return d.Tracing.StartLinked(parent, tracing.SpanDispatch, links, tracing.Deliveries(n))
 }
 
 // input is the workflow input of a row's delivery.

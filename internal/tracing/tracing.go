@@ -187,6 +187,22 @@ func (t *Tracing) Start(ctx context.Context, name string, kind trace.SpanKind, a
 	return t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
 }
 
+// StartLinked is Start for a span that serves several traces: it is a
+// child of ctx's span and links each of links' (a carrier workflow's
+// start, under its first delivery's trace, linking the others').
+func (t *Tracing) StartLinked(ctx context.Context, name string, links []trace.SpanContext, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
+	if t == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	ls := make([]trace.Link, 0, len(links))
+	for _, sc := range links {
+		if sc.IsValid() {
+			ls = append(ls, trace.Link{SpanContext: sc})
+		}
+	}
+	return t.tracer.Start(ctx, name, trace.WithAttributes(attrs...), trace.WithLinks(ls...))
+}
+
 // Extract returns ctx with the remote parent a request's W3C
 // traceparent and tracestate name (ctx unchanged when off or when there
 // is none).

@@ -85,12 +85,17 @@ type Stack struct {
 // (unless cfg.DatabaseURL is set), the embedded Temporal server and UI, the
 // API, the worker and the dispatcher.
 func StartDev(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Stack, error) {
+	return StartDevWith(ctx, cfg, logger, Options{})
+}
+
+// StartDevWith is StartDev with opts (the bench's tracing).
+func StartDevWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Options) (*Stack, error) {
 	st := &Stack{Config: cfg, Logger: logger, errc: make(chan error, 4)}
 	if err := st.startInfra(ctx); err != nil {
 		st.Close()
 		return nil, err
 	}
-	if err := st.start(ctx, RoleAPI|RoleWorker, Options{}); err != nil {
+	if err := st.start(ctx, RoleAPI|RoleWorker, opts); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -173,6 +173,10 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 // and the workflow start (whose span Temporal's interceptor carries into
 // the workflow) are its children. Off, it returns ctx and a no-op span.
 func (d *Dispatcher) traced(ctx context.Context, row outbox.Row) (context.Context, trace.Span) {
+	if d.Tracing == nil {
+		// Not even the attributes are built.
+		return ctx, trace.SpanFromContext(context.Background())
+	}
 	return d.Tracing.Start(d.Tracing.Restore(ctx, row.Traceparent, row.Tracestate), tracing.SpanDispatch, trace.SpanKindInternal,
 		tracing.App(row.AppID), tracing.Endpoint(row.EndpointID), tracing.EventType(row.EventType), tracing.Event(row.EventID),
 		tracing.Delivery(row.DeliveryID), tracing.Cycle(max(row.Cycle, 1)))

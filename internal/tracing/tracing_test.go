@@ -110,3 +110,9 @@ func TestAllowedCoversHelpers(t *testing.T) {
 		require.True(t, tracing.Allowed[kv.Key], kv.Key)
 	}
 }
+
+func newBenchTracing(b *testing.B) *tracing.Tracing {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tracing.New(tp)
+}

@@ -92,10 +92,12 @@ func Enabled(getenv func(string) string) bool {
 // FromEnv builds tracing as the OTEL_* environment read by getenv says:
 // nil (off) unless Enabled; otherwise an OTLP exporter over gRPC or
 // HTTP (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, OTEL_EXPORTER_OTLP_PROTOCOL;
-// default http/protobuf) batched into a tracer provider. The exporter
-// reads its other settings (headers, TLS, compression, timeout) and the
-// provider its sampler (OTEL_TRACES_SAMPLER) and batching (OTEL_BSP_*)
-// from the process environment themselves. Shutdown flushes it.
+// default http/protobuf) batched into a tracer provider. getenv decides
+// those; the exporter reads its own settings (endpoint, headers, TLS,
+// compression, timeout), the provider its sampler (OTEL_TRACES_SAMPLER)
+// and batching (OTEL_BSP_*), and the resource OTEL_SERVICE_NAME and
+// OTEL_RESOURCE_ATTRIBUTES from the process environment, as the
+// specification has them. Shutdown flushes it.
 func FromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) {
 	if !Enabled(getenv) {
 		return nil, nil
@@ -110,30 +112,15 @@ func FromEnv(ctx context.Context, getenv func(string) string) (*Tracing, error) 
 	if protocol == "" {
 		protocol = ProtocolDefault
 	}
-	// The signal's own endpoint is used as is; the generic one is a base
-	// the HTTP exporter appends /v1/traces to.
-	endpoint, signal := getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), true
-	if endpoint == "" {
-		endpoint, signal = getenv("OTEL_EXPORTER_OTLP_ENDPOINT"), false
-	}
+	// The exporters read the endpoint (the signal's own as is, the generic
+	// one as a base for /v1/traces over HTTP) and the rest themselves.
 	var exp sdktrace.SpanExporter
 	var err error
 	switch protocol {
 	case ProtocolGRPC:
-		var opts []otlptracegrpc.Option
-		if endpoint != "" {
-			opts = append(opts, otlptracegrpc.WithEndpointURL(endpoint))
-		}
-		exp, err = otlptracegrpc.New(ctx, opts...)
+		exp, err = otlptracegrpc.New(ctx)
 	case ProtocolHTTP:
-		var opts []otlptracehttp.Option
-		if endpoint != "" {
-			if !signal {
-				endpoint = strings.TrimSuffix(endpoint, "/") + "/v1/traces"
-			}
-			opts = append(opts, otlptracehttp.WithEndpointURL(endpoint))
-		}
-		exp, err = otlptracehttp.New(ctx, opts...)
+		exp, err = otlptracehttp.New(ctx)
 	default:
 		return nil, &ConfigError{Name: protocolVar, Value: protocol, Reason: "must be grpc or http/protobuf"}
 	}

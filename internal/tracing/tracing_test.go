@@ -3,6 +3,8 @@ package tracing_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -115,4 +117,24 @@ func newBenchTracing(b *testing.B) *tracing.Tracing {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	return tracing.New(tp)
+}
+
+// Over HTTP the generic endpoint is a base: spans go to its /v1/traces,
+// and Shutdown flushes them.
+func TestFromEnvExportsOverHTTP(t *testing.T) {
+	paths := make(chan string, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths <- r.URL.Path
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer srv.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tracing.ProtocolHTTP)
+	tr, err := tracing.FromEnv(context.Background(), os.Getenv)
+	require.NoError(t, err)
+	require.NotNil(t, tr)
+	_, span := tr.Start(context.Background(), tracing.SpanIngest, trace.SpanKindServer)
+	span.End()
+	require.NoError(t, tr.Shutdown(context.Background()))
+	require.Equal(t, "/v1/traces", <-paths)
 }

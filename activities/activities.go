@@ -14,6 +14,7 @@ import (
 
 	"hookrelay/attempt"
 	"hookrelay/delivery"
+	"hookrelay/internal/tracing"
 	"hookrelay/metrics"
 	"hookrelay/store"
 )
@@ -111,6 +112,10 @@ type Activities struct {
 	// goroutine and a socket, never a slot another endpoint needs. Nil
 	// makes every attempt inside its activity.
 	Completer Completer
+
+	// Tracing makes each attempt a span and sends it as W3C traceparent;
+	// nil is tracing off (no span, no traceparent).
+	Tracing *tracing.Tracing
 
 	// Open tracks asynchronous attempts not yet completed.
 	Open Open

@@ -15,11 +15,14 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/delivery"
 	"hookrelay/internal/egress"
+	"hookrelay/internal/tracing"
 	"hookrelay/signing"
 	"hookrelay/store"
 )
@@ -78,8 +81,36 @@ func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int
 
 // attempt makes one attempt of req to t, started at started, and returns
 // its result and the record to store; a nil record means nothing was sent
-// (endpoint disabled, paused, busy or rate-limited: res says which).
+// (endpoint disabled, paused, busy or rate-limited: res says which). With
+// tracing on, the attempt is a span (its request carries it as W3C
+// traceparent); its attributes name the attempt and its outcome, never a
+// header, a secret, a signature or the payload.
 func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started time.Time) (SendResult, *store.Attempt, error) {
+	if a.Tracing == nil {
+		return a.try(ctx, req, t, started)
+	}
+	ctx, span := a.Tracing.Start(ctx, tracing.SpanAttempt, trace.SpanKindClient,
+		tracing.App(t.AppID), tracing.Endpoint(t.EndpointID), tracing.Event(t.EventID), tracing.Delivery(req.DeliveryID),
+		tracing.Cycle(req.Cycle), tracing.Attempt(req.Number))
+	defer span.End()
+	res, rec, err := a.try(ctx, req, t, started)
+	switch {
+	case err != nil:
+		span.SetStatus(codes.Error, "attempt not made")
+	default:
+		span.SetAttributes(tracing.Class(string(res.Class)))
+		if res.StatusCode != 0 {
+			span.SetAttributes(tracing.StatusCode(res.StatusCode))
+		}
+		if res.Class != ClassSuccess && rec != nil {
+			span.SetStatus(codes.Error, string(res.Class))
+		}
+	}
+	return res, rec, err
+}
+
+// try is attempt without its span.
+func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, started time.Time) (SendResult, *store.Attempt, error) {
 	res := SendResult{Number: req.Number, StartedAt: started}
 	if t.Inactive {
 		res.Class = ClassEndpointDisabled
@@ -279,6 +310,9 @@ func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Heade
 			httpReq.Header[k] = []string{v}
 		}
 	}
+	// The attempt's span, when tracing is on (the signature covers only
+	// id, timestamp and body).
+	a.Tracing.Inject(ctx, httpReq.Header)
 	client, err := a.client(t)
 	if err != nil {
 		res.Class, res.Error = ClassifyError(err)

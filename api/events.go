@@ -54,6 +54,9 @@ func decodeEvent(body []byte, idempotencyKey string) (outbox.Event, *Problem) {
 // (the key's ingest rate, then its app's backlog), then validated, its type
 // admitted to the app's catalog, and published.
 func (s *Server) createEvent(c *gin.Context) {
+	var pub outbox.Published
+	end := s.traceIngest(c)
+	defer func() { end(&pub) }()
 	if s.limited(c) || s.shed(c) {
 		s.metrics.Ingested(metrics.IngestShed)
 		return
@@ -70,6 +73,7 @@ func (s *Server) createEvent(c *gin.Context) {
 		return
 	}
 	ctx, app := c.Request.Context(), c.Param("app")
+	var err error
 	if err := s.types.admit(ctx, app, ev.Type); err != nil {
 		if invalid(err) != nil {
 			s.metrics.Ingested(metrics.IngestInvalid)
@@ -77,7 +81,7 @@ func (s *Server) createEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	pub, err := s.publisher.PublishNow(ctx, s.store.HotPool(), app, ev)
+	pub, err = s.publisher.PublishNow(ctx, s.store.HotPool(), app, ev)
 	if err != nil {
 		if errors.Is(err, delivery.ErrConflict) {
 			s.metrics.Ingested(metrics.IngestConflict)

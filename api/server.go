@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"hookrelay/access"
+	"hookrelay/internal/tracing"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
 	"hookrelay/service"
@@ -49,6 +50,8 @@ type Server struct {
 	publisher *outbox.Publisher
 	// svc serves every operation but ingest.
 	svc *service.Service
+	// tracing traces ingest requests; nil is off.
+	tracing *tracing.Tracing
 }
 
 // Options configures the API.
@@ -102,6 +105,9 @@ type Options struct {
 	// PublicURL is the base URL users reach the API at, for portal links.
 	// Defaults to the scheme and host of the request that made the link.
 	PublicURL string
+	// Tracing makes each ingest request a span, continuing a traceparent
+	// the producer sent, and stores it with the event; nil is off.
+	Tracing *tracing.Tracing
 	// Service serves the operations; nil builds one of Store, Engine,
 	// Logger, AllowPrivateTargets, Retention and LinkSigner (give the
 	// portal the same one).
@@ -123,7 +129,7 @@ func New(opts Options) *Server {
 		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
 		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
 		metrics:      opts.Metrics, gatherer: opts.Gatherer, publicBase: opts.PublicURL,
-		publisher: svc.Publisher(), svc: svc}
+		publisher: svc.Publisher(), svc: svc, tracing: opts.Tracing}
 }
 
 // Handler returns the HTTP handler with every route.

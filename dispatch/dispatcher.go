@@ -21,6 +21,7 @@ import (
 	"hookrelay/activities"
 	"hookrelay/ids"
 	"hookrelay/internal/coalesce"
+	"hookrelay/internal/tracing"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
 	"hookrelay/store"
@@ -117,6 +118,9 @@ type Dispatcher struct {
 	Logger *slog.Logger
 	// Metrics receives the dispatcher's series; nil records nothing.
 	Metrics *metrics.Sender
+	// Tracing continues each new delivery's trace from its outbox row;
+	// nil is tracing off.
+	Tracing *tracing.Tracing
 }
 
 // SetCarrierSize changes CarrierSize while the dispatcher runs (the bench

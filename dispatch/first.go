@@ -151,6 +151,8 @@ func (d *Dispatcher) sendFirsts(ctx context.Context, fs []first) {
 // and either ends the row (success, or the delivery is gone) or hands the
 // delivery to its own DeliveryWorkflow with the attempt's outcome.
 func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
+	ctx, span := d.traced(ctx, f.row)
+	defer span.End()
 	if wait := time.Until(f.due); wait > 0 {
 		t := time.NewTimer(wait)
 		select {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/client"
@@ -14,6 +15,7 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/delivery"
+	"hookrelay/internal/tracing"
 	"hookrelay/outbox"
 	"hookrelay/workflows"
 )
@@ -76,13 +78,15 @@ func (d *Dispatcher) carry(ctx context.Context, rows []outbox.Row) ([]string, er
 		for i, x := range in {
 			deliveryIDs[i] = x.DeliveryID
 		}
-		_, err := d.Client.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		sctx, span := d.tracedCarrier(ctx, rows, id, len(in))
+		_, err := d.Client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
 			ID:                    id,
 			TaskQueue:             cmp.Or(d.TaskQueue, workflows.TaskQueue),
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			EnableEagerStart:      !d.NoEagerStart,
 			TypedSearchAttributes: temporal.NewSearchAttributes(workflows.SADeliveries.ValueSet(deliveryIDs)),
 		}, workflows.CarrierWorkflowName, workflows.CarrierInput{Deliveries: in})
+		span.End()
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
 		if err != nil && !errors.As(err, &already) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 			errs = append(errs, fmt.Errorf("start carrier %s: %w", id, err))
@@ -92,6 +96,32 @@ func (d *Dispatcher) carry(ctx context.Context, rows []outbox.Row) ([]string, er
 		started = append(started, id)
 	}
 	return started, errors.Join(errs...)
+}
+
+// tracedCarrier is the dispatch span of carrier id's start: under the
+// trace of its first traced row, linking the other rows' traces. Off, it
+// returns ctx and a no-op span.
+func (d *Dispatcher) tracedCarrier(ctx context.Context, rows []outbox.Row, id string, n int) (context.Context, trace.Span) {
+	if d.Tracing == nil {
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	var parent context.Context
+	var links []trace.SpanContext
+	for _, it := range rows {
+		if it.CarrierID != id || it.Traceparent == "" {
+			continue
+		}
+		rctx := d.Tracing.Restore(ctx, it.Traceparent, it.Tracestate)
+		if parent == nil {
+			parent = rctx
+			continue
+		}
+		links = append(links, trace.SpanContextFromContext(rctx))
+	}
+	if parent == nil {
+		parent = ctx
+	}
+	return d.Tracing.StartLinked(parent, tracing.SpanDispatch, links, tracing.Deliveries(n))
 }
 
 // input is the workflow input of a row's delivery.
@@ -133,7 +163,23 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		}
 		return nil
 	}
+	ctx, span := d.traced(ctx, it)
+	defer span.End()
 	return d.start(ctx, it, nil)
+}
+
+// traced continues the trace row's event was published in (see
+// outbox.TraceContext) with a dispatch span: the sender's first attempt
+// and the workflow start (whose span Temporal's interceptor carries into
+// the workflow) are its children. Off, it returns ctx and a no-op span.
+func (d *Dispatcher) traced(ctx context.Context, row outbox.Row) (context.Context, trace.Span) {
+	if d.Tracing == nil {
+		// Not even the attributes are built.
+		return ctx, trace.SpanFromContext(context.Background())
+	}
+	return d.Tracing.Start(d.Tracing.Restore(ctx, row.Traceparent, row.Tracestate), tracing.SpanDispatch, trace.SpanKindInternal,
+		tracing.App(row.AppID), tracing.Endpoint(row.EndpointID), tracing.EventType(row.EventType), tracing.Event(row.EventID),
+		tracing.Delivery(row.DeliveryID), tracing.Cycle(max(row.Cycle, 1)))
 }
 
 // start starts a new delivery's DeliveryWorkflow; resume is its first

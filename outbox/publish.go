@@ -247,6 +247,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 		return Published{}, &delivery.TooLargeError{Field: "data", Limit: MaxPayloadBytes}
 	}
 	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, Deliveries: []DeliveryRef{}}
+	traceparent, tracestate := TraceContext(ctx)
 	fs := p.known(appID)
 	for round := 0; ; round++ {
 		v, err := p.verdicts(fs, ev, created)
@@ -259,7 +260,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 		err = q.QueryRow(ctx, publishSQL,
 			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
-			v.ids, v.exprs, v.matched, v.errs).Scan(&inserted, &stale, new(int), &dlvIDs, &endpoints, &skipped)
+			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate).Scan(&inserted, &stale, new(int), &dlvIDs, &endpoints, &skipped)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "23503" {
@@ -290,7 +291,8 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 // publishSQL is one publish in one statement: the event, its catalog
 // entry, a delivery per subscribed endpoint whose filter accepts it (the
 // verdicts $15–$18 were evaluated on the filters as the Publisher last
-// read them), their outbox rows and the dispatcher's wake-up. When an
+// read them, with the trace context $19–$20, see TraceContext), their
+// outbox rows and the dispatcher's wake-up. When an
 // enabled endpoint's filter is not among the verdicts (added or changed
 // since), it writes nothing and says so (the second column).
 const publishSQL = `
@@ -306,9 +308,10 @@ const publishSQL = `
 	  WHERE e.app_id = $1 AND $10 = '' AND NOT fl.matched AND NOT e.disabled AND e.deleted_at IS NULL
 	    AND (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
 	), ev AS (
-	  INSERT INTO events (app_id, id, type, payload, payload_hash, created, filtered_out)
+	  INSERT INTO events (app_id, id, type, payload, payload_hash, created, filtered_out, traceparent, tracestate)
 	  SELECT $1, $2, $3, $4, $5, $6,
-	         (SELECT jsonb_agg(jsonb_build_object('endpoint_id', id, 'error', NULLIF(error, '')) ORDER BY id) FROM skipped)
+	         (SELECT jsonb_agg(jsonb_build_object('endpoint_id', id, 'error', NULLIF(error, '')) ORDER BY id) FROM skipped),
+	         NULLIF($19::text, ''), NULLIF($20::text, '')
 	  WHERE NOT EXISTS (SELECT 1 FROM stale)
 	  ON CONFLICT (app_id, id) DO NOTHING
 	  RETURNING app_id, id, type, filtered_out

@@ -64,6 +64,9 @@ type Row struct {
 	// sender's result), nil until it is recorded: a row with an outcome is
 	// handed to its DeliveryWorkflow, never sent again.
 	Outcome []byte
+	// Traceparent and Tracestate are the W3C trace context the event was
+	// published in (see TraceContext), "" when it was published untraced.
+	Traceparent, Tracestate string
 }
 
 // Stale reports whether a claimed row has nothing left to do: its delivery

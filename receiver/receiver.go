@@ -221,7 +221,7 @@ func (r *Receiver) handle(w http.ResponseWriter, req *http.Request) {
 	}
 	fresh, err := r.accept(req.Context(), ev, env.Type, mode == FailRollback)
 	if err != nil {
-		r.cfg.Logger.Warn("webhook not accepted; the sender will retry", "event_id", ev.ID, "err", err)
+		r.cfg.Logger.Warn("webhook not accepted; the sender will retry", "event_id", ev.ID, "trace_id", ev.Trace.TraceIDString(), "err", err)
 		http.Error(w, "not accepted", http.StatusInternalServerError)
 		return
 	}

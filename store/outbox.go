@@ -21,7 +21,7 @@ const rowSelect = `
 	       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
 	       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
 	       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0),
-	       COALESCE(o.carrier_id, ''), o.outcome
+	       COALESCE(o.carrier_id, ''), o.outcome, COALESCE(ev.traceparent, ''), COALESCE(ev.tracestate, '')
 	FROM outbox o
 	LEFT JOIN deliveries d ON d.id = o.delivery_id
 	LEFT JOIN endpoints e ON e.id = d.endpoint_id
@@ -34,7 +34,7 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 		var deadline, timeout int64
 		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
 			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
-			&it.CarrierID, &it.Outcome)
+			&it.CarrierID, &it.Outcome, &it.Traceparent, &it.Tracestate)
 		it.Settings = delivery.Settings{
 			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
 			RequestTimeout: time.Duration(timeout) * time.Millisecond,

@@ -22,6 +22,10 @@ type Event struct {
 	// Tenant is the tenant whose key verified the request: dedupe by
 	// (Tenant, ID), since event IDs are unique per sender only.
 	Tenant string
+	// Trace is the W3C traceparent the request carried (the sender's
+	// attempt span), the zero TraceParent when none: continue it (see
+	// TraceParent). It is not covered by the signature.
+	Trace TraceParent
 }
 
 type ctxKey struct{}
@@ -82,6 +86,7 @@ func Middleware(v *Verifier, opts Options, next http.Handler) http.Handler {
 		}
 		ev := Event{ID: r.Header.Get("webhook-id"), Body: body, Tenant: match.Tenant}
 		ev.Timestamp, _ = strconv.ParseInt(r.Header.Get("webhook-timestamp"), 10, 64)
+		ev.Trace, _ = ParseTraceParent(r.Header.Get("traceparent"), r.Header.Get("tracestate"))
 		if ev.ID == "" {
 			// X-Webhook-Signature alone carries no ID; take the envelope's.
 			ev.ID = envelopeID(body)

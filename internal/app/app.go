@@ -19,6 +19,7 @@ import (
 	"hookrelay/dispatch"
 	"hookrelay/internal/devstack"
 	"hookrelay/internal/pgcluster"
+	"hookrelay/internal/tracing"
 	"hookrelay/metrics"
 	"hookrelay/secretbox"
 	"hookrelay/store"
@@ -43,6 +44,10 @@ type Options struct {
 	// SDKLogger receives the Temporal SDK's logs. Defaults to the process
 	// logger.
 	SDKLogger sdklog.Logger
+	// Tracing traces the process's events (the bench's, on a provider of
+	// its own). Nil builds it from the OTEL_* environment (tracing.FromEnv):
+	// off unless that asks for an OTLP exporter.
+	Tracing *tracing.Tracing
 }
 
 // Stack is a started hookrelay process: the dev stack's infrastructure
@@ -72,18 +77,25 @@ type Stack struct {
 	// Set by the start steps for the later ones.
 	box    *secretbox.Box
 	series *metrics.Sender
+	// Tracing is the process's tracing; nil is off.
+	Tracing *tracing.Tracing
 }
 
 // StartDev starts the whole product in this process: the private Postgres
 // (unless cfg.DatabaseURL is set), the embedded Temporal server and UI, the
 // API, the worker and the dispatcher.
 func StartDev(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Stack, error) {
+	return StartDevWith(ctx, cfg, logger, Options{})
+}
+
+// StartDevWith is StartDev with opts (the bench's tracing).
+func StartDevWith(ctx context.Context, cfg config.Config, logger *slog.Logger, opts Options) (*Stack, error) {
 	st := &Stack{Config: cfg, Logger: logger, errc: make(chan error, 4)}
 	if err := st.startInfra(ctx); err != nil {
 		st.Close()
 		return nil, err
 	}
-	if err := st.start(ctx, RoleAPI|RoleWorker, Options{}); err != nil {
+	if err := st.start(ctx, RoleAPI|RoleWorker, opts); err != nil {
 		st.Close()
 		return nil, err
 	}

@@ -38,6 +38,7 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 		Metrics:   series,
 		Shares:    &activities.Shares{PerEndpoint: cfg.EndpointShare},
 		Completer: tc,
+		Tracing:   st.Tracing,
 	}
 	w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency, StopTimeout: cfg.ShutdownTimeout / 2})
 	if err != nil {
@@ -49,7 +50,7 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 	st.services.start(&workerService{worker: w, acts: acts, batched: batched, drain: cfg.ShutdownTimeout / 2})
 	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
 		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
-		Metrics: series}
+		Metrics: series, Tracing: st.Tracing}
 	if cfg.FirstAttempts != config.FirstAttemptsCarrier {
 		d.Sender = acts
 	}
@@ -82,7 +83,7 @@ func (st *Stack) startAPI() error {
 		AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Metrics: series, Gatherer: st.Metrics, Retention: cfg.Retention,
 		LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,
-		IngestRate: cfg.IngestRate, IngestBurst: cfg.IngestBurst, TrustedProxies: cfg.TrustedProxies})
+		IngestRate: cfg.IngestRate, IngestBurst: cfg.IngestBurst, TrustedProxies: cfg.TrustedProxies, Tracing: st.Tracing})
 	st.services.start(watcher("backlog watcher", srv.WatchBacklog))
 	st.services.start(watcher("revocation watcher", srv.WatchRevocations))
 	apiHandler := srv.Handler()

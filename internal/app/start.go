@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,6 +12,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"hookrelay/internal/temporalconn"
+	"hookrelay/internal/tracing"
 	"hookrelay/metrics"
 	"hookrelay/migrations"
 	"hookrelay/secretbox"
@@ -28,6 +30,7 @@ type step struct {
 func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 	steps := []step{
 		{"open the secret key", st.openSecretBox},
+		{"set up tracing", func(ctx context.Context) error { return st.setupTracing(ctx, opts.Tracing) }},
 		{"connect to Postgres", st.connectPostgres},
 		{"check the schema", st.checkSchema},
 		{"prepare the store", st.prepareStore},
@@ -63,6 +66,36 @@ func (st *Stack) openSecretBox(context.Context) error {
 	st.box = box
 	return nil
 }
+
+// setupTracing takes the process's tracing from the options, or builds
+// it from the OTEL_* environment; one the process built is flushed when
+// it stops, after every service that makes spans.
+func (st *Stack) setupTracing(ctx context.Context, given *tracing.Tracing) error {
+	if given != nil {
+		st.Tracing = given
+		return nil
+	}
+	t, err := tracing.FromEnv(ctx, os.Getenv)
+	if err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	if t == nil {
+		return nil
+	}
+	st.Tracing = t
+	st.Logger.Info("tracing on: spans go to the OTLP exporter the OTEL_* environment names")
+	st.closers = append(st.closers, func() {
+		sctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		defer cancel()
+		if err := t.Shutdown(sctx); err != nil {
+			st.Logger.Warn("spans not flushed", "err", err)
+		}
+	})
+	return nil
+}
+
+// tracingFlushTimeout bounds flushing the last spans at shutdown.
+const tracingFlushTimeout = 5 * time.Second
 
 // connectPostgres opens the main pool and the hot path's pool
 // (store.HotPoolSetup).
@@ -134,7 +167,17 @@ func (st *Stack) connectTemporal(ctx context.Context, sdkLogger sdklog.Logger) e
 		sdkLogger = sdklog.NewStructuredLogger(st.Logger.With("component", "sdk"))
 	}
 	cfg := st.Config
-	tc, err := temporalconn.Dial(ctx, temporalSettings(cfg), sdkLogger)
+	settings := temporalSettings(cfg)
+	// Off, the client gets no interceptor: workflow starts and tasks cost
+	// what they cost untraced.
+	ti, err := st.Tracing.TemporalInterceptor()
+	if err != nil {
+		return err
+	}
+	if ti != nil {
+		settings.Interceptors = append(settings.Interceptors, ti)
+	}
+	tc, err := temporalconn.Dial(ctx, settings, sdkLogger)
 	if err != nil {
 		return err
 	}

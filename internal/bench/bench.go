@@ -54,6 +54,11 @@ type Options struct {
 	// default: first attempts straight from the outbox), on the same server
 	// in the same run; false measures the sender shape only.
 	Carriers bool
+	// Tracing measures CPU per delivery with tracing on as well (sampling
+	// 100 %, exported over OTLP/HTTP to an in-process collector that
+	// discards), on a second stack after the run, beside the run's own
+	// figure with tracing off.
+	Tracing bool
 	// Shards is the embedded server's history shard count (default 4).
 	Shards int
 	// DBMaxConns is the pgx pool size (default config.DBMaxConnsDefault).
@@ -104,6 +109,11 @@ func (o *Options) withDefaults() {
 // startStack starts the dev stack a run measures, on a fresh private
 // Postgres and embedded Temporal; cleanup stops it and removes its data.
 func startStack(ctx context.Context, o Options) (stack *app.Stack, cleanup func(), err error) {
+	return startStackWith(ctx, o, app.Options{})
+}
+
+// startStackWith is startStack with the stack's options (tracing).
+func startStackWith(ctx context.Context, o Options, opts app.Options) (stack *app.Stack, cleanup func(), err error) {
 	dir := o.DataDir
 	var base string
 	if dir == "" {
@@ -132,7 +142,7 @@ func startStack(ctx context.Context, o Options) (stack *app.Stack, cleanup func(
 		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: dispatch.BatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: map[bool]int{false: config.MaxBacklogDefault, true: 0}[o.NoShed],
 		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin", IngestRate: -1,
 	}
-	stack, err = app.StartDev(ctx, cfg, o.Logger)
+	stack, err = app.StartDevWith(ctx, cfg, o.Logger, opts)
 	if err != nil {
 		removeBase()
 		return nil, nil, fmt.Errorf("start dev stack: %w", err)
@@ -143,10 +153,11 @@ func startStack(ctx context.Context, o Options) (stack *app.Stack, cleanup func(
 // Run measures hookrelay on a dev stack of its own (see Options).
 func Run(ctx context.Context, o Options) (*Report, error) {
 	o.withDefaults()
-	stack, cleanup, err := startStack(ctx, o)
+	stack, stop, err := startStack(ctx, o)
 	if err != nil {
 		return nil, err
 	}
+	cleanup := sync.OnceFunc(stop)
 	defer cleanup()
 	cfg := stack.Config
 
@@ -226,6 +237,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	lo, hi := min(rep.TemporalCeilingPerSec, rep.TemporalCeilingAfterPerSec), max(rep.TemporalCeilingPerSec, rep.TemporalCeilingAfterPerSec)
 	rep.CeilingUnstable = lo <= 0 || (hi-lo)/lo > CeilingTolerance
+	if o.Tracing {
+		// This stack stops first: its idle server would count in the
+		// traced run's CPU.
+		cleanup()
+		b.progress("tracing: a second stack, every delivery traced")
+		if rep.Tracing, err = measureTracing(ctx, o, rep); err != nil {
+			return nil, err
+		}
+	}
 	if rep.BaselinePerSecond > 0 {
 		rep.RatioToBaseline = rep.DeliveriesPerSecond / rep.BaselinePerSecond
 	}

@@ -68,6 +68,8 @@ type Report struct {
 	SpeedupVsCompared  float64   `json:"speedup_vs_compared,omitempty"`
 	CPURatioVsCompared float64   `json:"cpu_ratio_vs_compared,omitempty"`
 	LatencySamplesMS   []float64 `json:"-"`
+	// Tracing is the same shape measured again with tracing on (--tracing).
+	Tracing *TracingReport `json:"tracing,omitempty"`
 }
 
 // WriteTable prints the report as a table.
@@ -109,6 +111,13 @@ func (r *Report) WriteTable(w io.Writer) {
 		ceil += fmt.Sprintf(" (UNSTABLE: readings more than %.0f %% apart; compare ratios with care)", CeilingTolerance*100)
 	}
 	row("Temporal ceiling (trivial workflow)", ceil)
+	if t := r.Tracing; t != nil {
+		fmt.Fprintf(w, "  %s\n", "tracing (a second stack, sampling 100 %, OTLP/HTTP to a discarding collector):")
+		row("CPU per delivery off → on", fmt.Sprintf("%.2f → %.2f ms (× %.2f)", t.OffCPUMSPerDelivery, t.OnCPUMSPerDelivery, t.CPURatio))
+		row("deliveries/s off → on", fmt.Sprintf("%.1f → %.1f", t.OffDeliveriesPerSecond, t.OnDeliveriesPerSecond))
+		row("first-attempt latency p50/p99 off → on", fmt.Sprintf("%.0f / %.0f → %.0f / %.0f ms", r.LatencyMS.P50, r.LatencyMS.P99, t.On.LatencyMS.P50, t.On.LatencyMS.P99))
+		row("exported per delivery", fmt.Sprintf("%.0f bytes in %d requests (%d delivered, %d lost)", t.ExportedBytesPerDelivery, t.ExportRequests, t.On.Delivered, t.On.Lost))
+	}
 }
 
 // WriteJSON writes bench-report.json.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/interceptor"
 	sdklog "go.temporal.io/sdk/log"
 )
 
@@ -37,6 +38,9 @@ type Settings struct {
 	ServerName string
 	// APIKey is sent as a bearer token (Temporal Cloud).
 	APIKey string
+	// Interceptors are the client's; those that are also worker
+	// interceptors (tracing) apply to the workers built on it too.
+	Interceptors []interceptor.ClientInterceptor
 }
 
 // TLSOn reports whether the connection uses TLS.
@@ -47,7 +51,7 @@ func (s Settings) TLSOn() bool {
 // ClientOptions are the SDK's options for s; logger receives the SDK's
 // logs.
 func (s Settings) ClientOptions(logger sdklog.Logger) (client.Options, error) {
-	opts := client.Options{HostPort: s.Address, Namespace: s.Namespace, Logger: logger}
+	opts := client.Options{HostPort: s.Address, Namespace: s.Namespace, Logger: logger, Interceptors: s.Interceptors}
 	if s.APIKey != "" {
 		opts.Credentials = client.NewAPIKeyStaticCredentials(s.APIKey)
 	}

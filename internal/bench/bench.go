@@ -7,27 +7,21 @@
 package bench
 
 import (
-	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"sync"
 	"time"
 
-	"hookrelay/activities"
 	"hookrelay/config"
 	"hookrelay/dispatch"
 	"hookrelay/internal/app"
 	"hookrelay/internal/pgcluster"
-	"hookrelay/signing"
-	"hookrelay/webhook"
 )
 
 // Options of a run. Zero values take the defaults.
@@ -265,146 +259,3 @@ func sqliteFile(on bool, dir string) string {
 // CeilingTolerance is how far apart, as a fraction, the two ceiling
 // readings may be before the report calls the ceiling unstable.
 const CeilingTolerance = 0.20
-
-type runner struct {
-	o       Options
-	stack   *app.Stack
-	rs      *receiverSet
-	sink    *sink
-	api     string
-	key     string
-	appID   string
-	types   []string
-	secrets []string
-	client  *http.Client
-}
-
-func (b *runner) progress(format string, args ...any) {
-	if b.o.Progress != nil {
-		fmt.Fprintf(b.o.Progress, "\r\033[K"+format, args...)
-	}
-}
-
-func (b *runner) call(ctx context.Context, method, path string, body any, out any) (int, error) {
-	raw, err := json.Marshal(body)
-	if err != nil {
-		return 0, err
-	}
-	req, err := http.NewRequestWithContext(ctx, method, b.api+path, bytes.NewReader(raw))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Authorization", "Bearer "+b.key)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if out != nil && resp.StatusCode < 300 {
-		if err := json.Unmarshal(data, out); err != nil {
-			return resp.StatusCode, err
-		}
-	}
-	return resp.StatusCode, nil
-}
-
-// apiClient is the load generator's client of the API.
-func apiClient() *http.Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 256
-	return &http.Client{Transport: tr, Timeout: 30 * time.Second}
-}
-
-// setup creates one app and one endpoint per receiver, each subscribed to
-// its own event type, so every event is exactly one delivery.
-func (b *runner) setup(ctx context.Context) error {
-	b.client = apiClient()
-	var a struct{ ID string }
-	if code, err := b.call(ctx, "POST", "/v1/apps", map[string]any{"name": "bench"}, &a); err != nil || code != 201 {
-		return fmt.Errorf("create app: %d %v", code, err)
-	}
-	b.appID = a.ID
-	for i, u := range b.rs.urls {
-		typ := fmt.Sprintf("bench.r%d", i)
-		var ep struct{ Secret string }
-		code, err := b.call(ctx, "POST", "/v1/apps/"+a.ID+"/endpoints", map[string]any{
-			"url": u, "event_types": []string{typ}, "retry_schedule": b.o.Schedule}, &ep)
-		if err != nil || code != 201 {
-			return fmt.Errorf("create endpoint: %d %v", code, err)
-		}
-		v, err := webhook.NewVerifier(ep.Secret)
-		if err != nil {
-			return err
-		}
-		b.rs.verifiers[i].Store(v)
-		b.types = append(b.types, typ)
-		b.secrets = append(b.secrets, ep.Secret)
-	}
-	return nil
-}
-
-// baseline signs and POSTs the same envelopes to the same receivers with
-// the attempt client's settings: no Temporal, no Postgres.
-func (b *runner) baseline(ctx context.Context) (float64, error) {
-	b.sink.reset()
-	client := activities.NewHTTPClient(false)
-	keys := make([][]signing.Key, len(b.secrets))
-	for i, s := range b.secrets {
-		k, err := signing.ParseSecret(s)
-		if err != nil {
-			return 0, err
-		}
-		keys[i] = []signing.Key{{ID: "k", Secret: k}}
-	}
-	start := time.Now()
-	fanOut(b.o.Concurrency, b.o.Events, 0, func(i int) {
-		r := i % len(b.rs.urls)
-		id := fmt.Sprintf("evt_baseline_%d", i)
-		body := envelope(id, b.types[r], i)
-		h, _ := signing.Sign(id, time.Now(), body, keys[r])
-		req, _ := http.NewRequestWithContext(ctx, "POST", b.rs.urls[r], bytes.NewReader(body))
-		for k, v := range h.Map() {
-			req.Header.Set(k, v)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		if resp, err := client.Do(req); err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-	})
-	elapsed := time.Since(start).Seconds()
-	return float64(b.sink.count()) / elapsed, nil
-}
-
-// fanOut calls fn(0..n-1) from concurrency goroutines; a positive rate
-// releases call i at i/rate seconds (open loop), else as fast as they go.
-func fanOut(concurrency, n int, rate float64, fn func(i int)) {
-	jobs := make(chan int, concurrency)
-	var wg sync.WaitGroup
-	for range concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range jobs {
-				fn(i)
-			}
-		}()
-	}
-	start := time.Now()
-	for i := range n {
-		if rate > 0 {
-			if d := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
-				time.Sleep(d)
-			}
-		}
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-}
-
-func envelope(id, typ string, i int) []byte {
-	return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":"2026-11-30T10:00:00Z","api_version":"2026-11-01","data":{"n":%d,"amount":9900,"currency":"usd"}}`, id, typ, i))
-}

@@ -71,17 +71,20 @@ func (d *Dialer) timeout() time.Duration {
 	return ConnectTimeoutDefault
 }
 
-// lookup resolves host (an IP literal is itself).
+// lookup resolves host (an IP literal is itself). Addresses are unmapped
+// and lose any IPv6 zone ("[::1%lo]" is ::1): another spelling of an
+// address must compare equal to it (the proxy's own address), and a zone
+// names an interface of this host, which means nothing to the proxy.
 func (d *Dialer) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{ip.Unmap()}, nil
+		return []netip.Addr{ip.Unmap().WithZone("")}, nil
 	}
 	ips, err := d.resolver().LookupNetIP(ctx, "ip", host)
 	if err != nil {
 		return nil, err
 	}
 	for i := range ips {
-		ips[i] = ips[i].Unmap()
+		ips[i] = ips[i].Unmap().WithZone("")
 	}
 	return ips, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -114,7 +115,10 @@ func (s *Service) applyEndpoint(p principal, in EndpointInput, e *store.Endpoint
 			return &ForbiddenError{Field: "egress_proxy", Detail: "egress_proxy: only the admin key may set an endpoint's egress proxy"}
 		}
 		if v := *in.EgressProxy; v != "" && v != egress.Direct {
-			if px, err := egress.Parse(v, "", ""); err != nil || px.User != "" || len(v) > MaxURLLength {
+			// Any userinfo is refused, a password alone ("http://:pw@host")
+			// included: the value is stored and shown as it is.
+			u, uerr := url.Parse(v)
+			if _, err := egress.Parse(v, "", ""); err != nil || uerr != nil || u.User != nil || len(v) > MaxURLLength {
 				return bad("egress_proxy", `must be "direct", an http:// or https:// proxy URL without credentials, or "" for the deployment's proxy`)
 			}
 		}

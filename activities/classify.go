@@ -52,25 +52,32 @@ func ClassifyStatus(code int) Class {
 // ClassifyError maps a transport error to its class and a short reason,
 // by error type. Timeouts, refused or reset connections, DNS and TLS failures
 // are retryable; a target refused by the address guard is permanent; a
-// failure to reach the egress proxy or to open its tunnel is ClassProxy.
+// failure to reach the egress proxy or to open its tunnel is ClassProxy,
+// unless the proxy works and could not reach the target
+// (*egress.UnreachableError: the endpoint's failure, retryable).
 func ClassifyError(err error) (Class, string) {
 	var (
-		blocked    *netguard.BlockedError
-		proxyErr   *egress.ProxyError
-		dnsErr     *net.DNSError
-		certErr    *tls.CertificateVerificationError
-		unknownCA  x509.UnknownAuthorityError
-		hostErr    x509.HostnameError
-		invalidErr x509.CertificateInvalidError
-		alert      tls.AlertError
-		record     tls.RecordHeaderError
-		netErr     net.Error
+		blocked     *netguard.BlockedError
+		proxyErr    *egress.ProxyError
+		unreachable *egress.UnreachableError
+		dnsErr      *net.DNSError
+		certErr     *tls.CertificateVerificationError
+		unknownCA   x509.UnknownAuthorityError
+		hostErr     x509.HostnameError
+		invalidErr  x509.CertificateInvalidError
+		alert       tls.AlertError
+		record      tls.RecordHeaderError
+		netErr      net.Error
 	)
 	switch {
 	case errors.As(err, &blocked):
 		return ClassPermanent, blocked.Error()
 	case errors.As(err, &proxyErr):
 		return ClassProxy, proxyErr.Error()
+	case errors.As(err, &unreachable) && unreachable.Status != "":
+		// A working proxy could not reach the target: the endpoint's
+		// failure, as a refused connection made directly would be.
+		return ClassRetryable, unreachable.Error()
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
 		return ClassRetryable, "timeout: no complete response within the request timeout"
 	case errors.As(err, &dnsErr):

@@ -93,7 +93,9 @@ const (
 	// now (a 410 also disables the endpoint).
 	ClassPermanent Class = "permanent"
 	// ClassProxy: the egress proxy could not be reached, refused the
-	// tunnel (a 407, a 5xx to CONNECT) or timed out before opening it. The
+	// tunnel (a 407, a 5xx to CONNECT) or timed out before opening it
+	// (a 502, 503, 504 or timeout from a proxy that opened a tunnel in the
+	// last minute is the target's: retryable). The
 	// request did not reach the endpoint as far as hookrelay can tell: it
 	// is an operator fault, recorded as an attempt so the operator sees
 	// it, retried on the schedule like a retryable failure, and a dead

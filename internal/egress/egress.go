@@ -15,9 +15,13 @@
 //
 // Failing to reach the proxy, to set up TLS with it, or a CONNECT it does
 // not answer 200 is a *ProxyError: an operator fault, not the endpoint's.
-// hookrelay cannot tell a proxy that failed from a proxy that could not
-// reach the target (proxies answer 502 or 503 for both), so both are
-// ProxyErrors.
+// A proxy answers 502, 503 or 504 (or nothing, within the request's
+// timeout) both when it failed and when it could not reach the target; a
+// proxy that opened a tunnel for this Dialer within HealthyWindow works,
+// so such an answer from it is the target's failure (*UnreachableError,
+// or the request's own timeout), which counts toward the endpoint's
+// failing streak like a refused connection made directly: a receiver
+// that is down cannot pass its failures off as the operator's.
 package egress
 
 import (
@@ -45,6 +49,11 @@ const Direct = "direct"
 // to CONNECT.
 const ConnectTimeoutDefault = 30 * time.Second
 
+// HealthyWindow is how long after opening a tunnel a proxy is taken to
+// work: its 502, 503 or 504 to a CONNECT (or its silence) blames the
+// target, not the proxy.
+const HealthyWindow = time.Minute
+
 // Dialer dials targets through Proxy: DialContext returns a CONNECT
 // tunnel to the checked address of its target, ready for the
 // http.Transport (which adds TLS for https targets).
@@ -55,6 +64,15 @@ type Dialer struct {
 	Guarded bool
 	// Resolver resolves targets and the proxy. Defaults to the system's.
 	Resolver *net.Resolver
+
+	// opened is when the proxy last opened a tunnel (Unix nanoseconds).
+	opened atomic.Int64
+}
+
+// healthy reports whether the proxy opened a tunnel within HealthyWindow.
+func (d *Dialer) healthy() bool {
+	last := d.opened.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < HealthyWindow
 }
 
 func (d *Dialer) resolver() *net.Resolver {
@@ -147,6 +165,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 		conn.Close()
 		return nil, err
 	}
+	d.opened.Store(time.Now().UnixNano())
 	probe.set(phaseTunnel, "")
 	return tunnel, nil
 }
@@ -215,13 +234,24 @@ func (d *Dialer) connect(ctx context.Context, conn net.Conn, target netip.AddrPo
 	if err := req.Write(conn); err != nil {
 		return nil, &ProxyError{Proxy: d.Proxy.String(), Op: "connect", Err: ctxErr(ctx, err)}
 	}
+	probeFrom(ctx).awaiting(d)
 	br := bufio.NewReader(conn)
 	resp, err := http.ReadResponse(br, req)
 	if err != nil {
+		if ctx.Err() != nil && d.healthy() {
+			// A working proxy still waiting on the target.
+			return nil, &UnreachableError{Proxy: d.Proxy.String(), Err: ctx.Err()}
+		}
 		return nil, &ProxyError{Proxy: d.Proxy.String(), Op: "connect", Err: ctxErr(ctx, err)}
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
+		switch resp.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			if d.healthy() {
+				return nil, &UnreachableError{Proxy: d.Proxy.String(), Status: resp.Status}
+			}
+		}
 		return nil, &ProxyError{Proxy: d.Proxy.String(), Op: "connect", StatusCode: resp.StatusCode, Status: resp.Status}
 	}
 	_ = conn.SetDeadline(time.Time{})
@@ -255,6 +285,8 @@ const (
 	phaseProxy
 	// phaseTunnel: the proxy opened the tunnel.
 	phaseTunnel
+	// phaseAwait: the proxy took the CONNECT and is opening the tunnel.
+	phaseAwait
 )
 
 // Probe records how far the dial of one request got, so a request that
@@ -264,6 +296,17 @@ const (
 type Probe struct {
 	phase atomic.Int32
 	proxy atomic.Pointer[string]
+	// dialer is the Dialer whose CONNECT is awaited (phaseAwait).
+	dialer atomic.Pointer[Dialer]
+}
+
+// awaiting records that d's CONNECT was sent and its answer is awaited.
+func (p *Probe) awaiting(d *Dialer) {
+	if p == nil {
+		return
+	}
+	p.dialer.Store(d)
+	p.phase.CompareAndSwap(phaseProxy, phaseAwait)
 }
 
 type probeKey struct{}
@@ -294,8 +337,20 @@ func (p *Probe) set(phase int32, proxy string) {
 // other err is returned as it is.
 func (p *Probe) Wrap(err error) error {
 	var pe *ProxyError
+	var ue *UnreachableError
 	var blocked *netguard.BlockedError
-	if p == nil || err == nil || p.phase.Load() != phaseProxy || errors.As(err, &pe) || errors.As(err, &blocked) {
+	if p == nil || err == nil || errors.As(err, &pe) || errors.As(err, &ue) || errors.As(err, &blocked) {
+		return err
+	}
+	switch p.phase.Load() {
+	case phaseProxy:
+	case phaseAwait:
+		if d := p.dialer.Load(); d != nil && d.healthy() {
+			// A working proxy was still opening the tunnel: the target
+			// did not answer it in time.
+			return err
+		}
+	default:
 		return err
 	}
 	name := ""

@@ -21,11 +21,12 @@ const rowSelect = `
 	       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
 	       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
 	       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0),
-	       COALESCE(o.carrier_id, ''), o.outcome
+	       COALESCE(o.carrier_id, ''), o.outcome, COALESCE(e.url, ''), COALESCE(a.name, '')
 	FROM outbox o
 	LEFT JOIN deliveries d ON d.id = o.delivery_id
 	LEFT JOIN endpoints e ON e.id = d.endpoint_id
-	LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id`
+	LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
+	LEFT JOIN apps a ON a.id = d.app_id`
 
 func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Row, error) {
@@ -34,7 +35,7 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 		var deadline, timeout int64
 		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
 			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
-			&it.CarrierID, &it.Outcome)
+			&it.CarrierID, &it.Outcome, &it.EndpointURL, &it.AppName)
 		it.Settings = delivery.Settings{
 			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
 			RequestTimeout: time.Duration(timeout) * time.Millisecond,

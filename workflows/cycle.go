@@ -93,6 +93,7 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 		default:
 			r.judged(ctx, &c, res.Result, res.Err())
 		}
+		r.attempted(ctx, 1, res.Result, res.Err())
 	}
 	return c
 }
@@ -111,6 +112,7 @@ func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
 	}
 	if next.Wait > 0 {
 		r.state.NextAttemptAt = &next.At
+		r.showDetails(ctx)
 		if r.sleep(ctx, next.Wait) {
 			c.end(outCanceled)
 			return
@@ -167,6 +169,7 @@ func (r *run) waitHeld(ctx workflow.Context, c *cycle) {
 	}
 	if wake > 0 {
 		r.state.NextAttemptAt = &at
+		r.showDetails(ctx)
 		if r.sleep(ctx, wake) {
 			c.end(outCanceled)
 			return

@@ -81,6 +81,8 @@ type run struct {
 	progress *Progress
 	// queued are fresh replays that arrived before the run's first task.
 	queued []ReplaySignal
+	// lastLine is the latest attempt's result line (see showDetails).
+	lastLine string
 }
 
 // outcome ends a cycle.

@@ -76,6 +76,7 @@ func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) 
 			InitialInterval: time.Second, MaximumInterval: MarkMaximumInterval,
 			NonRetryableErrorTypes: []string{attempt.ErrDeliveryGone},
 		},
+		Summary: markSummary(status, reason),
 	})
 	req := attempt.MarkRequest{
 		DeliveryID: r.in.DeliveryID, Status: status, Reason: reason, Cycle: r.state.Cycle, ReplayID: r.replayID,
@@ -103,4 +104,5 @@ func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) 
 func (r *run) setStatus(ctx workflow.Context, status delivery.Status) {
 	r.state.Status = status
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAState.ValueSet(string(status)))
+	r.showDetails(ctx)
 }

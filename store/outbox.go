@@ -15,7 +15,8 @@ import (
 	"hookrelay/outbox"
 )
 
-// rowSelect reads outbox rows with what their dispatch needs.
+// rowSelect reads outbox rows with what their dispatch needs (a statement
+// that uses it names no CTE apps: the app's name is read from the table).
 const rowSelect = `
 	SELECT o.id, o.kind, COALESCE(o.requested_by, ''), o.created_at, o.delivery_id, d.id IS NOT NULL,
 	       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
@@ -59,24 +60,24 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 // endpoint wait in the outbox.
 func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error) {
 	rows, err := tx.Query(ctx, `
-		WITH RECURSIVE apps(app_id) AS (
+		WITH RECURSIVE queued(app_id) AS (
 		  (SELECT app_id FROM outbox ORDER BY app_id LIMIT 1)
 		  UNION ALL
-		  SELECT (SELECT o.app_id FROM outbox o WHERE o.app_id > apps.app_id ORDER BY o.app_id LIMIT 1)
-		  FROM apps WHERE apps.app_id IS NOT NULL
+		  SELECT (SELECT o.app_id FROM outbox o WHERE o.app_id > queued.app_id ORDER BY o.app_id LIMIT 1)
+		  FROM queued WHERE queued.app_id IS NOT NULL
 		), picked AS (
-		  SELECT c.id FROM apps CROSS JOIN LATERAL (
+		  SELECT c.id FROM queued CROSS JOIN LATERAL (
 		    SELECT o.id, row_number() OVER (ORDER BY o.id) AS rn
 		    FROM outbox o
 		    LEFT JOIN deliveries d ON d.id = o.delivery_id
 		    LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		    WHERE o.app_id = apps.app_id AND NOT o.held
+		    WHERE o.app_id = queued.app_id AND NOT o.held
 		      AND (o.leased_until IS NULL OR o.leased_until < now())
 		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
 		      AND NOT (o.kind <> $2 AND COALESCE(`+holding+`, false))
 		    ORDER BY o.id LIMIT $1
 		  ) c
-		  WHERE apps.app_id IS NOT NULL
+		  WHERE queued.app_id IS NOT NULL
 		  ORDER BY c.rn, c.id LIMIT $1
 		)`+rowSelect+`
 		WHERE o.id IN (SELECT id FROM picked)

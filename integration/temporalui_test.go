@@ -106,7 +106,7 @@ func TestTemporalUIReadsLikeTheDeliveryLog(t *testing.T) {
 	shoot(t, ctx, "delivery-summary")
 
 	// Its history: each activity by its summary.
-	step(chromedp.Navigate(ns+"/"+flaky+"/"+runID+"/history/compact"), shows(summary, "POST "+host+" (attempt 2)"),
+	step(chromedp.Navigate(ns+"/"+flaky+"/"+runID+"/history/compact"), shows(summary, "POST "+host+" (attempt 2)", " for attempt 2"),
 		chromedp.Evaluate[chromedp.Void](`Array.from(document.querySelectorAll("h1,h2,h3")).find(e => e.innerText.startsWith("Event History")).scrollIntoView()`))
 	t.Logf("history:\n%s", text())
 	shoot(t, ctx, "delivery-history")

@@ -113,7 +113,7 @@ func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
 	if next.Wait > 0 {
 		r.state.NextAttemptAt = &next.At
 		r.showDetails(ctx)
-		if r.sleep(ctx, next.Wait) {
+		if r.sleep(ctx, next.Wait, fmt.Sprintf("wait %s for attempt %d", next.Wait, c.number)) {
 			c.end(outCanceled)
 			return
 		}
@@ -170,7 +170,7 @@ func (r *run) waitHeld(ctx workflow.Context, c *cycle) {
 	if wake > 0 {
 		r.state.NextAttemptAt = &at
 		r.showDetails(ctx)
-		if r.sleep(ctx, wake) {
+		if r.sleep(ctx, wake, heldSummary(c.held.Class, c.number, wake)) {
 			c.end(outCanceled)
 			return
 		}

@@ -20,7 +20,8 @@ func (r *run) awaitReplay(ctx workflow.Context) (sig *ReplaySignal, stop func(),
 		return r.pendingReplay(), func() {}, nil
 	}
 	tctx, stop := workflow.WithCancel(ctx)
-	retention := workflow.NewTimer(tctx, r.set.Retention)
+	retention := workflow.NewTimerWithOptions(tctx, r.set.Retention,
+		workflow.TimerOptions{Summary: "dead letter kept " + r.set.Retention.String() + " for a replay"})
 	expired := false
 	for sig == nil && !expired && !r.canceled {
 		sel := workflow.NewSelector(ctx)

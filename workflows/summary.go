@@ -150,6 +150,17 @@ func sendSummary(in Input, cycle, number int) string {
 	return s + ")"
 }
 
+// heldSummary names the wait of attempt number, held for class.
+func heldSummary(class delivery.Class, number int, wait time.Duration) string {
+	switch class {
+	case delivery.ClassRateLimited:
+		return fmt.Sprintf("rate limit: attempt %d waits %s for its slot", number, wait)
+	case delivery.ClassEndpointBusy:
+		return fmt.Sprintf("endpoint busy: attempt %d again in %s", number, wait)
+	}
+	return fmt.Sprintf("endpoint paused: attempt %d again in %s", number, wait)
+}
+
 // groupSummary is a SendGroup activity's summary.
 func groupSummary(n int) string {
 	return fmt.Sprintf("POST %d first attempts", n)

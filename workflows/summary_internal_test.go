@@ -35,6 +35,7 @@ func TestSummaries(t *testing.T) {
 		resultLine("api.acme.com", 1, attempt.SendResult{StatusCode: 204, DurationMS: 5, Class: delivery.ClassSuccess}, nil))
 	require.Equal(t, "attempt 2: POST h did not complete: worker lost",
 		resultLine("h", 2, attempt.SendResult{}, errors.New("worker lost")))
+	require.Equal(t, "endpoint busy: attempt 2 again in 1.02s", heldSummary(delivery.ClassEndpointBusy, 2, 1020*time.Millisecond))
 	require.Equal(t, "carrier: 2 first attempts", CarrierSummary(CarrierInput{Deliveries: []Input{in, in}}))
 
 	// Inputs recorded before names were carried show IDs.

@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -50,4 +51,20 @@ func TestSummaries(t *testing.T) {
 	require.NotContains(t, s, "\n")
 	require.Contains(t, s, `\[click\](https://evil.example) \<b\>x\</b\>`)
 	require.Less(t, len([]rune(s)), 160)
+}
+
+// TestRecordedInputDecodes: an input recorded before durations were
+// strings (numbers of nanoseconds, no names) still decodes.
+func TestRecordedInputDecodes(t *testing.T) {
+	t.Parallel()
+	var in Input
+	require.NoError(t, json.Unmarshal([]byte(`{"DeliveryID":"dlv_1","EventType":"p.limited","EndpointID":"ep_1",`+
+		`"Settings":{"Schedule":[0,1000000000],"Deadline":4500000000000,"RequestTimeout":10000000000,"Retention":0},"Cycle":1}`), &in))
+	require.Equal(t, delivery.Settings{Schedule: []time.Duration{0, time.Second}, Deadline: 75 * time.Minute, RequestTimeout: 10 * time.Second}, in.Settings)
+	var sig ReplaySignal
+	require.NoError(t, json.Unmarshal([]byte(`{"By":"api","ReplayID":7,"Settings":{"Schedule":null,"Deadline":60000000000,"RequestTimeout":0,"Retention":0}}`), &sig))
+	require.Equal(t, time.Minute, sig.Settings.Deadline)
+	out, err := json.Marshal(in)
+	require.NoError(t, err)
+	require.Contains(t, string(out), `"Settings":{"Schedule":["0s","1s"],"Deadline":"1h15m0s","RequestTimeout":"10s","Retention":"0s"}`)
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -21,17 +22,47 @@ import (
 // controls (app names, event types, endpoint hosts), so each piece goes
 // through plain first.
 
-// summaryFieldMax bounds each customer-controlled piece of a summary.
-const summaryFieldMax = 80
+// Size bounds of what the UI shows. Temporal limits user metadata payloads
+// (limit.userMetadataSummarySize, 400 bytes, and
+// limit.userMetadataDetailsSize, 20,000 bytes, where it checks them); the
+// bounds leave room for the payload's encoding.
+const (
+	// summaryFieldMax bounds each customer-controlled piece of a summary,
+	// in runes.
+	summaryFieldMax = 80
+	// reasonMax bounds an error or a dead-letter reason in details, in
+	// runes.
+	reasonMax = 400
+	// summaryBytesMax bounds a summary, in bytes.
+	summaryBytesMax = 340
+	// detailsBytesMax bounds static and current details, in bytes.
+	detailsBytesMax = 19000
+)
+
+// clip cuts s to at most n bytes, at a rune boundary, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const mark = "…"
+	cut := n - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
 
 // plain makes s safe to put in a Temporal Markdown line: control
 // characters become spaces, the characters that open links, HTML or code
 // are escaped, and it is cut to summaryFieldMax runes.
-func plain(s string) string {
+func plain(s string) string { return plainMax(s, summaryFieldMax) }
+
+// plainMax is plain cut to limit runes.
+func plainMax(s string, limit int) string {
 	var b strings.Builder
 	n := 0
 	for _, r := range s {
-		if n == summaryFieldMax {
+		if n == limit {
 			b.WriteString("…")
 			break
 		}
@@ -81,7 +112,7 @@ func DeliverySummary(in Input) string {
 	if in.Cycle > 1 {
 		s += fmt.Sprintf(" · replay (cycle %d)", in.Cycle)
 	}
-	return s
+	return clip(s, summaryBytesMax)
 }
 
 // DeliveryDetails is a DeliveryWorkflow's static details: its IDs and
@@ -105,7 +136,7 @@ func DeliveryDetails(in Input) string {
 	if in.Resume != nil {
 		lines = append(lines, "**First attempt** made before this workflow: "+resultLine(endpointName(in), 1, in.Resume.Result, in.Resume.Err()))
 	}
-	return strings.Join(lines, "\n\n")
+	return clip(strings.Join(lines, "\n\n"), detailsBytesMax)
 }
 
 func nameSuffix(name string) string {
@@ -137,7 +168,7 @@ func CarrierDetails(in CarrierInput) string {
 	for i, d := range in.Deliveries {
 		lines[i] = plain(d.DeliveryID) + ": " + DeliverySummary(d)
 	}
-	return strings.Join(lines, "\n\n")
+	return clip(strings.Join(lines, "\n\n"), detailsBytesMax)
 }
 
 // sendSummary is a SendSigned activity's summary, known when it is
@@ -147,7 +178,7 @@ func sendSummary(in Input, cycle, number int) string {
 	if cycle > 1 {
 		s += fmt.Sprintf(", cycle %d", cycle)
 	}
-	return s + ")"
+	return clip(s+")", summaryBytesMax)
 }
 
 // heldSummary names the wait of attempt number, held for class.
@@ -170,9 +201,9 @@ func groupSummary(n int) string {
 func markSummary(status delivery.Status, reason string) string {
 	s := "record " + string(status)
 	if reason != "" {
-		s += ": " + plain(reason)
+		s += ": " + plainMax(reason, reasonMax)
 	}
-	return s
+	return clip(s, summaryBytesMax)
 }
 
 // resultLine is attempt number's result as a line:
@@ -180,7 +211,7 @@ func markSummary(status delivery.Status, reason string) string {
 // activity's failure, when it did not complete.
 func resultLine(endpoint string, number int, res attempt.SendResult, err error) string {
 	if err != nil {
-		return fmt.Sprintf("attempt %d: POST %s did not complete: %s", number, endpoint, plain(err.Error()))
+		return fmt.Sprintf("attempt %d: POST %s did not complete: %s", number, endpoint, plainMax(err.Error(), reasonMax))
 	}
 	s := fmt.Sprintf("attempt %d: POST %s → ", number, endpoint)
 	switch {
@@ -193,7 +224,7 @@ func resultLine(endpoint string, number int, res attempt.SendResult, err error) 
 	}
 	s += fmt.Sprintf(" in %d ms (%s)", res.DurationMS, res.Class)
 	if res.Error != "" && res.Class != delivery.ClassSuccess {
-		s += ": " + plain(res.Error)
+		s += ": " + plainMax(res.Error, reasonMax)
 	}
 	return s
 }
@@ -210,9 +241,15 @@ func (r *run) showDetails(ctx workflow.Context) {
 		parts = append(parts, "next at "+at.UTC().Format(time.RFC3339))
 	}
 	if r.state.DeadLetterReason != "" {
-		parts = append(parts, "dead letter: "+plain(r.state.DeadLetterReason))
+		parts = append(parts, "dead letter: "+plainMax(r.state.DeadLetterReason, reasonMax))
 	}
-	workflow.SetCurrentDetails(ctx, strings.Join(parts, " · "))
+	s := strings.Join(parts, " · ")
+	if r.in.Cycle > 1 || r.in.Progress != nil {
+		// A run continued as new has no static summary (the SDK sets none
+		// on continue-as-new): its details say what it delivers.
+		s = DeliverySummary(r.in) + "\n\n" + s
+	}
+	workflow.SetCurrentDetails(ctx, clip(s, detailsBytesMax))
 }
 
 // attempted notes attempt number's result for showDetails.

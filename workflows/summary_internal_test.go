@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,6 +52,14 @@ func TestSummaries(t *testing.T) {
 	require.NotContains(t, s, "\n")
 	require.Contains(t, s, `\[click\](https://evil.example) \<b\>x\</b\>`)
 	require.Less(t, len([]rune(s)), 160)
+
+	// Within Temporal's 400-byte summary limit, however wide the text.
+	wide := in
+	wide.AppName, wide.EventType, wide.EndpointHost = strings.Repeat("é", 200), strings.Repeat("事", 200), strings.Repeat("ü", 200)
+	s = DeliverySummary(wide)
+	require.LessOrEqual(t, len(s), summaryBytesMax)
+	require.True(t, utf8.ValidString(s))
+	require.LessOrEqual(t, len(markSummary(delivery.StatusDeadLettered, strings.Repeat("x", 2000))), summaryBytesMax)
 }
 
 // TestRecordedInputDecodes: an input recorded before durations were

@@ -25,9 +25,11 @@ const screenshotsEnv = "HOOKRELAY_SCREENSHOTS"
 // TestTemporalUIReadsLikeTheDeliveryLog opens the embedded Temporal Web UI
 // in headless Chromium after two events went out through a carrier (one
 // delivered at once, one failing its first attempt and delivered on its
-// second): the workflow list shows each workflow's summary, and the
-// delivery's page shows its summary, its details, its activities'
-// summaries and its last attempt's result.
+// second): the workflow list shows both workflows with the delivery's
+// search attributes (UI 2.54's list shows no summaries: Temporal's list
+// API does not return them); the delivery's page shows its summary, its
+// details, its last attempt's result, and its activities and timers by
+// their summaries; its carrier's page shows the carrier's summary.
 func TestTemporalUIReadsLikeTheDeliveryLog(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -64,20 +66,12 @@ func TestTemporalUIReadsLikeTheDeliveryLog(t *testing.T) {
 	}
 	// shows waits until the page's text holds every one of want.
 	shows := func(want ...string) chromedp.Action[chromedp.Void] {
-		js := "(() => { const t = " + pageText + "; return " +
-			strings.Join(func() []string {
-				var c []string
-				for _, w := range want {
-					c = append(c, "t.includes("+jsString(w)+")")
-				}
-				return c
-			}(), " && ") + "; })()"
+		js := "(() => { const t = " + pageText + "; return true"
+		for _, w := range want {
+			js += " && t.includes(" + jsString(w) + ")"
+		}
+		js += "; })()"
 		return chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(50*time.Second))
-	}
-	text := func() string {
-		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](pageText))
-		require.NoError(t, err)
-		return s
 	}
 	var carriers []*workflowpb.WorkflowExecutionInfo
 	require.Eventually(t, func() bool {
@@ -102,18 +96,15 @@ func TestTemporalUIReadsLikeTheDeliveryLog(t *testing.T) {
 	summary := "invoice.failed → " + host + " · app " + t.Name()
 	step(chromedp.Navigate(ns+"/"+flaky+"/"+runID+"/user-metadata"),
 		shows(summary, "Schedule 0s, 1s (2 attempts)", "Deadline 1h15m0s (until", "attempt 2: POST "+host+" → 200 in"))
-	t.Logf("user metadata:\n%s", text())
 	shoot(t, ctx, "delivery-summary")
 
 	// Its history: each activity by its summary.
 	step(chromedp.Navigate(ns+"/"+flaky+"/"+runID+"/history/compact"), shows(summary, "POST "+host+" (attempt 2)", " for attempt 2"),
 		chromedp.Evaluate[chromedp.Void](`Array.from(document.querySelectorAll("h1,h2,h3")).find(e => e.innerText.startsWith("Event History")).scrollIntoView()`))
-	t.Logf("history:\n%s", text())
 	shoot(t, ctx, "delivery-history")
 
 	// Its carrier, which made its first attempt.
 	step(chromedp.Navigate(ns+"/"+parent.WorkflowId+"/"+parent.RunId+"/user-metadata"), shows("carrier: ", " first attempt", summary))
-	t.Logf("carrier:\n%s", text())
 }
 
 // pageText is JavaScript for the page's text with that of its frames: the

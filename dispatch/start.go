@@ -78,14 +78,17 @@ func (d *Dispatcher) carry(ctx context.Context, rows []outbox.Row) ([]string, er
 		for i, x := range in {
 			deliveryIDs[i] = x.DeliveryID
 		}
+		carrier := workflows.CarrierInput{Deliveries: in}
 		sctx, span := d.tracedCarrier(ctx, rows, id, len(in))
 		_, err := d.Client.ExecuteWorkflow(sctx, client.StartWorkflowOptions{
 			ID:                    id,
+			StaticSummary:         workflows.CarrierSummary(carrier),
+			StaticDetails:         workflows.CarrierDetails(carrier),
 			TaskQueue:             cmp.Or(d.TaskQueue, workflows.TaskQueue),
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			EnableEagerStart:      !d.NoEagerStart,
 			TypedSearchAttributes: temporal.NewSearchAttributes(workflows.SADeliveries.ValueSet(deliveryIDs)),
-		}, workflows.CarrierWorkflowName, workflows.CarrierInput{Deliveries: in})
+		}, workflows.CarrierWorkflowName, carrier)
 		span.End()
 		var already *serviceerror.WorkflowExecutionAlreadyStarted
 		if err != nil && !errors.As(err, &already) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
@@ -128,7 +131,7 @@ func (d *Dispatcher) tracedCarrier(ctx context.Context, rows []outbox.Row, id st
 func (d *Dispatcher) input(it outbox.Row) workflows.Input {
 	return workflows.Input{
 		DeliveryID: it.DeliveryID, AppID: it.AppID, EventID: it.EventID, EventType: it.EventType, EndpointID: it.EndpointID,
-		Settings: it.Settings, Cycle: max(it.Cycle, 1), AcceptedAt: it.CreatedAt, LocalActivity: d.LocalActivity,
+		EndpointHost: workflows.EndpointHost(it.EndpointURL), AppName: it.AppName, Settings: it.Settings, Cycle: max(it.Cycle, 1), AcceptedAt: it.CreatedAt, LocalActivity: d.LocalActivity,
 	}
 }
 
@@ -146,7 +149,8 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		return nil
 	}
 	if it.Kind == outbox.KindReplay {
-		opts := client.StartWorkflowOptions{ID: in.DeliveryID, TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue)}
+		opts := client.StartWorkflowOptions{ID: in.DeliveryID, TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue),
+			StaticSummary: workflows.DeliverySummary(in), StaticDetails: workflows.DeliveryDetails(in)}
 		// A running (dead-lettered) workflow gets the signal and continues
 		// as the next cycle; a completed one is started again as that cycle.
 		// Either way the cycle runs with the endpoint's current settings and
@@ -202,6 +206,8 @@ func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activitie
 	// not be sent again because its outbox row was seen twice.
 	opts := client.StartWorkflowOptions{
 		ID:                    in.DeliveryID,
+		StaticSummary:         workflows.DeliverySummary(in),
+		StaticDetails:         workflows.DeliveryDetails(in),
 		TaskQueue:             cmp.Or(d.TaskQueue, workflows.TaskQueue),
 		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 		EnableEagerStart:      !d.NoEagerStart,

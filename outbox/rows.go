@@ -54,7 +54,10 @@ type Row struct {
 	EventID    string
 	EventType  string
 	EndpointID string
-	Cycle      int
+	// EndpointURL and AppName are for the Temporal UI's summaries.
+	EndpointURL string
+	AppName     string
+	Cycle       int
 	// Settings are the endpoint's now.
 	Settings delivery.Settings
 	// CarrierID names the carrier workflow a start row was given to, once

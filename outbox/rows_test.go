@@ -64,6 +64,9 @@ func TestClaimTakesOneRowPerDelivery(t *testing.T) {
 		require.Equal(t, outbox.KindStart, r.Kind)
 		require.True(t, r.Exists)
 		require.Equal(t, b.app.ID, r.AppID)
+		// What the Temporal UI's summaries name.
+		require.Equal(t, "acme", r.AppName)
+		require.Equal(t, "https://example.com/hook", r.EndpointURL)
 	}
 	rows = claim()
 	require.Len(t, rows, 1)

@@ -15,17 +15,20 @@ import (
 	"hookrelay/outbox"
 )
 
-// rowSelect reads outbox rows with what their dispatch needs.
+// rowSelect reads outbox rows with what their dispatch needs (a statement
+// that uses it names no CTE apps: the app's name is read from the table).
 const rowSelect = `
 	SELECT o.id, o.kind, COALESCE(o.requested_by, ''), o.created_at, o.delivery_id, d.id IS NOT NULL,
 	       COALESCE(d.status, ''), COALESCE(d.replay_id, 0), COALESCE(d.app_id, ''), COALESCE(d.event_id, ''),
 	       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
 	       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0),
-	       COALESCE(o.carrier_id, ''), o.outcome, COALESCE(ev.traceparent, ''), COALESCE(ev.tracestate, '')
+	       COALESCE(o.carrier_id, ''), o.outcome, COALESCE(ev.traceparent, ''), COALESCE(ev.tracestate, ''),
+	       COALESCE(e.url, ''), COALESCE(a.name, '')
 	FROM outbox o
 	LEFT JOIN deliveries d ON d.id = o.delivery_id
 	LEFT JOIN endpoints e ON e.id = d.endpoint_id
-	LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id`
+	LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
+	LEFT JOIN apps a ON a.id = d.app_id`
 
 func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (outbox.Row, error) {
@@ -34,7 +37,7 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 		var deadline, timeout int64
 		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
 			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
-			&it.CarrierID, &it.Outcome, &it.Traceparent, &it.Tracestate)
+			&it.CarrierID, &it.Outcome, &it.Traceparent, &it.Tracestate, &it.EndpointURL, &it.AppName)
 		it.Settings = delivery.Settings{
 			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
 			RequestTimeout: time.Duration(timeout) * time.Millisecond,
@@ -58,24 +61,24 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 // endpoint wait in the outbox.
 func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error) {
 	rows, err := tx.Query(ctx, `
-		WITH RECURSIVE apps(app_id) AS (
+		WITH RECURSIVE queued(app_id) AS (
 		  (SELECT app_id FROM outbox ORDER BY app_id LIMIT 1)
 		  UNION ALL
-		  SELECT (SELECT o.app_id FROM outbox o WHERE o.app_id > apps.app_id ORDER BY o.app_id LIMIT 1)
-		  FROM apps WHERE apps.app_id IS NOT NULL
+		  SELECT (SELECT o.app_id FROM outbox o WHERE o.app_id > queued.app_id ORDER BY o.app_id LIMIT 1)
+		  FROM queued WHERE queued.app_id IS NOT NULL
 		), picked AS (
-		  SELECT c.id FROM apps CROSS JOIN LATERAL (
+		  SELECT c.id FROM queued CROSS JOIN LATERAL (
 		    SELECT o.id, row_number() OVER (ORDER BY o.id) AS rn
 		    FROM outbox o
 		    LEFT JOIN deliveries d ON d.id = o.delivery_id
 		    LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		    WHERE o.app_id = apps.app_id AND NOT o.held
+		    WHERE o.app_id = queued.app_id AND NOT o.held
 		      AND (o.leased_until IS NULL OR o.leased_until < now())
 		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
 		      AND NOT (o.kind <> $2 AND COALESCE(`+holding+`, false))
 		    ORDER BY o.id LIMIT $1
 		  ) c
-		  WHERE apps.app_id IS NOT NULL
+		  WHERE queued.app_id IS NOT NULL
 		  ORDER BY c.rn, c.id LIMIT $1
 		)`+rowSelect+`
 		WHERE o.id IN (SELECT id FROM picked)

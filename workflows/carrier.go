@@ -52,10 +52,12 @@ func (c *carried) firstAttempt() attempt.SendRequest {
 }
 
 // sendOptions runs a carrier's first attempts once (a failure is judged,
-// not retried), bounded by their request timeout and recording.
-func sendOptions(ctx workflow.Context, requestTimeout time.Duration) workflow.Context {
+// not retried), bounded by their request timeout and recording; summary
+// is the activity's line in the Temporal UI.
+func sendOptions(ctx workflow.Context, requestTimeout time.Duration, summary string) workflow.Context {
 	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 		ScheduleToCloseTimeout: requestTimeout + RecordSlack, RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary: summary,
 	})
 }
 
@@ -64,7 +66,7 @@ func sendOptions(ctx workflow.Context, requestTimeout time.Duration) workflow.Co
 func sendEach(ctx workflow.Context, group []*carried, results []attempt.SendResult, errs []error) {
 	futures := make([]workflow.Future, len(group))
 	for i, c := range group {
-		futures[i] = workflow.ExecuteLocalActivity(sendOptions(ctx, c.set.RequestTimeout), attempt.ActivitySend, c.firstAttempt())
+		futures[i] = workflow.ExecuteLocalActivity(sendOptions(ctx, c.set.RequestTimeout, sendSummary(c.in, 1, 1)), attempt.ActivitySend, c.firstAttempt())
 	}
 	for i := range group {
 		errs[i] = futures[i].Get(ctx, &results[i])
@@ -82,7 +84,7 @@ func sendGroup(ctx workflow.Context, group []*carried, results []attempt.SendRes
 		timeout = max(timeout, c.set.RequestTimeout)
 	}
 	var outs []attempt.SendOutcome
-	if err := workflow.ExecuteLocalActivity(sendOptions(ctx, timeout), attempt.ActivitySendGroup, reqs).Get(ctx, &outs); err != nil || len(outs) != len(group) {
+	if err := workflow.ExecuteLocalActivity(sendOptions(ctx, timeout, groupSummary(len(group))), attempt.ActivitySendGroup, reqs).Get(ctx, &outs); err != nil || len(outs) != len(group) {
 		return false
 	}
 	for i, o := range outs {
@@ -183,6 +185,8 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 		}
 		cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
 			WorkflowID:            c.in.DeliveryID,
+			StaticSummary:         DeliverySummary(child),
+			StaticDetails:         DeliveryDetails(child),
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
 			ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
 			TypedSearchAttributes: temporal.NewSearchAttributes(

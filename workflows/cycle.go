@@ -101,6 +101,7 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 		default:
 			r.judged(ctx, &c, res.Result, res.Err())
 		}
+		r.attempted(ctx, 1, res.Result, res.Err())
 	}
 	return c
 }
@@ -119,7 +120,8 @@ func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
 	}
 	if next.Wait > 0 {
 		r.state.NextAttemptAt = &next.At
-		if r.sleep(ctx, next.Wait) {
+		r.showDetails(ctx)
+		if r.sleep(ctx, next.Wait, fmt.Sprintf("wait %s for attempt %d", next.Wait, c.number)) {
 			c.end(outCanceled)
 			return
 		}
@@ -197,7 +199,8 @@ func (r *run) waitHold(ctx workflow.Context, c *cycle) bool {
 	}
 	if wake > 0 {
 		r.state.NextAttemptAt = &at
-		if r.sleep(ctx, wake) {
+		r.showDetails(ctx)
+		if r.sleep(ctx, wake, heldSummary(c.held.Class, c.number, wake)) {
 			c.end(outCanceled)
 			return true
 		}

@@ -81,6 +81,8 @@ type run struct {
 	progress *Progress
 	// queued are fresh replays that arrived before the run's first task.
 	queued []ReplaySignal
+	// lastLine is the latest attempt's result line (see showDetails).
+	lastLine string
 }
 
 // outcome ends a cycle.
@@ -249,10 +251,11 @@ func (r *run) startCycle(ctx workflow.Context) (gone bool, err error) {
 }
 
 // sleep waits d or until a cancel signal; it reports true when canceled.
-func (r *run) sleep(ctx workflow.Context, wait time.Duration) bool {
+// summary names the timer in the Temporal UI.
+func (r *run) sleep(ctx workflow.Context, wait time.Duration, summary string) bool {
 	tctx, stop := workflow.WithCancel(ctx)
 	defer stop()
-	timer := workflow.NewTimer(tctx, wait)
+	timer := workflow.NewTimerWithOptions(tctx, wait, workflow.TimerOptions{Summary: summary})
 	sel := workflow.NewSelector(ctx)
 	sel.AddFuture(timer, func(workflow.Future) {})
 	sel.AddReceive(r.cancelCh, func(c workflow.ReceiveChannel, _ bool) {

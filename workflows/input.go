@@ -37,7 +37,12 @@ type Input struct {
 	EventID    string
 	EventType  string
 	EndpointID string
-	Settings   delivery.Settings
+	// EndpointHost and AppName name the endpoint (its URL's host) and the
+	// app in the Temporal UI's summaries; empty in inputs recorded before
+	// them, whose summaries show IDs.
+	EndpointHost string `json:",omitempty"`
+	AppName      string `json:",omitempty"`
+	Settings     delivery.Settings
 	// Cycle is 1 for a new delivery; each replay runs the next cycle.
 	Cycle int
 	// AcceptedAt is when the cycle was asked for: the event's acceptance,

@@ -20,7 +20,8 @@ func (r *run) awaitReplay(ctx workflow.Context) (sig *ReplaySignal, stop func(),
 		return r.pendingReplay(), func() {}, nil
 	}
 	tctx, stop := workflow.WithCancel(ctx)
-	retention := workflow.NewTimer(tctx, r.set.Retention)
+	retention := workflow.NewTimerWithOptions(tctx, r.set.Retention,
+		workflow.TimerOptions{Summary: "dead letter kept " + r.set.Retention.String() + " for a replay"})
 	expired := false
 	for sig == nil && !expired && !r.canceled {
 		sel := workflow.NewSelector(ctx)
@@ -76,6 +77,7 @@ func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) 
 			InitialInterval: time.Second, MaximumInterval: MarkMaximumInterval,
 			NonRetryableErrorTypes: []string{attempt.ErrDeliveryGone},
 		},
+		Summary: markSummary(status, reason),
 	})
 	req := attempt.MarkRequest{
 		DeliveryID: r.in.DeliveryID, Status: status, Reason: reason, Cycle: r.state.Cycle, ReplayID: r.replayID,
@@ -103,4 +105,5 @@ func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) 
 func (r *run) setStatus(ctx workflow.Context, status delivery.Status) {
 	r.state.Status = status
 	_ = workflow.UpsertTypedSearchAttributes(ctx, SAState.ValueSet(string(status)))
+	r.showDetails(ctx)
 }

@@ -20,18 +20,20 @@ func (r *run) send(ctx workflow.Context, number int, deadline, slot time.Time) (
 	var fut workflow.Future
 	if r.in.LocalActivity && workflow.GetVersion(ctx, versionAsyncSend, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
-			ScheduleToCloseTimeout: timeout, RetryPolicy: noRetry,
+			ScheduleToCloseTimeout: timeout, RetryPolicy: noRetry, Summary: sendSummary(r.in, r.state.Cycle, number),
 		})
 		fut = workflow.ExecuteLocalActivity(lctx, attempt.ActivitySend, req)
 	} else {
 		toStart := max(deadline.Add(-r.set.RequestTimeout).Sub(workflow.Now(ctx)), time.Second)
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 			StartToCloseTimeout: timeout, ScheduleToStartTimeout: toStart, RetryPolicy: noRetry,
+			Summary: sendSummary(r.in, r.state.Cycle, number),
 		})
 		fut = workflow.ExecuteActivity(actx, attempt.ActivitySend, req)
 	}
 	var res attempt.SendResult
 	err := fut.Get(ctx, &res)
+	r.attempted(ctx, number, res, err)
 	return res, err
 }
 

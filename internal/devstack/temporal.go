@@ -293,6 +293,20 @@ func (s *Server) Stop() {
 	_ = s.server.Stop()
 }
 
+// UIRunningError is StartUI on a server whose UI already runs.
+type UIRunningError struct{ Addr string }
+
+func (e *UIRunningError) Error() string { return "temporal ui already runs on " + e.Addr }
+
+// StartUI starts the Web UI on addr for a server started without one (a
+// test that reads the UI). Stop stops it with the server.
+func (s *Server) StartUI(addr string, logger *slog.Logger) error {
+	if s.ui != nil {
+		return &UIRunningError{Addr: s.uiAddr}
+	}
+	return s.startUI(addr, logger)
+}
+
 func (s *Server) startUI(addr string, logger *slog.Logger) error {
 	host, portStr, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/codes"
@@ -309,6 +310,9 @@ func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Heade
 		} else {
 			httpReq.Header[k] = []string{v}
 		}
+	}
+	if t.Sequence > 0 {
+		httpReq.Header[delivery.HeaderSequence] = []string{strconv.FormatInt(t.Sequence, 10)}
 	}
 	// The attempt's span, when tracing is on (the signature covers only
 	// id, timestamp and body).

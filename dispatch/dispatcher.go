@@ -261,6 +261,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			stamped[it.CarrierID] = true
 		case it.Stale():
 			done = append(done, it.ID)
+		case it.Ordered():
+			// Its sequencer starts it (see enqueue).
+			singles = append(singles, it)
 		case it.Kind == outbox.KindStart && sender && it.Outcome == nil:
 			f, ok := planFirst(it, now)
 			if !ok {

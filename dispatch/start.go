@@ -169,7 +169,32 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 	}
 	ctx, span := d.traced(ctx, it)
 	defer span.End()
+	if it.Ordered() {
+		return d.enqueue(ctx, it)
+	}
 	return d.start(ctx, it, nil)
+}
+
+// enqueue hands an ordered delivery to the sequencer of its endpoint and
+// key, starting the sequencer when none runs. A row dispatched twice is
+// dropped by the sequencer (by its sequence number).
+func (d *Dispatcher) enqueue(ctx context.Context, it outbox.Row) error {
+	in := d.input(it)
+	in.Sequence = it.Sequence
+	id := workflows.SequencerID(it.EndpointID, it.OrderingKey)
+	opts := client.StartWorkflowOptions{
+		ID:            id,
+		TaskQueue:     cmp.Or(d.TaskQueue, workflows.TaskQueue),
+		StaticSummary: "sequence " + it.OrderingKey + " of endpoint " + it.EndpointID,
+		// A sequencer that ended (its queue emptied) is started again.
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+	}
+	seq := workflows.SequencerInput{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey}
+	if _, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalEnqueue, in, opts, workflows.SequencerWorkflowName, seq); err != nil {
+		return fmt.Errorf("enqueue %s in %s: %w", it.DeliveryID, id, err)
+	}
+	d.started.Add(1)
+	return nil
 }
 
 // traced continues the trace row's event was published in (see

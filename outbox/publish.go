@@ -44,12 +44,16 @@ const (
 	MaxPayloadBytes = 256 << 10
 	MaxTypeLength   = 128
 	MaxIDLength     = 128
+	// MaxOrderingKeyLength bounds an event's ordering key.
+	MaxOrderingKeyLength = 128
 )
 
 var (
 	typePattern = regexp.MustCompile(`^[a-z0-9_]+(\.[a-z0-9_]+)+$`)
 	// No '.': the signed content is id.timestamp.body (Standard Webhooks).
 	idPattern = regexp.MustCompile(`^[A-Za-z0-9_:\-]+$`)
+	// orderingKeyPattern is an ordering key's alphabet.
+	orderingKeyPattern = regexp.MustCompile(`^[A-Za-z0-9_:.\-]+$`)
 )
 
 // Event is what a producer publishes.
@@ -65,6 +69,10 @@ type Event struct {
 	// Endpoint, when set, sends the event to this one endpoint of the app
 	// whatever its event-type filter (a test event), and to no other.
 	Endpoint string
+	// OrderingKey, optional, puts the event's deliveries to fifo endpoints
+	// in the sequence of that key; without it they join each endpoint's
+	// default sequence (docs/contract.md#14-ordered-delivery).
+	OrderingKey string
 }
 
 // TestType is the type of the test events an endpoint is sent on demand.
@@ -84,7 +92,9 @@ type Published struct {
 	Created    time.Time       `json:"created"`
 	APIVersion string          `json:"api_version"`
 	Data       json.RawMessage `json:"data"`
-	Deliveries []DeliveryRef   `json:"deliveries"`
+	// OrderingKey is the event's ordering key, "" when it has none.
+	OrderingKey string        `json:"ordering_key,omitempty"`
+	Deliveries  []DeliveryRef `json:"deliveries"`
 	// FilteredOut are the subscribed endpoints whose filter skipped the
 	// event (docs/contract.md#13-payload-filters).
 	FilteredOut []FilteredOut `json:"filtered_out,omitempty"`
@@ -118,7 +128,7 @@ func ValidateType(name string) error {
 // and fail every signature check, so invalid UTF-8 is refused, as are
 // numbers no JSON parser can hold (beyond float64).
 func (e *Event) Validate(now time.Time) error {
-	for _, f := range []struct{ name, value string }{{"type", e.Type}, {"id", e.ID}, {"api_version", e.APIVersion}, {"data", string(e.Data)}} {
+	for _, f := range []struct{ name, value string }{{"type", e.Type}, {"id", e.ID}, {"ordering_key", e.OrderingKey}, {"api_version", e.APIVersion}, {"data", string(e.Data)}} {
 		if !utf8.ValidString(f.value) {
 			return &delivery.FieldError{Field: f.name, Reason: "must be valid UTF-8"}
 		}
@@ -129,6 +139,8 @@ func (e *Event) Validate(now time.Time) error {
 	switch {
 	case e.ID != "" && (len(e.ID) > MaxIDLength || !idPattern.MatchString(e.ID)):
 		return &delivery.FieldError{Field: "id", Reason: fmt.Sprintf("must be 1–%d characters of [A-Za-z0-9_:-] (no '.': the signed content is id.timestamp.body)", MaxIDLength)}
+	case e.OrderingKey != "" && (len(e.OrderingKey) > MaxOrderingKeyLength || !orderingKeyPattern.MatchString(e.OrderingKey)):
+		return &delivery.FieldError{Field: "ordering_key", Reason: fmt.Sprintf("must be 1–%d characters of [A-Za-z0-9_:.-]", MaxOrderingKeyLength)}
 	case len(bytes.TrimSpace(e.Data)) == 0:
 		return &delivery.FieldError{Field: "data", Reason: "is required (a JSON object)"}
 	case e.Created.After(now.Add(MaxCreatedAhead)):
@@ -181,6 +193,11 @@ func (e Event) contentHash() []byte {
 	}
 	for _, part := range []string{e.Type, created, e.APIVersion, string(e.Data)} {
 		fmt.Fprintf(h, "%d:%s", len(part), part)
+	}
+	// Only a keyed event hashes its key: the hashes of events stored
+	// before keys existed stay valid.
+	if e.OrderingKey != "" {
+		fmt.Fprintf(h, "k%d:%s", len(e.OrderingKey), e.OrderingKey)
 	}
 	return h.Sum(nil)
 }
@@ -246,7 +263,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 	if len(body) > MaxPayloadBytes {
 		return Published{}, &delivery.TooLargeError{Field: "data", Limit: MaxPayloadBytes}
 	}
-	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, Deliveries: []DeliveryRef{}}
+	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, OrderingKey: ev.OrderingKey, Deliveries: []DeliveryRef{}}
 	traceparent, tracestate := TraceContext(ctx)
 	fs := p.known(appID)
 	for round := 0; ; round++ {
@@ -260,7 +277,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 		err = q.QueryRow(ctx, publishSQL,
 			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
-			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate).Scan(&inserted, &stale, new(int), &dlvIDs, &endpoints, &skipped)
+			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey).Scan(&inserted, &stale, new(int), &dlvIDs, &endpoints, &skipped)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "23503" {
@@ -291,7 +308,8 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 // publishSQL is one publish in one statement: the event, its catalog
 // entry, a delivery per subscribed endpoint whose filter accepts it (the
 // verdicts $15–$18 were evaluated on the filters as the Publisher last
-// read them, with the trace context $19–$20, see TraceContext), their
+// read them, with the trace context $19–$20, see TraceContext), the
+// sequence numbers of its deliveries to fifo endpoints (key $21), their
 // outbox rows and the dispatcher's wake-up. When an
 // enabled endpoint's filter is not among the verdicts (added or changed
 // since), it writes nothing and says so (the second column).
@@ -308,10 +326,10 @@ const publishSQL = `
 	  WHERE e.app_id = $1 AND $10 = '' AND NOT fl.matched AND NOT e.disabled AND e.deleted_at IS NULL
 	    AND (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
 	), ev AS (
-	  INSERT INTO events (app_id, id, type, payload, payload_hash, created, filtered_out, traceparent, tracestate)
+	  INSERT INTO events (app_id, id, type, payload, payload_hash, created, filtered_out, traceparent, tracestate, ordering_key)
 	  SELECT $1, $2, $3, $4, $5, $6,
 	         (SELECT jsonb_agg(jsonb_build_object('endpoint_id', id, 'error', NULLIF(error, '')) ORDER BY id) FROM skipped),
-	         NULLIF($19::text, ''), NULLIF($20::text, '')
+	         NULLIF($19::text, ''), NULLIF($20::text, ''), NULLIF($21::text, '')
 	  WHERE NOT EXISTS (SELECT 1 FROM stale)
 	  ON CONFLICT (app_id, id) DO NOTHING
 	  RETURNING app_id, id, type, filtered_out
@@ -320,14 +338,27 @@ const publishSQL = `
 	  INSERT INTO event_types (name) SELECT type FROM ev
 	  WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.name = ev.type)
 	  ON CONFLICT DO NOTHING
-	), dl AS (
-	  INSERT INTO deliveries (id, app_id, event_id, endpoint_id)
-	  SELECT hookrelay_id($8), ev.app_id, ev.id, e.id
+	), tg AS (
+	  SELECT ev.app_id, ev.id AS event_id, e.id AS endpoint_id, e.ordering
 	  FROM ev JOIN endpoints e ON e.app_id = ev.app_id
 	  WHERE NOT e.disabled AND e.deleted_at IS NULL
 	    AND CASE WHEN $10 = '' THEN (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
 	                              AND (e.filter = '' OR EXISTS (SELECT 1 FROM fl WHERE fl.id = e.id AND fl.filter = e.filter AND fl.matched))
 	             ELSE e.id = $10 END
+	), sq AS (
+	  -- The next number of each fifo endpoint's sequence for the key ($21,
+	  -- '' for the default sequence), in endpoint order (no deadlock
+	  -- between two publishers of one key). The row's lock, held to
+	  -- commit, makes a later publisher of the key wait: sequence order
+	  -- is commit order. Unordered endpoints write nothing here.
+	  INSERT INTO sequences (endpoint_id, ordering_key, last)
+	  SELECT endpoint_id, $21, 1 FROM tg WHERE ordering = 'fifo' ORDER BY endpoint_id
+	  ON CONFLICT (endpoint_id, ordering_key) DO UPDATE SET last = sequences.last + 1
+	  RETURNING endpoint_id, last
+	), dl AS (
+	  INSERT INTO deliveries (id, app_id, event_id, endpoint_id, ordering_key, sequence)
+	  SELECT hookrelay_id($8), tg.app_id, tg.event_id, tg.endpoint_id, CASE WHEN sq.last IS NOT NULL THEN $21 END, sq.last
+	  FROM tg LEFT JOIN sq ON sq.endpoint_id = tg.endpoint_id
 	  RETURNING id, endpoint_id
 	), cb AS (
 	  -- The latest a dispatcher may claim the rows and still send each
@@ -362,8 +393,9 @@ func repeat(ctx context.Context, tx Querier, appID, id string, hash []byte) (Pub
 	var stored []byte
 	var payload []byte
 	var skipped []FilteredOut
-	if err := tx.QueryRow(ctx, `SELECT payload_hash, payload, filtered_out FROM events WHERE app_id = $1 AND id = $2`, appID, id).
-		Scan(&stored, &payload, &skipped); err != nil {
+	var key *string
+	if err := tx.QueryRow(ctx, `SELECT payload_hash, payload, filtered_out, ordering_key FROM events WHERE app_id = $1 AND id = $2`, appID, id).
+		Scan(&stored, &payload, &skipped, &key); err != nil {
 		return Published{}, fmt.Errorf("load event %s: %w", id, err)
 	}
 	if !bytes.Equal(stored, hash) {
@@ -375,6 +407,9 @@ func repeat(ctx context.Context, tx Querier, appID, id string, hash []byte) (Pub
 	}
 	created, _ := time.Parse(time.RFC3339, env.Created)
 	out := Published{ID: env.ID, Type: env.Type, Created: created, APIVersion: env.APIVersion, Data: env.Data, FilteredOut: skipped, Duplicate: true}
+	if key != nil {
+		out.OrderingKey = *key
+	}
 	rows, err := tx.Query(ctx, `SELECT id, endpoint_id, status FROM deliveries WHERE app_id = $1 AND event_id = $2 ORDER BY endpoint_id`, appID, id)
 	if err != nil {
 		return Published{}, fmt.Errorf("load deliveries of %s: %w", id, err)

@@ -67,10 +67,18 @@ type Row struct {
 	// sender's result), nil until it is recorded: a row with an outcome is
 	// handed to its DeliveryWorkflow, never sent again.
 	Outcome []byte
+	// OrderingKey and Sequence place an ordered delivery in its endpoint's
+	// sequence of that key; Sequence is 0 for an unordered delivery.
+	OrderingKey string
+	Sequence    int64
 	// Traceparent and Tracestate are the W3C trace context the event was
 	// published in (see TraceContext), "" when it was published untraced.
 	Traceparent, Tracestate string
 }
+
+// Ordered reports whether the row starts an ordered delivery: it goes to
+// its sequence's sequencer, never straight to its own workflow.
+func (r Row) Ordered() bool { return r.Kind == KindStart && r.Sequence > 0 }
 
 // Stale reports whether a claimed row has nothing left to do: its delivery
 // is gone, a start whose delivery already finished (canceled before it

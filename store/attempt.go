@@ -41,6 +41,9 @@ type Target struct {
 	Payload     []byte
 	// Keys are the secrets valid now, current first.
 	Keys []signing.Key
+	// Sequence is an ordered delivery's place in its sequence (sent as
+	// delivery.HeaderSequence); 0 for an unordered delivery.
+	Sequence int64
 }
 
 // targetQuery selects each delivery of $1 with its endpoint, frozen
@@ -49,7 +52,7 @@ type Target struct {
 const targetQuery = `
 		SELECT d.id, d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
 		       (e.disabled OR e.deleted_at IS NOT NULL), e.paused, COALESCE(e.rate_limit, 0), COALESCE(e.max_in_flight, 0), ev.payload,
-		       COALESCE(e.egress_proxy, ''), COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}')
+		       COALESCE(e.egress_proxy, ''), COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}'), COALESCE(d.sequence, 0)
 		FROM deliveries d
 		JOIN endpoints e ON e.id = d.endpoint_id
 		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
@@ -68,7 +71,7 @@ func (s *Store) scanTarget(r pgx.Row) (Target, error) {
 	var keyIDs []string
 	var keysSealed [][]byte
 	if err := r.Scan(&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit,
-		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &keyIDs, &keysSealed); err != nil {
+		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &keyIDs, &keysSealed, &t.Sequence); err != nil {
 		return Target{}, err
 	}
 	var err error

@@ -23,7 +23,7 @@ const rowSelect = `
 	       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
 	       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0),
 	       COALESCE(o.carrier_id, ''), o.outcome, COALESCE(ev.traceparent, ''), COALESCE(ev.tracestate, ''),
-	       COALESCE(e.url, ''), COALESCE(a.name, '')
+	       COALESCE(e.url, ''), COALESCE(a.name, ''), COALESCE(d.ordering_key, ''), COALESCE(d.sequence, 0)
 	FROM outbox o
 	LEFT JOIN deliveries d ON d.id = o.delivery_id
 	LEFT JOIN endpoints e ON e.id = d.endpoint_id
@@ -37,7 +37,7 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 		var deadline, timeout int64
 		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
 			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
-			&it.CarrierID, &it.Outcome, &it.Traceparent, &it.Tracestate, &it.EndpointURL, &it.AppName)
+			&it.CarrierID, &it.Outcome, &it.Traceparent, &it.Tracestate, &it.EndpointURL, &it.AppName, &it.OrderingKey, &it.Sequence)
 		it.Settings = delivery.Settings{
 			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
 			RequestTimeout: time.Duration(timeout) * time.Millisecond,
@@ -58,7 +58,8 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 // cancel is dispatched after the start a sender holds and before a later
 // replay of the same delivery. Rows leased to a sender (see LeaseOutbox) are
 // left alone until their lease lapses; starts and replays of a paused
-// endpoint wait in the outbox.
+// endpoint wait in the outbox; an ordered start is claimed only once the
+// starts ahead of it in its sequence are gone (dispatched or dropped).
 func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error) {
 	rows, err := tx.Query(ctx, `
 		WITH RECURSIVE queued(app_id) AS (
@@ -76,6 +77,11 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 		      AND (o.leased_until IS NULL OR o.leased_until < now())
 		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
 		      AND NOT (o.kind <> $2 AND COALESCE(`+holding+`, false))
+		      -- An ordered start waits for the starts ahead of it in its
+		      -- sequence: its sequencer is fed in sequence order.
+		      AND (d.sequence IS NULL OR o.kind <> $3 OR NOT EXISTS (
+		        SELECT 1 FROM outbox p JOIN deliveries pd ON pd.id = p.delivery_id
+		        WHERE p.kind = $3 AND pd.endpoint_id = d.endpoint_id AND pd.ordering_key = d.ordering_key AND pd.sequence < d.sequence))
 		    ORDER BY o.id LIMIT $1
 		  ) c
 		  WHERE queued.app_id IS NOT NULL
@@ -86,7 +92,7 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 		  -- leased it since this statement's snapshot.
 		  AND (o.leased_until IS NULL OR o.leased_until < now())
 		ORDER BY o.id
-		FOR UPDATE OF o SKIP LOCKED`, limit, outbox.KindCancel)
+		FOR UPDATE OF o SKIP LOCKED`, limit, outbox.KindCancel, outbox.KindStart)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}

@@ -68,6 +68,7 @@ func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.
 	})
 	w.RegisterWorkflowWithOptions(workflows.DeliveryWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.CarrierWorkflow, workflow.RegisterOptions{Name: workflows.CarrierWorkflowName})
+	w.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
 	w.RegisterActivity(acts)
 	return w, nil
 }

@@ -83,6 +83,9 @@ type run struct {
 	queued []ReplaySignal
 	// lastLine is the latest attempt's result line (see showDetails).
 	lastLine string
+	// sequenceFreed is set once the run told its sequencer its cycle
+	// ended (see freeSequence).
+	sequenceFreed bool
 }
 
 // outcome ends a cycle.
@@ -141,31 +144,44 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 			if err := r.cancel(ctx); err != nil {
 				return r.state, err
 			}
+			r.freeSequence(ctx, delivery.StatusCanceled)
 			sig = r.pendingReplay()
 		case outGone:
 			r.setStatus(ctx, delivery.StatusCanceled)
+			r.freeSequence(ctx, delivery.StatusCanceled)
 			return r.state, nil
 		case outDeadLettered:
 			status, err := r.mark(ctx, delivery.StatusDeadLettered, r.state.DeadLetterReason)
-			if err != nil || status == "" {
+			if err != nil {
 				return r.state, err
+			}
+			if status == "" {
+				// Gone.
+				r.freeSequence(ctx, delivery.StatusCanceled)
+				return r.state, nil
 			}
 			if status != delivery.StatusDeadLettered {
 				// Canceled while the last attempt ran; its cancel is queued.
 				r.setStatus(ctx, status)
+				r.freeSequence(ctx, status)
 				return r.state, nil
 			}
 			r.setStatus(ctx, delivery.StatusDeadLettered)
+			// The sequence moves on (fifo_on_dead_letter skip) while the
+			// dead letter waits for a replay.
+			r.freeSequence(ctx, delivery.StatusDeadLettered)
 			if sig, stopRetention, err = r.awaitReplay(ctx); err != nil || sig == nil {
 				return r.state, err
 			}
 		case outSucceeded:
 			r.setStatus(ctx, delivery.StatusSucceeded)
+			r.freeSequence(ctx, delivery.StatusSucceeded)
 			sig = r.pendingReplay()
 		case outCanceled:
 			if err := r.cancel(ctx); err != nil {
 				return r.state, err
 			}
+			r.freeSequence(ctx, delivery.StatusCanceled)
 			sig = r.pendingReplay()
 		}
 		// A replay that reached the run as it finished must start a cycle,
@@ -195,6 +211,7 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	in.Cycle = r.state.Cycle + 1
 	in.ReplayID = sig.ReplayID
 	in.Resume = nil // a carrier's first attempt belongs to the first cycle only
+	in.Sequencer = "" // only the first cycle holds its sequence
 	in.AcceptedAt = sig.RequestedAt
 	if in.AcceptedAt.IsZero() {
 		in.AcceptedAt = workflow.Now(ctx)
@@ -271,4 +288,20 @@ func (r *run) drainCancel() bool {
 		r.canceled = true
 	}
 	return r.canceled
+}
+
+// freeSequence tells the run's sequencer, once, that the delivery's cycle
+// ended with status, so the next delivery of the sequence may start. A
+// run without a sequencer (every unordered delivery, every history
+// recorded before ordering) sends nothing: its commands are unchanged.
+func (r *run) freeSequence(ctx workflow.Context, status delivery.Status) {
+	if r.in.Sequencer == "" || r.sequenceFreed {
+		return
+	}
+	r.sequenceFreed = true
+	err := workflow.SignalExternalWorkflow(ctx, r.in.Sequencer, "", SignalEnded, Ended{DeliveryID: r.in.DeliveryID, Status: status}).Get(ctx, nil)
+	if err != nil {
+		// The sequencer is gone (terminated by hand): nothing waits on it.
+		workflow.GetLogger(ctx).Warn("sequencer not told of the delivery's end", "sequencer", r.in.Sequencer, "error", err)
+	}
 }

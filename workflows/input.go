@@ -62,6 +62,13 @@ type Input struct {
 	// Progress carries a cycle on into a new run (see HistoryBound); nil
 	// for a run that starts its cycle.
 	Progress *Progress `json:",omitempty"`
+	// Sequence is an ordered delivery's place in its sequence; 0 for an
+	// unordered delivery.
+	Sequence int64 `json:",omitempty"`
+	// Sequencer is the workflow ID of the SequencerWorkflow that started
+	// the run: the run signals it (SignalEnded) when its first cycle ends.
+	// "" for an unordered delivery and for every replay's cycle.
+	Sequencer string `json:",omitempty"`
 }
 
 // Progress is where a cycle stood when its run continued as new: the

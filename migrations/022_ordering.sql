@@ -1,0 +1,28 @@
+-- +goose Up
+-- Ordered delivery (docs/contract.md#14-ordered-delivery). An endpoint's
+-- ordering is 'none' (every delivery on its own, as before) or 'fifo'
+-- (deliveries of one ordering key one at a time, in acceptance order).
+ALTER TABLE endpoints ADD COLUMN ordering text NOT NULL DEFAULT 'none'
+  CHECK (ordering IN ('none', 'fifo'));
+-- The producer's ordering key; NULL when the event names none.
+ALTER TABLE events ADD COLUMN ordering_key text;
+-- A delivery to a fifo endpoint: its key ('' for the endpoint's default
+-- sequence) and its place in that sequence (1-based). NULL for every
+-- delivery to an unordered endpoint.
+ALTER TABLE deliveries ADD COLUMN ordering_key text, ADD COLUMN sequence bigint;
+-- The last sequence number given per fifo endpoint and key. Publish
+-- increments it in the producer's transaction; its row lock orders
+-- concurrent publishers of one key, so sequence order is commit order.
+-- Unordered endpoints have no row.
+CREATE TABLE sequences (
+  endpoint_id text NOT NULL REFERENCES endpoints (id) ON DELETE CASCADE,
+  ordering_key text NOT NULL,
+  last bigint NOT NULL,
+  PRIMARY KEY (endpoint_id, ordering_key)
+);
+
+-- +goose Down
+DROP TABLE sequences;
+ALTER TABLE deliveries DROP COLUMN ordering_key, DROP COLUMN sequence;
+ALTER TABLE events DROP COLUMN ordering_key;
+ALTER TABLE endpoints DROP COLUMN ordering;

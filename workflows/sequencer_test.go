@@ -1,0 +1,130 @@
+package workflows_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
+
+	"hookrelay/delivery"
+	"hookrelay/workflows"
+)
+
+// sequenced records the DeliveryWorkflow runs a sequencer starts.
+type sequenced struct {
+	env    *testsuite.TestWorkflowEnvironment
+	start  time.Time
+	ids    []string
+	at     []time.Duration
+	inputs []workflows.Input
+}
+
+func newSequenced(t *testing.T) *sequenced {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	s := &sequenced{env: suite.NewTestWorkflowEnvironment()}
+	s.start = s.env.Now()
+	s.env.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
+	s.env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.Input) (workflows.State, error) {
+		s.ids = append(s.ids, in.DeliveryID)
+		s.at = append(s.at, s.env.Now().Sub(s.start))
+		s.inputs = append(s.inputs, in)
+		return workflows.State{}, nil
+	}, workflow.RegisterOptions{Name: workflows.WorkflowName})
+	return s
+}
+
+func ordered(id string, seq int64) workflows.Input {
+	return workflows.Input{DeliveryID: id, EndpointID: "ep_1", AppID: "app_1", EventType: "a.b", Sequence: seq}
+}
+
+// after runs fn d into the test.
+func (s *sequenced) after(d time.Duration, fn func()) { s.env.RegisterDelayedCallback(fn, d) }
+
+func (s *sequenced) enqueue(in workflows.Input) {
+	s.env.SignalWorkflow(workflows.SignalEnqueue, in)
+}
+
+func (s *sequenced) end(id string) {
+	s.env.SignalWorkflow(workflows.SignalEnded, workflows.Ended{DeliveryID: id, Status: delivery.StatusSucceeded})
+}
+
+func TestSequencerStartsOneAtATimeInSequenceOrder(t *testing.T) {
+	s := newSequenced(t)
+	// Enqueued out of order before the first task; a stale end is ignored.
+	s.after(0, func() {
+		s.enqueue(ordered("dlv_3", 3))
+		s.enqueue(ordered("dlv_2", 2))
+	})
+	s.after(time.Minute, func() { s.end("dlv_9") })
+	s.after(2*time.Minute, func() { s.end("dlv_1") })
+	s.after(3*time.Minute, func() { s.end("dlv_2") })
+	s.after(4*time.Minute, func() { s.end("dlv_3") })
+	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1", Queue: []workflows.Input{ordered("dlv_1", 1)}})
+	require.True(t, s.env.IsWorkflowCompleted())
+	require.NoError(t, s.env.GetWorkflowError())
+	require.Equal(t, []string{"dlv_1", "dlv_2", "dlv_3"}, s.ids)
+	require.Equal(t, []time.Duration{0, 2 * time.Minute, 3 * time.Minute}, s.at)
+	for i, in := range s.inputs {
+		require.Equal(t, int64(i+1), in.Sequence)
+		require.Equal(t, "default-test-workflow-id", in.Sequencer, "each run signals its sequencer")
+	}
+}
+
+func TestSequencerDropsRepeats(t *testing.T) {
+	s := newSequenced(t)
+	s.after(time.Second, func() {
+		s.enqueue(ordered("dlv_1", 1)) // running: a repeat
+		s.enqueue(ordered("dlv_2", 2))
+		s.enqueue(ordered("dlv_2", 2)) // queued: a repeat
+	})
+	s.after(time.Minute, func() { s.end("dlv_1") })
+	s.after(2*time.Minute, func() {
+		s.enqueue(ordered("dlv_1", 1)) // started before: a repeat
+		s.end("dlv_2")
+	})
+	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1", Queue: []workflows.Input{ordered("dlv_1", 1)}})
+	require.NoError(t, s.env.GetWorkflowError())
+	require.Equal(t, []string{"dlv_1", "dlv_2"}, s.ids)
+}
+
+func TestSequencerEndsWhenItsQueueEmpties(t *testing.T) {
+	s := newSequenced(t)
+	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1"})
+	require.True(t, s.env.IsWorkflowCompleted())
+	require.NoError(t, s.env.GetWorkflowError())
+	require.Empty(t, s.ids)
+}
+
+func TestSequencerContinuesAsNewWithItsQueue(t *testing.T) {
+	s := newSequenced(t)
+	s.after(time.Minute, func() {
+		s.enqueue(ordered("dlv_3", 3))
+		s.enqueue(ordered("dlv_2", 2))
+	})
+	s.after(2*time.Minute, func() {
+		// The next signal's task finds the history past its bound.
+		s.env.SetCurrentHistoryLength(workflows.HistoryBound + 1)
+		s.end("dlv_9")
+	})
+	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1", OrderingKey: "k", Queue: []workflows.Input{ordered("dlv_1", 1)}})
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(s.env.GetWorkflowError(), &can))
+	var next workflows.SequencerInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.Equal(t, "dlv_1", next.Running)
+	require.Equal(t, int64(1), next.Last)
+	require.Equal(t, "k", next.OrderingKey)
+	require.Len(t, next.Queue, 2)
+	require.Equal(t, "dlv_2", next.Queue[0].DeliveryID)
+	require.Equal(t, "dlv_3", next.Queue[1].DeliveryID)
+}
+
+func TestSequencerID(t *testing.T) {
+	require.Equal(t, "sequencer/ep_1/cust:42", workflows.SequencerID("ep_1", "cust:42"))
+	require.NotEqual(t, workflows.SequencerID("ep_1", ""), workflows.SequencerID("ep_1", "x"))
+}

@@ -22,6 +22,8 @@ type eventRequest struct {
 	Data       json.RawMessage `json:"data"`
 	Created    *time.Time      `json:"created"`
 	APIVersion *string         `json:"api_version"`
+	// OrderingKey places the event in a sequence on fifo endpoints.
+	OrderingKey *string `json:"ordering_key"`
 }
 
 // decodeEvent turns an ingest body (and Idempotency-Key header) into a
@@ -31,7 +33,10 @@ func decodeEvent(body []byte, idempotencyKey string) (outbox.Event, *Problem) {
 	if p := decodeStrict(body, &req); p != nil {
 		return outbox.Event{}, p
 	}
-	ev := outbox.Event{ID: deref(req.ID), Type: deref(req.Type), Data: req.Data, APIVersion: deref(req.APIVersion)}
+	ev := outbox.Event{ID: deref(req.ID), Type: deref(req.Type), Data: req.Data, APIVersion: deref(req.APIVersion), OrderingKey: deref(req.OrderingKey)}
+	if req.OrderingKey != nil && *req.OrderingKey == "" {
+		return ev, &Problem{Status: http.StatusUnprocessableEntity, Detail: fmt.Sprintf("ordering_key must be 1–%d characters of [A-Za-z0-9_:.-], or absent", outbox.MaxOrderingKeyLength), Fields: []string{"ordering_key"}}
+	}
 	if idempotencyKey != "" {
 		if ev.ID != "" && ev.ID != idempotencyKey {
 			return ev, &Problem{Status: http.StatusUnprocessableEntity, Detail: "id and the Idempotency-Key header disagree", Fields: []string{"id"}}

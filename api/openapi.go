@@ -98,6 +98,8 @@ func schemas() obj {
 		"filter": obj{"type": "string", "maxLength": filter.MaxBytes, "example": "data.amount >= 5000 && data.currency == 'usd'",
 			"description": "CEL expression over type, data, created and api_version; \"\" (the default) delivers every subscribed event; an evaluation error is no match"},
 		"egress_proxy": str("admin key only (an app key gets 403): \"direct\", an http(s) proxy URL without credentials, or \"\" (the default) for the deployment's --egress-proxy"),
+		"ordering": obj{"type": "string", "enum": []string{string(delivery.OrderingNone), string(delivery.OrderingFIFO)},
+			"description": "none (the default): every delivery on its own; fifo: the deliveries of one ordering key one at a time, in acceptance order (docs/contract.md#14-ordered-delivery)"},
 	}
 	endpoint := obj{"type": "object", "properties": merge(endpointProps, obj{"id": str("ep_…"), "disabled_reason": nullable("string"),
 		"public_key": str("whpk_…: an ed25519 endpoint's current public key, to verify v1a signatures"), "created_at": ts, "updated_at": ts})}
@@ -121,9 +123,10 @@ func schemas() obj {
 		"EndpointWithSecret": obj{"allOf": []obj{ref("Endpoint"), {"type": "object", "properties": obj{"secret": str("whsec_…, shown once")}}}},
 		"EventRequest": obj{"type": "object", "required": []string{"type", "data"}, "properties": obj{
 			"id": str("optional; makes ingest idempotent (or the Idempotency-Key header)"), "type": str("resource.action"),
-			"data": obj{"type": "object"}, "created": ts, "api_version": str("default 2026-11-01")}},
+			"data": obj{"type": "object"}, "created": ts, "api_version": str("default 2026-11-01"),
+			"ordering_key": obj{"type": "string", "pattern": "^[A-Za-z0-9_:.-]{1,128}$", "description": "on fifo endpoints, events with one key are delivered one at a time in acceptance order; without one, an event joins the endpoint's default sequence"}}},
 		"Event": obj{"type": "object", "properties": obj{"id": str("evt_… or the producer's id"), "type": str(""), "created": ts,
-			"api_version": str(""), "data": obj{"type": "object"}, "deliveries": arr(obj{"type": "object", "properties": obj{
+			"api_version": str(""), "data": obj{"type": "object"}, "ordering_key": str("absent when the event has none"), "deliveries": arr(obj{"type": "object", "properties": obj{
 				"id": str("dlv_…"), "endpoint_id": str(""), "status": str("")}}),
 			"filtered_out": arr(obj{"type": "object", "description": "a subscribed endpoint whose filter skipped the event (absent when none did)",
 				"properties": obj{"endpoint_id": str(""), "error": str("the filter's evaluation error, absent when it was false")}})}},
@@ -149,6 +152,8 @@ func schemas() obj {
 			"event_type":         str(""),
 			"last_status_code":   nullable("integer"),
 			"replays":            arr(obj{"type": "object", "properties": obj{"at": ts, "by": str("API key or portal session ID"), "by_name": str("its name")}}),
+			"sequence":           obj{"type": "integer", "description": "an ordered delivery's place in its sequence (webhook-sequence); absent when unordered"},
+			"waiting_for":        str("dlv_…: the delivery ahead of a pending ordered delivery that has not ended; its first attempt waits for it"),
 			"created_at":         ts, "updated_at": ts}},
 		"ReplayRange": obj{"type": "object", "required": []string{"since"}, "properties": obj{"since": ts, "until": ts,
 			"dry_run": obj{"type": "boolean", "description": "answer 200 {\"would_replay\": n} and replay nothing"}}},

@@ -10,6 +10,9 @@ ALTER TABLE events ADD COLUMN ordering_key text;
 -- sequence) and its place in that sequence (1-based). NULL for every
 -- delivery to an unordered endpoint.
 ALTER TABLE deliveries ADD COLUMN ordering_key text, ADD COLUMN sequence bigint;
+-- The deliveries ahead of one in its sequence (a delivery's waiting_for);
+-- partial, so unordered deliveries write nothing to it.
+CREATE INDEX deliveries_sequence ON deliveries (endpoint_id, ordering_key, sequence) WHERE sequence IS NOT NULL;
 -- The last sequence number given per fifo endpoint and key. Publish
 -- increments it in the producer's transaction; its row lock orders
 -- concurrent publishers of one key, so sequence order is commit order.

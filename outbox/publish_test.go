@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -445,4 +446,86 @@ func TestPausedRowsAreHeld(t *testing.T) {
 	var all int
 	require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE held`).Scan(&all))
 	require.Zero(t, all, "the other endpoint's rows were never held")
+}
+
+func TestPublishNumbersFIFODeliveriesPerKey(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	fifo, _, err := b.st.CreateEndpoint(ctx, store.Endpoint{AppID: b.app.ID, URL: "https://example.com/fifo", Ordering: delivery.OrderingFIFO,
+		Environment: "live", RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	require.Equal(t, delivery.OrderingFIFO, fifo.Ordering)
+	require.Equal(t, delivery.OrderingNone, b.all.Ordering)
+	want := map[string]int64{}
+	for _, key := range []string{"cust:1", "cust:1", "", "cust.2", "cust:1", ""} {
+		p, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`), OrderingKey: key})
+		require.NoError(t, err)
+		require.Equal(t, key, p.OrderingKey)
+		want[key]++
+		for _, d := range p.Deliveries {
+			var seq *int64
+			var k *string
+			require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT sequence, ordering_key FROM deliveries WHERE id = $1`, d.ID).Scan(&seq, &k))
+			if d.EndpointID != fifo.ID {
+				require.Nil(t, seq, "an unordered endpoint's delivery has no sequence")
+				require.Nil(t, k)
+				continue
+			}
+			require.NotNil(t, seq)
+			require.Equal(t, want[key], *seq, "key %q", key)
+			require.Equal(t, key, *k)
+		}
+	}
+	var rows int
+	require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT count(*) FROM sequences WHERE endpoint_id <> $1`, fifo.ID).Scan(&rows))
+	require.Zero(t, rows, "unordered endpoints have no counter")
+
+	// A repeat takes no number; the key is part of the content.
+	ev := outbox.Event{ID: "evt-keyed", Type: "payment.succeeded", Data: json.RawMessage(`{}`), OrderingKey: "cust:1"}
+	first, err := publish(t, b, ev)
+	require.NoError(t, err)
+	again, err := publish(t, b, ev)
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.Equal(t, "cust:1", again.OrderingKey)
+	require.Equal(t, first.Deliveries, again.Deliveries)
+	var last int64
+	require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT last FROM sequences WHERE endpoint_id = $1 AND ordering_key = 'cust:1'`, fifo.ID).Scan(&last))
+	require.Equal(t, want["cust:1"]+1, last)
+	ev.OrderingKey = "cust:9"
+	_, err = publish(t, b, ev)
+	require.ErrorIs(t, err, store.ErrConflict)
+
+	// Ordered starts are claimed in sequence order: one per key and round.
+	tx, err := b.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	rows2, err := store.ClaimOutbox(ctx, tx, 100)
+	require.NoError(t, err)
+	seen := map[string]int64{}
+	for _, r := range rows2 {
+		if r.EndpointID != fifo.ID {
+			require.False(t, r.Ordered())
+			continue
+		}
+		require.True(t, r.Ordered())
+		_, dup := seen[r.OrderingKey]
+		require.False(t, dup, "one start per key and round")
+		seen[r.OrderingKey] = r.Sequence
+	}
+	require.Equal(t, map[string]int64{"cust:1": 1, "": 1, "cust.2": 1}, seen)
+}
+
+func TestPublishRejectsBadOrderingKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, key := range []string{"has space", "slash/", strings.Repeat("k", outbox.MaxOrderingKeyLength+1), "é"} {
+		_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`), OrderingKey: key})
+		var fe *delivery.FieldError
+		require.ErrorAs(t, err, &fe, key)
+		require.Equal(t, "ordering_key", fe.Field)
+	}
+	_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`), OrderingKey: strings.Repeat("k", outbox.MaxOrderingKeyLength)})
+	require.NoError(t, err)
 }

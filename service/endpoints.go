@@ -40,6 +40,9 @@ type EndpointInput struct {
 	// proxy URL without credentials, or "" for the deployment's. Admin key
 	// only: an app key giving it gets a ForbiddenError naming the field.
 	EgressProxy *string `json:"egress_proxy"`
+	// Ordering is "none" (the default) or "fifo"
+	// (docs/contract.md#14-ordered-delivery).
+	Ordering *string `json:"ordering"`
 }
 
 // Endpoint is an endpoint as callers see it.
@@ -65,9 +68,11 @@ type Endpoint struct {
 	PublicKey       string `json:"public_key,omitempty"`
 	// EgressProxy is the operator's override of the egress proxy, absent
 	// when the endpoint follows the deployment's.
-	EgressProxy string    `json:"egress_proxy,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	EgressProxy string `json:"egress_proxy,omitempty"`
+	// Ordering is "none" or "fifo".
+	Ordering  string    `json:"ordering"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 	// Secret is an HMAC endpoint's "whsec_…", in the result that made it
 	// only.
 	Secret string `json:"secret,omitempty"`
@@ -77,7 +82,10 @@ func viewEndpoint(e store.Endpoint) Endpoint {
 	v := Endpoint{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
 		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), MaxInFlight: nonZero(e.MaxInFlight), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
 		Headers: e.Headers, Filter: e.Filter, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
-		EgressProxy: e.EgressProxy}
+		EgressProxy: e.EgressProxy, Ordering: string(e.Ordering)}
+	if v.Ordering == "" {
+		v.Ordering = string(delivery.OrderingNone)
+	}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
 	}
@@ -199,6 +207,9 @@ func (s *Service) PatchEndpoint(ctx context.Context, p principal, appID, id stri
 	pt := store.EndpointPatch{URL: in.URL, Description: in.Description, EventTypes: in.EventTypes, Environment: in.Environment,
 		Disabled: in.Disabled, Paused: in.Paused, RateLimit: in.RateLimit, MaxInFlight: in.MaxInFlight, Headers: in.Headers, Filter: in.Filter,
 		EgressProxy: in.EgressProxy}
+	if in.Ordering != nil {
+		pt.Ordering = &e.Ordering
+	}
 	if in.RetrySchedule != nil {
 		pt.RetrySchedule = &e.RetrySchedule
 	}

@@ -17,6 +17,7 @@ func eventView(e store.EventRecord) (outbox.Published, error) {
 	if err := json.Unmarshal(e.Payload, &v); err != nil {
 		return v, fmt.Errorf("decode event %s: %w", e.ID, err)
 	}
+	v.OrderingKey = e.OrderingKey
 	if e.FilteredOut != nil {
 		if err := json.Unmarshal(e.FilteredOut, &v.FilteredOut); err != nil {
 			return v, fmt.Errorf("decode event %s: %w", e.ID, err)

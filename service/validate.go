@@ -124,6 +124,12 @@ func (s *Service) applyEndpoint(p principal, in EndpointInput, e *store.Endpoint
 		}
 		e.EgressProxy = *in.EgressProxy
 	}
+	if in.Ordering != nil {
+		if o := delivery.Ordering(*in.Ordering); !o.Valid() {
+			return bad("ordering", `must be "none" or "fifo"`)
+		}
+		e.Ordering = delivery.Ordering(*in.Ordering)
+	}
 	set := delivery.Settings{Schedule: e.RetrySchedule, Deadline: e.Deadline, RequestTimeout: e.RequestTimeout}
 	if err := set.Validate(); err != nil {
 		var fe *delivery.FieldError

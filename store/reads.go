@@ -26,8 +26,14 @@ type Delivery struct {
 	LastAttempt      *Attempt   `json:"last_attempt"`
 	DeadLetterReason *string    `json:"dead_letter_reason"`
 	Replays          []Replay   `json:"replays"`
-	CreatedAt        time.Time  `json:"created_at"`
-	UpdatedAt        time.Time  `json:"updated_at"`
+	// Sequence is an ordered delivery's place in its endpoint's sequence
+	// of its key (webhook-sequence); absent for an unordered delivery.
+	Sequence *int64 `json:"sequence,omitempty"`
+	// WaitingFor is the delivery ahead of a pending ordered delivery in
+	// its sequence that has not ended: its first attempt waits for it.
+	WaitingFor *string   `json:"waiting_for,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 }
 
 // Replay records who asked for a replay and when.
@@ -51,7 +57,12 @@ type DeliveryFilter struct {
 // deliveryCols are a Delivery's columns, read from deliveryFrom.
 const deliveryCols = `d.id, d.app_id, d.event_id, d.endpoint_id, coalesce(ev.type, ''), d.status, d.cycle, d.attempt_count,
 	(SELECT a.status_code FROM attempts a WHERE a.delivery_id = d.id ORDER BY a.cycle DESC, a.number DESC LIMIT 1),
-	d.next_attempt_at, d.dead_letter_reason, d.created_at, d.updated_at`
+	d.next_attempt_at, d.dead_letter_reason, d.created_at, d.updated_at, d.sequence,
+	CASE WHEN d.sequence IS NOT NULL AND d.status = 'pending' THEN (
+	  SELECT p.id FROM deliveries p
+	  WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.sequence < d.sequence
+	    AND p.status IN ('pending', 'delivering')
+	  ORDER BY p.sequence DESC LIMIT 1) END`
 
 // deliveryFrom joins each delivery d to its event ev.
 const deliveryFrom = ` FROM deliveries d LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id `
@@ -59,7 +70,7 @@ const deliveryFrom = ` FROM deliveries d LEFT JOIN events ev ON ev.app_id = d.ap
 func scanDelivery(r pgx.Row) (Delivery, error) {
 	var d Delivery
 	err := r.Scan(&d.ID, &d.AppID, &d.EventID, &d.EndpointID, &d.EventType, &d.Status, &d.Cycle, &d.AttemptCount, &d.LastStatusCode,
-		&d.NextAttemptAt, &d.DeadLetterReason, &d.CreatedAt, &d.UpdatedAt)
+		&d.NextAttemptAt, &d.DeadLetterReason, &d.CreatedAt, &d.UpdatedAt, &d.Sequence, &d.WaitingFor)
 	d.Replays = []Replay{}
 	return d, err
 }
@@ -134,16 +145,18 @@ type EventRecord struct {
 	// FilteredOut is the JSON list of endpoints whose filter skipped the
 	// event (outbox.FilteredOut), nil for none.
 	FilteredOut []byte
+	// OrderingKey is the event's ordering key, "" for none.
+	OrderingKey string
 }
 
 // eventCols are an EventRecord's columns, in its order.
-const eventCols = `id, type, payload, received_at, filtered_out`
+const eventCols = `id, type, payload, received_at, filtered_out, COALESCE(ordering_key, '')`
 
 // GetEvent loads an event of app.
 func (s *Store) GetEvent(ctx context.Context, appID, id string) (EventRecord, error) {
 	var e EventRecord
 	err := s.pool.QueryRow(ctx, `SELECT `+eventCols+` FROM events WHERE app_id = $1 AND id = $2`, appID, id).
-		Scan(&e.ID, &e.Type, &e.Payload, &e.ReceivedAt, &e.FilteredOut)
+		Scan(&e.ID, &e.Type, &e.Payload, &e.ReceivedAt, &e.FilteredOut, &e.OrderingKey)
 	if err != nil {
 		return EventRecord{}, notFound(err, "event "+id)
 	}

@@ -210,7 +210,7 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	in := r.in
 	in.Cycle = r.state.Cycle + 1
 	in.ReplayID = sig.ReplayID
-	in.Resume = nil // a carrier's first attempt belongs to the first cycle only
+	in.Resume = nil   // a carrier's first attempt belongs to the first cycle only
 	in.Sequencer = "" // only the first cycle holds its sequence
 	in.AcceptedAt = sig.RequestedAt
 	if in.AcceptedAt.IsZero() {

@@ -1,0 +1,176 @@
+package integration
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/delivery"
+	"hookrelay/store"
+)
+
+// orderedData is the data of the test's ordered events.
+type orderedData struct {
+	Key string `json:"key"`
+	I   int    `json:"i"`
+}
+
+// orderedReceipt is one request of an ordered test's receiver.
+type orderedReceipt struct {
+	orderedData
+	Sequence string
+	Status   int
+}
+
+// orderedReceiver answers 500 to the first fails[key/i] requests of an
+// event and 200 to the rest, and records every request in arrival order.
+type orderedReceiver struct {
+	rc    *probe
+	mu    sync.Mutex
+	fails map[orderedData]int
+	got   []orderedReceipt
+}
+
+func (o *orderedReceiver) respond(n int, w http.ResponseWriter, r *http.Request) {
+	var env struct{ Data orderedData }
+	// The probe read the body: its receipt's copy is decoded.
+	_ = json.Unmarshal(o.rc.receipts()[n-1].Body, &env)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	status := http.StatusOK
+	if o.fails[env.Data] > 0 {
+		o.fails[env.Data]--
+		status = http.StatusInternalServerError
+	}
+	o.got = append(o.got, orderedReceipt{orderedData: env.Data, Sequence: r.Header.Get(delivery.HeaderSequence), Status: status})
+	w.WriteHeader(status)
+}
+
+func (o *orderedReceiver) receipts(key string) []orderedReceipt {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []orderedReceipt
+	for _, g := range o.got {
+		if g.Key == key {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// sendKeyed publishes an event with an ordering key.
+func (h *harness) sendKeyed(appID, key string, i int) eventResp {
+	h.t.Helper()
+	var ev eventResp
+	body := map[string]any{"type": "ledger.entry", "data": orderedData{Key: key, I: i}, "ordering_key": key}
+	require.Equal(h.t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/events", body, &ev))
+	require.Len(h.t, ev.Deliveries, 1)
+	return ev
+}
+
+// TestFIFODeliversOneKeyInAcceptanceOrder: five events of one key reach a
+// receiver that fails the first event twice in acceptance order, each only
+// after the one before succeeded, numbered 1..5 (the same on every retry);
+// a second key is not held by the first.
+func TestFIFODeliversOneKeyInAcceptanceOrder(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{{Key: "cust-1", I: 1}: 2}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1s", "1s", "1s"}})
+	var got map[string]any
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, &got))
+	require.Equal(t, "fifo", got["ordering"])
+
+	var dlvs []string
+	for i := 1; i <= 5; i++ {
+		dlvs = append(dlvs, h.sendKeyed(appID, "cust-1", i).Deliveries[0].ID)
+	}
+	other := []string{h.sendKeyed(appID, "cust-2", 1).Deliveries[0].ID, h.sendKeyed(appID, "cust-2", 2).Deliveries[0].ID}
+	for _, id := range append(dlvs, other...) {
+		h.waitDelivery(appID, id, 60*time.Second, delivery.StatusSucceeded)
+	}
+
+	one := o.receipts("cust-1")
+	var order []int
+	var seqs []string
+	for _, r := range one {
+		order, seqs = append(order, r.I), append(seqs, r.Sequence)
+	}
+	require.Equal(t, []int{1, 1, 1, 2, 3, 4, 5}, order, "acceptance order, each after the one before succeeded")
+	require.Equal(t, []string{"1", "1", "1", "2", "3", "4", "5"}, seqs, "webhook-sequence, the same on every retry")
+	require.Equal(t, http.StatusOK, one[2].Status)
+
+	two := o.receipts("cust-2")
+	require.Len(t, two, 2)
+	require.Equal(t, "1", two[0].Sequence)
+	require.Equal(t, "2", two[1].Sequence)
+	// cust-2 did not wait for cust-1's first event, which took two retries.
+	o.mu.Lock()
+	firstOK := -1
+	lastTwo := -1
+	for i, g := range o.got {
+		if g.Key == "cust-1" && g.I == 1 && g.Status == http.StatusOK {
+			firstOK = i
+		}
+		if g.Key == "cust-2" {
+			lastTwo = i
+		}
+	}
+	o.mu.Unlock()
+	require.Less(t, lastTwo, firstOK, "a second key is not held by the first")
+}
+
+// TestFIFODisableCancelsTheWholeSequence: disabling a fifo endpoint while
+// its head waits for a retry cancels the head and the deliveries behind it,
+// which are never sent.
+func TestFIFODisableCancelsTheWholeSequence(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 100}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1h"}, "deadline": "2h"})
+	var dlvs, evs []string
+	for i := 1; i <= 3; i++ {
+		ev := h.sendKeyed(appID, "k", i)
+		dlvs, evs = append(dlvs, ev.Deliveries[0].ID), append(evs, ev.ID)
+	}
+	require.Eventually(t, func() bool { return len(o.receipts("k")) == 1 }, 30*time.Second, 50*time.Millisecond)
+	// The deliveries behind the head say whom they wait for.
+	for i, id := range dlvs {
+		var d store.Delivery
+		require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/deliveries/"+id, nil, &d))
+		require.NotNil(t, d.Sequence)
+		require.Equal(t, int64(i+1), *d.Sequence)
+		if i == 0 {
+			require.Nil(t, d.WaitingFor)
+			continue
+		}
+		require.Equal(t, delivery.StatusPending, d.Status)
+		require.NotNil(t, d.WaitingFor)
+		require.Equal(t, dlvs[i-1], *d.WaitingFor)
+		require.Zero(t, d.AttemptCount)
+	}
+	var ev map[string]any
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/events/"+evs[0], nil, &ev))
+	require.Equal(t, "k", ev["ordering_key"])
+	require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"disabled": true}, nil))
+	for _, id := range dlvs {
+		h.waitDelivery(appID, id, 30*time.Second, delivery.StatusCanceled)
+	}
+	// The sequencer started the canceled deliveries behind the head, which
+	// sent nothing, and ended with its queue empty.
+	require.Eventually(t, func() bool {
+		d, err := h.client.DescribeWorkflowExecution(t.Context(), "sequencer/"+ep.ID+"/k", "")
+		return err == nil && d.WorkflowExecutionInfo.GetCloseTime() != nil
+	}, 30*time.Second, 100*time.Millisecond)
+	got := o.receipts("k")
+	require.Len(t, got, 1)
+	require.Equal(t, 1, got[0].I)
+}

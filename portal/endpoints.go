@@ -83,11 +83,15 @@ type endpointForm struct {
 	// (the API's empty event_types).
 	EventTypes []string
 	All        bool
+	// Ordering is "none" or "fifo"; "" (a form without the field) keeps
+	// the endpoint's.
+	Ordering string
 }
 
 func formOf(e service.Endpoint) endpointForm {
 	return endpointForm{URL: e.URL, Description: e.Description, RetrySchedule: strings.Join(e.RetrySchedule, ", "),
-		Deadline: e.Deadline, RequestTimeout: e.RequestTimeout, Filter: e.Filter, EventTypes: e.EventTypes, All: len(e.EventTypes) == 0}
+		Deadline: e.Deadline, RequestTimeout: e.RequestTimeout, Filter: e.Filter, EventTypes: e.EventTypes, All: len(e.EventTypes) == 0,
+		Ordering: e.Ordering}
 }
 
 // readForm reads the form posted for endpoint had (the zero view for a new
@@ -103,6 +107,7 @@ func readForm(c *gin.Context, had service.Endpoint) endpointForm {
 		// Browsers send a textarea's line breaks as CRLF.
 		f.Filter = strings.TrimSpace(strings.ReplaceAll(expr, "\r\n", "\n"))
 	}
+	f.Ordering = c.PostForm("ordering")
 	switch c.PostForm("subscribe") {
 	case subscribeAll:
 		f.All = len(f.EventTypes) == 0
@@ -148,6 +153,9 @@ func (f endpointForm) input() service.EndpointInput {
 	}
 	if f.RequestTimeout != "" {
 		in.RequestTimeout = &f.RequestTimeout
+	}
+	if f.Ordering != "" {
+		in.Ordering = &f.Ordering
 	}
 	return in
 }

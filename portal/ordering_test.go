@@ -1,0 +1,59 @@
+package portal_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/api"
+)
+
+// TestPortalOrdering: the endpoint form sets and shows an endpoint's
+// ordering (a form without the field keeps it), and a delivery waiting in
+// its sequence says which delivery it waits for.
+func TestPortalOrdering(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envConfig{})
+	ep := e.endpoint("http://127.0.0.1:9/hook")
+	c := e.client()
+	token := csrf(t, open(t, c, e.link(map[string]any{"capabilities": []string{"manage_endpoints"}})))
+	page := e.srv.URL + "/portal/endpoints/" + ep
+	ordering := func() string {
+		var v api.EndpointView
+		require.Equal(t, http.StatusOK, e.call("GET", "/v1/apps/"+e.app.ID+"/endpoints/"+ep, nil, &v))
+		return v.Ordering
+	}
+	require.Equal(t, "none", ordering())
+	_, body := get(t, c, page)
+	require.Contains(t, body, `<option value="none" selected>`)
+
+	form := url.Values{"csrf": {token}, "url": {"http://127.0.0.1:9/hook"}, "subscribe": {"all"},
+		"retry_schedule": {"1s, 5s"}, "deadline": {"75m"}, "request_timeout": {"10s"}, "ordering": {"fifo"}}
+	code, _, _ := post(t, c, page, form)
+	require.Equal(t, http.StatusSeeOther, code)
+	require.Equal(t, "fifo", ordering())
+	_, body = get(t, c, page)
+	require.Contains(t, body, `<option value="fifo" selected>`)
+	form.Del("ordering") // a page from before the field
+	code, _, _ = post(t, c, page, form)
+	require.Equal(t, http.StatusSeeOther, code)
+	require.Equal(t, "fifo", ordering())
+	form.Set("ordering", "lifo")
+	code, _, _ = post(t, c, page, form)
+	require.Equal(t, http.StatusUnprocessableEntity, code)
+
+	var dlvs []string
+	for range 2 {
+		var out struct{ Deliveries []struct{ ID string } }
+		require.Equal(t, http.StatusAccepted, e.call("POST", "/v1/apps/"+e.app.ID+"/events",
+			map[string]any{"type": "ledger.entry", "data": map[string]any{}, "ordering_key": "cust:1"}, &out))
+		require.Len(t, out.Deliveries, 1)
+		dlvs = append(dlvs, out.Deliveries[0].ID)
+	}
+	_, body = get(t, c, e.srv.URL+"/portal/deliveries/"+dlvs[1])
+	require.Contains(t, body, `After <a href="/portal/deliveries/`+dlvs[0]+`" id="waiting-for">`)
+	_, body = get(t, c, e.srv.URL+"/portal/deliveries/"+dlvs[0])
+	require.NotContains(t, body, `id="waiting-for"`)
+}

@@ -55,6 +55,10 @@ type Ended struct {
 type sequencer struct {
 	SequencerInput
 	enqueueCh, endedCh workflow.ReceiveChannel
+	// child is the running delivery's workflow when this run started it:
+	// its close frees the sequence too, should it close without
+	// SignalEnded (it failed or was terminated).
+	child workflow.ChildWorkflowFuture
 }
 
 // SequencerWorkflow runs the deliveries of one endpoint and ordering key
@@ -92,6 +96,12 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			c.Receive(ctx, &e)
 			s.ended(e)
 		})
+		if s.child != nil {
+			sel.AddFuture(s.child, func(workflow.Future) {
+				workflow.GetLogger(ctx).Warn("sequencer: delivery workflow closed without ending its cycle; the sequence moves on", "delivery", s.Running)
+				s.ended(Ended{DeliveryID: s.Running})
+			})
+		}
 		sel.Select(ctx)
 	}
 }
@@ -127,7 +137,7 @@ func (s *sequencer) enqueue(in Input) {
 // ended frees the sequence when the running delivery ended.
 func (s *sequencer) ended(e Ended) {
 	if e.DeliveryID == s.Running {
-		s.Running = ""
+		s.Running, s.child = "", nil
 	}
 }
 
@@ -150,8 +160,8 @@ func (s *sequencer) startHead(ctx workflow.Context) {
 			SAState.ValueSet(string(delivery.StatusPending)), SAEndpoint.ValueSet(head.EndpointID),
 			SAEventType.ValueSet(head.EventType), SAApp.ValueSet(head.AppID)),
 	})
-	err := workflow.ExecuteChildWorkflow(cctx, WorkflowName, head).GetChildWorkflowExecution().Get(ctx, nil)
-	if err != nil {
+	child := workflow.ExecuteChildWorkflow(cctx, WorkflowName, head)
+	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
 		// Already started (a repeat), or not startable at all: either way
 		// no SignalEnded will come, and a stuck sequence is worse than
 		// one delivery out of its turn.
@@ -159,5 +169,5 @@ func (s *sequencer) startHead(ctx workflow.Context) {
 			"delivery", head.DeliveryID, "sequence", head.Sequence, "error", err)
 		return
 	}
-	s.Running = head.DeliveryID
+	s.Running, s.child = head.DeliveryID, child
 }

@@ -2,6 +2,7 @@ package workflows_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,12 @@ func newSequenced(t *testing.T) *sequenced {
 		s.ids = append(s.ids, in.DeliveryID)
 		s.at = append(s.at, s.env.Now().Sub(s.start))
 		s.inputs = append(s.inputs, in)
-		return workflows.State{}, nil
+		if strings.HasSuffix(in.DeliveryID, "_fails") {
+			return workflows.State{}, errors.New("the run failed")
+		}
+		// A delivery ends by SignalEnded (the test's); its workflow may
+		// live on (a dead letter waiting for a replay).
+		return workflows.State{}, workflow.Sleep(ctx, 24*time.Hour)
 	}, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	return s
 }
@@ -127,4 +133,14 @@ func TestSequencerContinuesAsNewWithItsQueue(t *testing.T) {
 func TestSequencerID(t *testing.T) {
 	require.Equal(t, "sequencer/ep_1/cust:42", workflows.SequencerID("ep_1", "cust:42"))
 	require.NotEqual(t, workflows.SequencerID("ep_1", ""), workflows.SequencerID("ep_1", "x"))
+}
+
+func TestSequencerMovesOnWhenTheRunningDeliveryFails(t *testing.T) {
+	s := newSequenced(t)
+	s.after(time.Minute, func() { s.end("dlv_2") })
+	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1",
+		Queue: []workflows.Input{ordered("dlv_1_fails", 1), ordered("dlv_2", 2)}})
+	require.NoError(t, s.env.GetWorkflowError())
+	require.Equal(t, []string{"dlv_1_fails", "dlv_2"}, s.ids)
+	require.Equal(t, []time.Duration{0, 0}, s.at, "a run that closed without SignalEnded frees its sequence")
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
@@ -143,4 +144,54 @@ func TestSequencerMovesOnWhenTheRunningDeliveryFails(t *testing.T) {
 	require.NoError(t, s.env.GetWorkflowError())
 	require.Equal(t, []string{"dlv_1_fails", "dlv_2"}, s.ids)
 	require.Equal(t, []time.Duration{0, 0}, s.at, "a run that closed without SignalEnded frees its sequence")
+}
+
+// endedSignals records the SignalEnded a DeliveryWorkflow sends.
+func endedSignals(env *testsuite.TestWorkflowEnvironment) *[]workflows.Ended {
+	var got []workflows.Ended
+	env.OnSignalExternalWorkflow(mock.Anything, "sequencer/ep_1/k", "", workflows.SignalEnded, mock.Anything).Return(
+		func(_, _, _, _ string, arg any) error {
+			got = append(got, arg.(workflows.Ended))
+			return nil
+		})
+	return &got
+}
+
+func TestOrderedDeliveryFreesItsSequenceOnce(t *testing.T) {
+	t.Parallel()
+	env, _, in := setup(t, false, fail(500), ok())
+	got := endedSignals(env)
+	in.Sequencer, in.Sequence = "sequencer/ep_1/k", 3
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
+	require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusSucceeded}}, *got)
+}
+
+func TestOrderedDeadLetterFreesItsSequenceAndItsReplayDoesNot(t *testing.T) {
+	t.Parallel()
+	env, _, in := setup(t, false, fail(400))
+	got := endedSignals(env)
+	in.Sequencer, in.Sequence = "sequencer/ep_1/k", 1
+	env.RegisterDelayedCallback(func() {
+		require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusDeadLettered}}, *got)
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{ReplayID: 7})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(env.GetWorkflowError(), &can))
+	var next workflows.Input
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.Equal(t, 2, next.Cycle)
+	require.Empty(t, next.Sequencer, "a replay's cycle holds no sequence")
+	require.Equal(t, int64(1), next.Sequence, "it keeps its number")
+	require.Len(t, *got, 1)
+}
+
+func TestUnorderedDeliverySignalsNoSequencer(t *testing.T) {
+	t.Parallel()
+	env, _, in := setup(t, false, ok())
+	got := endedSignals(env)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
+	require.Empty(t, *got)
 }

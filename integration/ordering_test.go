@@ -174,3 +174,36 @@ func TestFIFODisableCancelsTheWholeSequence(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, 1, got[0].I)
 }
+
+// TestFIFOSurvivesAWorkerRestart: a worker process (worker and dispatcher)
+// stopped mid-sequence and started again loses no delivery and breaks no
+// order: the sequence's state lives in Temporal and the outbox.
+func TestFIFOSurvivesAWorkerRestart(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 2}: 1}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "2s", "1s"}})
+	var dlvs []string
+	for i := 1; i <= 3; i++ {
+		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
+	}
+	// Event 2 failed once and waits 2 s for its retry: stop everything.
+	require.Eventually(t, func() bool { return len(o.receipts("k")) == 2 }, 30*time.Second, 20*time.Millisecond)
+	h.stopWorker()
+	for i := 4; i <= 5; i++ {
+		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
+	}
+	h.startWorker()
+	for _, id := range dlvs {
+		h.waitDelivery(appID, id, 60*time.Second, delivery.StatusSucceeded)
+	}
+	var order []int
+	var seqs []string
+	for _, r := range o.receipts("k") {
+		order, seqs = append(order, r.I), append(seqs, r.Sequence)
+	}
+	require.Equal(t, []int{1, 2, 2, 3, 4, 5}, order)
+	require.Equal(t, []string{"1", "2", "2", "3", "4", "5"}, seqs)
+}

@@ -35,6 +35,11 @@ func (s *Server) replayDelivery(c *gin.Context) {
 	s.answer(c, http.StatusAccepted, gin.H{"replayed": 1}, err)
 }
 
+func (s *Server) releaseDelivery(c *gin.Context) {
+	err := s.svc.ReleaseDelivery(c.Request.Context(), principal(c), c.Param("app"), c.Param("dlv"))
+	s.answer(c, http.StatusAccepted, gin.H{"released": 1}, err)
+}
+
 func (s *Server) replayEndpoint(c *gin.Context) {
 	var in service.ReplayRange
 	if !bind(c, &in) {

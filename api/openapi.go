@@ -72,6 +72,7 @@ func operations() []operation {
 		{"GET", "/v1/apps/{app}/deliveries/{dlv}", "The three questions: state, last failure, next attempt", nil, 200, ref("Delivery"), nil, (*Server).getDelivery},
 		{"GET", "/v1/apps/{app}/deliveries/{dlv}/attempts", "Every attempt of a delivery", nil, 200, obj{"type": "object", "properties": obj{"data": arr(ref("Attempt"))}}, nil, (*Server).listAttempts},
 		{"POST", "/v1/apps/{app}/deliveries/{dlv}/replay", "Replay one delivery", nil, 202, ref("Replayed"), nil, (*Server).replayDelivery},
+		{"POST", "/v1/apps/{app}/deliveries/{dlv}/release", "Release a dead letter that blocks its fifo sequence (fifo_on_dead_letter block): the next delivery is sent; the dead letter stays replayable (409 for any other delivery)", nil, 202, obj{"type": "object", "properties": obj{"released": obj{"type": "integer"}}}, nil, (*Server).releaseDelivery},
 		{"GET", "/v1/apps/{app}/stats", "Acceptance figures over the latest events, and deliveries per hour by outcome", nil, 200, ref("Stats"), []string{"last", "endpoint_id"}, (*Server).stats},
 		{"POST", "/v1/api-keys", "Create an API key (admin only; the key is returned once)", ref("APIKeyRequest"), 201, ref("APIKeyWithKey"), nil, (*Server).createKey},
 		{"GET", "/v1/api-keys", "List API keys (admin only)", nil, 200, listOf("APIKey"), []string{"limit", "cursor"}, (*Server).listKeys},
@@ -100,6 +101,8 @@ func schemas() obj {
 		"egress_proxy": str("admin key only (an app key gets 403): \"direct\", an http(s) proxy URL without credentials, or \"\" (the default) for the deployment's --egress-proxy"),
 		"ordering": obj{"type": "string", "enum": []string{string(delivery.OrderingNone), string(delivery.OrderingFIFO)},
 			"description": "none (the default): every delivery on its own; fifo: the deliveries of one ordering key one at a time, in acceptance order (docs/contract.md#14-ordered-delivery)"},
+		"fifo_on_dead_letter": obj{"type": "string", "enum": []string{string(delivery.DeadLetterSkip), string(delivery.DeadLetterBlock)},
+			"description": "skip (the default): a fifo sequence moves on when its head dead-letters; block: it waits until the dead letter is replayed and succeeds or is released; applies to events accepted from then on"},
 	}
 	endpoint := obj{"type": "object", "properties": merge(endpointProps, obj{"id": str("ep_…"), "disabled_reason": nullable("string"),
 		"public_key": str("whpk_…: an ed25519 endpoint's current public key, to verify v1a signatures"), "created_at": ts, "updated_at": ts})}

@@ -148,7 +148,25 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		// No running workflow: it has ended, or never started.
 		return nil
 	}
+	if it.Kind == outbox.KindRelease {
+		// A blocked sequence's head was released: its sequencer moves on.
+		// No sequencer: nothing waits.
+		id := workflows.SequencerID(it.EndpointID, it.OrderingKey)
+		err := d.Client.SignalWorkflow(ctx, id, "", workflows.SignalEnded, workflows.Ended{DeliveryID: it.DeliveryID, Status: it.Status})
+		var notFound *serviceerror.NotFound
+		if err != nil && !errors.As(err, &notFound) {
+			return fmt.Errorf("release %s in %s: %w", it.DeliveryID, id, err)
+		}
+		return nil
+	}
 	if it.Kind == outbox.KindReplay {
+		if it.Sequence > 0 && it.Block {
+			// A blocking dead letter's replay that starts a new run: its
+			// success frees the sequence it holds (a sequencer that
+			// moved on since ignores it).
+			in.Sequence, in.BlockOnDeadLetter = it.Sequence, true
+			in.Sequencer = workflows.SequencerID(it.EndpointID, it.OrderingKey)
+		}
 		opts := client.StartWorkflowOptions{ID: in.DeliveryID, TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue),
 			StaticSummary: workflows.DeliverySummary(in), StaticDetails: workflows.DeliveryDetails(in)}
 		// A running (dead-lettered) workflow gets the signal and continues
@@ -180,7 +198,7 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 // dropped by the sequencer (by its sequence number).
 func (d *Dispatcher) enqueue(ctx context.Context, it outbox.Row) error {
 	in := d.input(it)
-	in.Sequence = it.Sequence
+	in.Sequence, in.BlockOnDeadLetter = it.Sequence, it.Block
 	id := workflows.SequencerID(it.EndpointID, it.OrderingKey)
 	opts := client.StartWorkflowOptions{
 		ID:            id,

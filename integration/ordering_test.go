@@ -207,3 +207,56 @@ func TestFIFOSurvivesAWorkerRestart(t *testing.T) {
 	require.Equal(t, []int{1, 2, 2, 3, 4, 5}, order)
 	require.Equal(t, []string{"1", "2", "2", "3", "4", "5"}, seqs)
 }
+
+// TestFIFOBlockHoldsUntilRelease: with fifo_on_dead_letter block, the
+// deliveries behind a dead letter wait (and say so) until it is released;
+// with skip (TestFIFODeliversOneKeyInAcceptanceOrder's endpoint) they
+// would have gone on.
+func TestFIFOBlockHoldsUntilRelease(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 100}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
+	var got map[string]any
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, &got))
+	require.Equal(t, "block", got["fifo_on_dead_letter"])
+	var dlvs []string
+	for i := 1; i <= 3; i++ {
+		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
+	}
+	h.waitDelivery(appID, dlvs[0], 30*time.Second, delivery.StatusDeadLettered)
+	// Still blocked a while later: nothing behind the dead letter moved.
+	require.Never(t, func() bool { return len(o.receipts("k")) > 1 }, 2*time.Second, 100*time.Millisecond)
+	var d store.Delivery
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlvs[1], nil, &d))
+	require.Equal(t, delivery.StatusPending, d.Status)
+	require.NotNil(t, d.WaitingFor)
+	require.Equal(t, dlvs[0], *d.WaitingFor, "the blocking dead letter")
+
+	// Only a blocking dead letter can be released, once.
+	require.Equal(t, http.StatusConflict, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlvs[1]+"/release", nil, nil))
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlvs[0]+"/release", nil, nil))
+	require.Equal(t, http.StatusConflict, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlvs[0]+"/release", nil, nil))
+	for _, id := range dlvs[1:] {
+		h.waitDelivery(appID, id, 30*time.Second, delivery.StatusSucceeded)
+	}
+	var order []int
+	for _, r := range o.receipts("k") {
+		order = append(order, r.I)
+	}
+	require.Equal(t, []int{1, 2, 3}, order)
+	require.Equal(t, delivery.StatusDeadLettered, h.waitDelivery(appID, dlvs[0], time.Second, delivery.StatusDeadLettered).Status, "released, still a dead letter")
+
+	// The audit log names the release.
+	var audit struct{ Data []map[string]any }
+	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/audit-log", nil, &audit))
+	found := false
+	for _, a := range audit.Data {
+		if a["route"] == "/v1/apps/:app/deliveries/:dlv/release" {
+			found = true
+		}
+	}
+	require.True(t, found, "release audited")
+}

@@ -339,7 +339,7 @@ const publishSQL = `
 	  WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.name = ev.type)
 	  ON CONFLICT DO NOTHING
 	), tg AS (
-	  SELECT ev.app_id, ev.id AS event_id, e.id AS endpoint_id, e.ordering
+	  SELECT ev.app_id, ev.id AS event_id, e.id AS endpoint_id, e.ordering, e.fifo_on_dead_letter
 	  FROM ev JOIN endpoints e ON e.app_id = ev.app_id
 	  WHERE NOT e.disabled AND e.deleted_at IS NULL
 	    AND CASE WHEN $10 = '' THEN (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
@@ -356,8 +356,9 @@ const publishSQL = `
 	  ON CONFLICT (endpoint_id, ordering_key) DO UPDATE SET last = sequences.last + 1
 	  RETURNING endpoint_id, last
 	), dl AS (
-	  INSERT INTO deliveries (id, app_id, event_id, endpoint_id, ordering_key, sequence)
-	  SELECT hookrelay_id($8), tg.app_id, tg.event_id, tg.endpoint_id, CASE WHEN sq.last IS NOT NULL THEN $21 END, sq.last
+	  INSERT INTO deliveries (id, app_id, event_id, endpoint_id, ordering_key, sequence, fifo_block)
+	  SELECT hookrelay_id($8), tg.app_id, tg.event_id, tg.endpoint_id, CASE WHEN sq.last IS NOT NULL THEN $21 END, sq.last,
+	         CASE WHEN sq.last IS NOT NULL THEN tg.fifo_on_dead_letter = 'block' END
 	  FROM tg LEFT JOIN sq ON sq.endpoint_id = tg.endpoint_id
 	  RETURNING id, endpoint_id
 	), cb AS (

@@ -34,6 +34,8 @@ const (
 	// KindCancel ends a delivery's workflow (its endpoint was disabled or
 	// deleted, or its app deleted).
 	KindCancel Kind = "cancel"
+	// KindRelease frees the fifo sequence a dead letter blocks.
+	KindRelease Kind = "release"
 )
 
 // Row is a claimed outbox row with what its dispatch needs.
@@ -71,6 +73,9 @@ type Row struct {
 	// sequence of that key; Sequence is 0 for an unordered delivery.
 	OrderingKey string
 	Sequence    int64
+	// Block is set for an ordered delivery whose dead letter holds its
+	// sequence (fifo_on_dead_letter block, its endpoint's at acceptance).
+	Block bool
 	// Traceparent and Tracestate are the W3C trace context the event was
 	// published in (see TraceContext), "" when it was published untraced.
 	Traceparent, Tracestate string
@@ -90,6 +95,8 @@ func (r Row) Stale() bool {
 		return !r.Exists || !r.Status.InFlight()
 	case KindReplay:
 		return !r.Exists || r.ID <= r.ReplayID
+	case KindRelease:
+		return !r.Exists
 	}
 	return false
 }

@@ -18,7 +18,31 @@ var (
 	actReplayDelivery = action{"POST", "/v1/apps/:app/deliveries/:dlv/replay", 202}
 	actReplayEndpoint = action{"POST", "/v1/apps/:app/endpoints/:ep/replay", 202}
 	actReplayDryRun   = action{"POST", "/v1/apps/:app/endpoints/:ep/replay", 200}
+	actRelease        = action{"POST", "/v1/apps/:app/deliveries/:dlv/release", 202}
 )
+
+// ReleaseDelivery frees the fifo sequence that dead letter id blocks
+// (fifo_on_dead_letter block): the next delivery of its sequence is sent;
+// the dead letter itself stays, replayable. Anything else is a
+// *ConflictError.
+func (s *Service) ReleaseDelivery(ctx context.Context, p principal, appID, id string) error {
+	if err := can(p, appID, access.CapResend); err != nil {
+		return err
+	}
+	d, err := s.delivery(ctx, p, appID, id)
+	if err != nil {
+		return err
+	}
+	released, err := store.ReleaseDelivery(ctx, s.store.Pool(), appID, d.ID, p.ID)
+	if err != nil {
+		return typed(err)
+	}
+	if !released {
+		return &ConflictError{Field: "status", Detail: fmt.Sprintf("delivery %s is %s; only a dead letter that blocks its fifo sequence (fifo_on_dead_letter block), not released before, can be released", d.ID, d.Status)}
+	}
+	s.record(ctx, p, appID, actRelease, "/v1/apps/"+appID+"/deliveries/"+id+"/release")
+	return nil
+}
 
 // DeliveryQuery selects deliveries; every field is optional.
 type DeliveryQuery struct {

@@ -43,6 +43,9 @@ type EndpointInput struct {
 	// Ordering is "none" (the default) or "fifo"
 	// (docs/contract.md#14-ordered-delivery).
 	Ordering *string `json:"ordering"`
+	// FIFOOnDeadLetter is "skip" (the default) or "block": what a fifo
+	// sequence does when its head dead-letters.
+	FIFOOnDeadLetter *string `json:"fifo_on_dead_letter"`
 }
 
 // Endpoint is an endpoint as callers see it.
@@ -70,9 +73,11 @@ type Endpoint struct {
 	// when the endpoint follows the deployment's.
 	EgressProxy string `json:"egress_proxy,omitempty"`
 	// Ordering is "none" or "fifo".
-	Ordering  string    `json:"ordering"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Ordering string `json:"ordering"`
+	// FIFOOnDeadLetter is "skip" or "block".
+	FIFOOnDeadLetter string    `json:"fifo_on_dead_letter"`
+	CreatedAt        time.Time `json:"created_at"`
+	UpdatedAt        time.Time `json:"updated_at"`
 	// Secret is an HMAC endpoint's "whsec_…", in the result that made it
 	// only.
 	Secret string `json:"secret,omitempty"`
@@ -82,9 +87,12 @@ func viewEndpoint(e store.Endpoint) Endpoint {
 	v := Endpoint{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
 		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), MaxInFlight: nonZero(e.MaxInFlight), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
 		Headers: e.Headers, Filter: e.Filter, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
-		EgressProxy: e.EgressProxy, Ordering: string(e.Ordering)}
+		EgressProxy: e.EgressProxy, Ordering: string(e.Ordering), FIFOOnDeadLetter: string(e.FIFOOnDeadLetter)}
 	if v.Ordering == "" {
 		v.Ordering = string(delivery.OrderingNone)
+	}
+	if v.FIFOOnDeadLetter == "" {
+		v.FIFOOnDeadLetter = string(delivery.DeadLetterSkip)
 	}
 	for _, d := range e.RetrySchedule {
 		v.RetrySchedule = append(v.RetrySchedule, d.String())
@@ -209,6 +217,9 @@ func (s *Service) PatchEndpoint(ctx context.Context, p principal, appID, id stri
 		EgressProxy: in.EgressProxy}
 	if in.Ordering != nil {
 		pt.Ordering = &e.Ordering
+	}
+	if in.FIFOOnDeadLetter != nil {
+		pt.FIFOOnDeadLetter = &e.FIFOOnDeadLetter
 	}
 	if in.RetrySchedule != nil {
 		pt.RetrySchedule = &e.RetrySchedule

@@ -130,6 +130,12 @@ func (s *Service) applyEndpoint(p principal, in EndpointInput, e *store.Endpoint
 		}
 		e.Ordering = delivery.Ordering(*in.Ordering)
 	}
+	if in.FIFOOnDeadLetter != nil {
+		if c := delivery.DeadLetterChoice(*in.FIFOOnDeadLetter); !c.Valid() {
+			return bad("fifo_on_dead_letter", `must be "skip" or "block"`)
+		}
+		e.FIFOOnDeadLetter = delivery.DeadLetterChoice(*in.FIFOOnDeadLetter)
+	}
 	set := delivery.Settings{Schedule: e.RetrySchedule, Deadline: e.Deadline, RequestTimeout: e.RequestTimeout}
 	if err := set.Validate(); err != nil {
 		var fe *delivery.FieldError

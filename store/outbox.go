@@ -23,7 +23,8 @@ const rowSelect = `
 	       COALESCE(ev.type, ''), COALESCE(d.endpoint_id, ''), COALESCE(d.cycle, 0),
 	       COALESCE(e.retry_schedule_ms, '{}'), COALESCE(e.deadline_ms, 0), COALESCE(e.request_timeout_ms, 0),
 	       COALESCE(o.carrier_id, ''), o.outcome, COALESCE(ev.traceparent, ''), COALESCE(ev.tracestate, ''),
-	       COALESCE(e.url, ''), COALESCE(a.name, ''), COALESCE(d.ordering_key, ''), COALESCE(d.sequence, 0)
+	       COALESCE(e.url, ''), COALESCE(a.name, ''), COALESCE(d.ordering_key, ''), COALESCE(d.sequence, 0),
+	       COALESCE(d.fifo_block, false)
 	FROM outbox o
 	LEFT JOIN deliveries d ON d.id = o.delivery_id
 	LEFT JOIN endpoints e ON e.id = d.endpoint_id
@@ -37,7 +38,7 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 		var deadline, timeout int64
 		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
 			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
-			&it.CarrierID, &it.Outcome, &it.Traceparent, &it.Tracestate, &it.EndpointURL, &it.AppName, &it.OrderingKey, &it.Sequence)
+			&it.CarrierID, &it.Outcome, &it.Traceparent, &it.Tracestate, &it.EndpointURL, &it.AppName, &it.OrderingKey, &it.Sequence, &it.Block)
 		it.Settings = delivery.Settings{
 			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
 			RequestTimeout: time.Duration(timeout) * time.Millisecond,
@@ -314,4 +315,29 @@ func OutboxBacklog(ctx context.Context, q outbox.Querier, limit int) (int64, err
 		return 0, fmt.Errorf("outbox backlog: %w", err)
 	}
 	return n, nil
+}
+
+// ReleaseDelivery releases delivery id of app from blocking its fifo
+// sequence: a dead letter of a fifo_on_dead_letter block delivery, not
+// released before, is marked released and a release row queued (the
+// dispatcher tells its sequencer). released is false when id is no such
+// dead letter.
+func ReleaseDelivery(ctx context.Context, q outbox.Querier, appID, id, by string) (released bool, err error) {
+	var n int
+	err = q.QueryRow(ctx, `
+		WITH rel AS (
+		  UPDATE deliveries SET released_at = now(), updated_at = now()
+		  WHERE app_id = $1 AND id = $2 AND status = $3 AND fifo_block AND released_at IS NULL
+		  RETURNING id
+		), ob AS (
+		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id) SELECT id, $4, $5, $1 FROM rel
+		)
+		SELECT count(*) FROM rel`, appID, id, delivery.StatusDeadLettered, outbox.KindRelease, by).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("release %s: %w", id, err)
+	}
+	if n == 0 {
+		return false, nil
+	}
+	return true, WakeDispatcher(ctx, q)
 }

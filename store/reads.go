@@ -29,8 +29,10 @@ type Delivery struct {
 	// Sequence is an ordered delivery's place in its endpoint's sequence
 	// of its key (webhook-sequence); absent for an unordered delivery.
 	Sequence *int64 `json:"sequence,omitempty"`
-	// WaitingFor is the delivery ahead of a pending ordered delivery in
-	// its sequence that has not ended: its first attempt waits for it.
+	// WaitingFor is the nearest delivery ahead of a pending ordered
+	// delivery in its sequence that has not ended, or is a dead letter
+	// that blocks it (fifo_on_dead_letter block, not released): its first
+	// attempt waits for it.
 	WaitingFor *string   `json:"waiting_for,omitempty"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
@@ -61,7 +63,7 @@ const deliveryCols = `d.id, d.app_id, d.event_id, d.endpoint_id, coalesce(ev.typ
 	CASE WHEN d.sequence IS NOT NULL AND d.status = 'pending' THEN (
 	  SELECT p.id FROM deliveries p
 	  WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.sequence < d.sequence
-	    AND p.status IN ('pending', 'delivering')
+	    AND (p.status IN ('pending', 'delivering') OR (p.status = 'dead_lettered' AND p.fifo_block AND p.released_at IS NULL))
 	  ORDER BY p.sequence DESC LIMIT 1) END`
 
 // deliveryFrom joins each delivery d to its event ev.

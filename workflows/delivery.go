@@ -167,9 +167,11 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 				return r.state, nil
 			}
 			r.setStatus(ctx, delivery.StatusDeadLettered)
-			// The sequence moves on (fifo_on_dead_letter skip) while the
-			// dead letter waits for a replay.
-			r.freeSequence(ctx, delivery.StatusDeadLettered)
+			if !r.in.BlockOnDeadLetter {
+				// The sequence moves on (fifo_on_dead_letter skip) while
+				// the dead letter waits for a replay.
+				r.freeSequence(ctx, delivery.StatusDeadLettered)
+			}
 			if sig, stopRetention, err = r.awaitReplay(ctx); err != nil || sig == nil {
 				return r.state, err
 			}
@@ -211,7 +213,9 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	in.Cycle = r.state.Cycle + 1
 	in.ReplayID = sig.ReplayID
 	in.Resume = nil   // a carrier's first attempt belongs to the first cycle only
-	in.Sequencer = "" // only the first cycle holds its sequence
+	if !in.BlockOnDeadLetter || r.sequenceFreed {
+		in.Sequencer = "" // only a cycle that holds its sequence frees it
+	}
 	in.AcceptedAt = sig.RequestedAt
 	if in.AcceptedAt.IsZero() {
 		in.AcceptedAt = workflow.Now(ctx)

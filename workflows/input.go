@@ -69,6 +69,10 @@ type Input struct {
 	// the run: the run signals it (SignalEnded) when its first cycle ends.
 	// "" for an unordered delivery and for every replay's cycle.
 	Sequencer string `json:",omitempty"`
+	// BlockOnDeadLetter keeps the sequence held when the delivery
+	// dead-letters (fifo_on_dead_letter block): it is freed when a replay's
+	// cycle succeeds, is canceled, or by a release (to the sequencer).
+	BlockOnDeadLetter bool `json:",omitempty"`
 }
 
 // Progress is where a cycle stood when its run continued as new: the

@@ -56,8 +56,8 @@ type sequencer struct {
 	SequencerInput
 	enqueueCh, endedCh workflow.ReceiveChannel
 	// child is the running delivery's workflow when this run started it:
-	// its close frees the sequence too, should it close without
-	// SignalEnded (it failed or was terminated).
+	// its failure (or termination) frees the sequence too, since it sends
+	// no SignalEnded.
 	child workflow.ChildWorkflowFuture
 }
 
@@ -97,9 +97,15 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 			s.ended(e)
 		})
 		if s.child != nil {
-			sel.AddFuture(s.child, func(workflow.Future) {
-				workflow.GetLogger(ctx).Warn("sequencer: delivery workflow closed without ending its cycle; the sequence moves on", "delivery", s.Running)
-				s.ended(Ended{DeliveryID: s.Running})
+			sel.AddFuture(s.child, func(f workflow.Future) {
+				s.child = nil
+				// A run that completed has signaled its end, or holds a
+				// blocking dead letter past its retention (a release or
+				// a replay frees it); one that failed never will.
+				if err := f.Get(ctx, nil); err != nil {
+					workflow.GetLogger(ctx).Warn("sequencer: delivery workflow failed; the sequence moves on", "delivery", s.Running, "error", err)
+					s.ended(Ended{DeliveryID: s.Running})
+				}
 			})
 		}
 		sel.Select(ctx)

@@ -195,3 +195,28 @@ func TestUnorderedDeliverySignalsNoSequencer(t *testing.T) {
 	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
 	require.Empty(t, *got)
 }
+
+func TestBlockingDeadLetterHoldsItsSequenceUntilItsReplaySucceeds(t *testing.T) {
+	t.Parallel()
+	env, _, in := setup(t, false, fail(400))
+	got := endedSignals(env)
+	in.Sequencer, in.Sequence, in.BlockOnDeadLetter = "sequencer/ep_1/k", 1, true
+	env.RegisterDelayedCallback(func() {
+		require.Empty(t, *got, "a blocking dead letter holds its sequence")
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{ReplayID: 7})
+	}, time.Hour)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(env.GetWorkflowError(), &can))
+	var next workflows.Input
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	require.Equal(t, "sequencer/ep_1/k", next.Sequencer, "the replay's cycle frees the sequence it holds")
+	require.True(t, next.BlockOnDeadLetter)
+
+	// The replay's run succeeds and frees it.
+	env2, _, _ := setup(t, false, ok())
+	got2 := endedSignals(env2)
+	env2.ExecuteWorkflow(workflows.DeliveryWorkflow, next)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env2).Status)
+	require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusSucceeded}}, *got2)
+}

@@ -212,7 +212,7 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	in := r.in
 	in.Cycle = r.state.Cycle + 1
 	in.ReplayID = sig.ReplayID
-	in.Resume = nil   // a carrier's first attempt belongs to the first cycle only
+	in.Resume = nil // a carrier's first attempt belongs to the first cycle only
 	if !in.BlockOnDeadLetter || r.sequenceFreed {
 		in.Sequencer = "" // only a cycle that holds its sequence frees it
 	}

@@ -83,15 +83,15 @@ type endpointForm struct {
 	// (the API's empty event_types).
 	EventTypes []string
 	All        bool
-	// Ordering is "none" or "fifo"; "" (a form without the field) keeps
-	// the endpoint's.
-	Ordering string
+	// Ordering is "none" or "fifo", FIFOOnDeadLetter "skip" or "block";
+	// "" (a form without the field) keeps the endpoint's.
+	Ordering, FIFOOnDeadLetter string
 }
 
 func formOf(e service.Endpoint) endpointForm {
 	return endpointForm{URL: e.URL, Description: e.Description, RetrySchedule: strings.Join(e.RetrySchedule, ", "),
 		Deadline: e.Deadline, RequestTimeout: e.RequestTimeout, Filter: e.Filter, EventTypes: e.EventTypes, All: len(e.EventTypes) == 0,
-		Ordering: e.Ordering}
+		Ordering: e.Ordering, FIFOOnDeadLetter: e.FIFOOnDeadLetter}
 }
 
 // readForm reads the form posted for endpoint had (the zero view for a new
@@ -107,7 +107,7 @@ func readForm(c *gin.Context, had service.Endpoint) endpointForm {
 		// Browsers send a textarea's line breaks as CRLF.
 		f.Filter = strings.TrimSpace(strings.ReplaceAll(expr, "\r\n", "\n"))
 	}
-	f.Ordering = c.PostForm("ordering")
+	f.Ordering, f.FIFOOnDeadLetter = c.PostForm("ordering"), c.PostForm("fifo_on_dead_letter")
 	switch c.PostForm("subscribe") {
 	case subscribeAll:
 		f.All = len(f.EventTypes) == 0
@@ -156,6 +156,9 @@ func (f endpointForm) input() service.EndpointInput {
 	}
 	if f.Ordering != "" {
 		in.Ordering = &f.Ordering
+	}
+	if f.FIFOOnDeadLetter != "" {
+		in.FIFOOnDeadLetter = &f.FIFOOnDeadLetter
 	}
 	return in
 }

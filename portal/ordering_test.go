@@ -43,6 +43,15 @@ func TestPortalOrdering(t *testing.T) {
 	form.Set("ordering", "lifo")
 	code, _, _ = post(t, c, page, form)
 	require.Equal(t, http.StatusUnprocessableEntity, code)
+	form.Set("ordering", "fifo")
+	form.Set("fifo_on_dead_letter", "block")
+	code, _, _ = post(t, c, page, form)
+	require.Equal(t, http.StatusSeeOther, code)
+	var v api.EndpointView
+	require.Equal(t, http.StatusOK, e.call("GET", "/v1/apps/"+e.app.ID+"/endpoints/"+ep, nil, &v))
+	require.Equal(t, "block", v.FIFOOnDeadLetter)
+	_, body = get(t, c, page)
+	require.Contains(t, body, `<option value="block" selected>`)
 
 	var dlvs []string
 	for range 2 {

@@ -118,6 +118,14 @@ func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
 		c.end(r.deadLetter(reason))
 		return
 	}
+	if c.number == 1 && r.in.Sequencer != "" && next.Wait > 0 {
+		// An ordered delivery's first wait counts from its acceptance, as
+		// an unordered one's does: the time it waited in its sequence is
+		// not added to it.
+		waited := workflow.Now(ctx).Sub(r.acceptedAt)
+		next.Wait = max(next.Wait-waited, 0)
+		next.At = workflow.Now(ctx).Add(next.Wait)
+	}
 	if next.Wait > 0 {
 		r.state.NextAttemptAt = &next.At
 		r.showDetails(ctx)

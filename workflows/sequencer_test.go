@@ -220,3 +220,22 @@ func TestBlockingDeadLetterHoldsItsSequenceUntilItsReplaySucceeds(t *testing.T) 
 	require.Equal(t, delivery.StatusSucceeded, result(t, env2).Status)
 	require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusSucceeded}}, *got2)
 }
+
+func TestOrderedFirstWaitCountsFromAcceptance(t *testing.T) {
+	t.Parallel()
+	env, s, in := setup(t, false, ok())
+	endedSignals(env)
+	in.Sequencer, in.Sequence = "sequencer/ep_1/k", 2
+	in.AcceptedAt = env.Now().Add(-time.Minute) // waited a minute behind the one before
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
+	require.Equal(t, []time.Duration{0}, s.calls, "sent at once: its first wait passed while it waited")
+
+	env2, s2, in2 := setup(t, false, ok())
+	endedSignals(env2)
+	in2.Sequencer, in2.Sequence = "sequencer/ep_1/k", 1
+	in2.AcceptedAt = env2.Now()
+	env2.ExecuteWorkflow(workflows.DeliveryWorkflow, in2)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env2).Status)
+	require.Equal(t, expectedWaits()[:1], s2.calls, "a head accepted now waits its first wait")
+}

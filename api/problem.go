@@ -61,18 +61,11 @@ func invalid(err error) *Problem {
 	var bad *service.InvalidError
 	switch {
 	case errors.As(err, &tooLarge):
-		return &Problem{Status: http.StatusRequestEntityTooLarge, Detail: tooLarge.Detail, Fields: fieldsOf(tooLarge.Field)}
+		return &Problem{Status: http.StatusRequestEntityTooLarge, Detail: tooLarge.Detail, Fields: service.Fields(tooLarge)}
 	case errors.As(err, &bad):
-		return &Problem{Status: http.StatusUnprocessableEntity, Detail: bad.Detail, Fields: fieldsOf(bad.Field)}
+		return &Problem{Status: http.StatusUnprocessableEntity, Detail: bad.Detail, Fields: service.Fields(bad)}
 	}
 	return nil
-}
-
-func fieldsOf(field string) []string {
-	if field == "" {
-		return nil
-	}
-	return []string{field}
 }
 
 // answer writes v as JSON with status (no body for 204), or err's problem.
@@ -108,9 +101,9 @@ func (s *Server) fail(c *gin.Context, err error) {
 	case errors.As(err, &notFound):
 		problem(c, http.StatusNotFound, notFound.Detail)
 	case errors.As(err, &forbidden):
-		problem(c, http.StatusForbidden, forbidden.Detail, fieldsOf(forbidden.Field)...)
+		problem(c, http.StatusForbidden, forbidden.Detail, service.Fields(forbidden)...)
 	case errors.As(err, &conflict):
-		problem(c, http.StatusConflict, conflict.Detail, fieldsOf(conflict.Field)...)
+		problem(c, http.StatusConflict, conflict.Detail, service.Fields(conflict)...)
 	case errors.As(err, &gone):
 		problem(c, http.StatusGone, gone.Detail)
 	case errors.As(err, &unavailable):

@@ -21,7 +21,7 @@ func goList(t *testing.T, format string, args ...string) []string {
 // knows nothing of Postgres; the vocabulary imports nothing of hookrelay's.
 func TestLayering(t *testing.T) {
 	t.Parallel()
-	for _, pkg := range []string{"hookrelay/outbox", "hookrelay/api", "hookrelay/delivery"} {
+	for _, pkg := range []string{"hookrelay/outbox", "hookrelay/api", "hookrelay/delivery", "hookrelay/internal/tracing"} {
 		for _, dep := range goList(t, "{{.ImportPath}}", "-deps", pkg) {
 			require.False(t, strings.HasPrefix(dep, "go.temporal.io/"), "%s depends on %s", pkg, dep)
 		}

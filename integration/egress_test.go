@@ -3,10 +3,8 @@ package integration
 import (
 	"context"
 	"encoding/base64"
-	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,20 +146,7 @@ func TestEgressProxy(t *testing.T) {
 			c.configure = func(cfg *config.Config) { cfg.EgressProxy = px.URL() }
 		})
 		appID := h.createApp()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(func() { ln.Close() })
-		var accepted atomic.Int64
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				accepted.Add(1)
-				c.Close()
-			}
-		}()
+		ln, accepted := countingListener(t)
 		// The API refuses these literals at creation; a name that
 		// resolves to one passes it, so the dial-time check is what
 		// stands: the endpoints are written as such a name would be.

@@ -112,7 +112,8 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, p.Detail)
 	code = h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlvs[0], nil, &p)
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	time.Sleep(2 * time.Second) // the outage's length: attempts and claims fail meanwhile
+	// The outage's length: attempts and claims fail meanwhile.
+	time.Sleep(2 * time.Second)
 	require.NoError(t, pg.Cluster.Start(context.Background()))
 
 	delivered := h.settle(appID, dlvs, 3*time.Minute)
@@ -251,10 +252,24 @@ func TestProductionTargets(t *testing.T) {
 	if len(addrs) == 0 || !net.ParseIP(addrs[0]).IsLoopback() {
 		t.Skipf("hostname %q does not resolve to loopback here", host)
 	}
+	ln, accepted := countingListener(t)
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	h.createEndpoint(appID, map[string]any{"url": "https://" + host + ":" + port + "/hook"})
+	ev := h.send(appID, "payment.succeeded", map[string]any{})
+	d := h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, delivery.StatusDeadLettered)
+	require.Contains(t, d.LastAttempt.Error, "not allowed (loopback)")
+	require.Contains(t, *d.DeadLetterReason, "permanent")
+	require.Zero(t, accepted.Load(), "no connection reached the loopback target")
+}
+
+// countingListener listens on a free loopback port until t ends, counting
+// (and closing) every connection it accepts: a target that must see none.
+func countingListener(t *testing.T) (net.Listener, *atomic.Int64) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	defer ln.Close()
-	var accepted atomic.Int64
+	t.Cleanup(func() { ln.Close() })
+	accepted := &atomic.Int64{}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -265,13 +280,7 @@ func TestProductionTargets(t *testing.T) {
 			c.Close()
 		}
 	}()
-	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-	h.createEndpoint(appID, map[string]any{"url": "https://" + host + ":" + port + "/hook"})
-	ev := h.send(appID, "payment.succeeded", map[string]any{})
-	d := h.waitDelivery(appID, ev.Deliveries[0].ID, 20*time.Second, delivery.StatusDeadLettered)
-	require.Contains(t, d.LastAttempt.Error, "not allowed (loopback)")
-	require.Contains(t, *d.DeadLetterReason, "permanent")
-	require.Zero(t, accepted.Load(), "no connection reached the loopback target")
+	return ln, accepted
 }
 
 func TestBackpressure(t *testing.T) {

@@ -28,11 +28,7 @@ func invalidPage(err error) *pageError {
 	if !errors.As(err, &bad) {
 		return nil
 	}
-	pe := &pageError{Status: http.StatusUnprocessableEntity, Detail: bad.Detail}
-	if bad.Field != "" {
-		pe.Fields = []string{bad.Field}
-	}
-	return pe
+	return &pageError{Status: http.StatusUnprocessableEntity, Detail: bad.Detail, Fields: service.Fields(bad)}
 }
 
 // as is the session's principal, its app and the context of a service
@@ -66,9 +62,9 @@ func (p *Portal) failed(c *gin.Context, err error) {
 	case invalidPage(err) != nil:
 		p.showError(c, invalidPage(err))
 	case errors.As(err, &conflict):
-		p.showError(c, &pageError{Status: http.StatusConflict, Detail: conflict.Detail, Fields: fieldList(conflict.Field)})
+		p.showError(c, &pageError{Status: http.StatusConflict, Detail: conflict.Detail, Fields: service.Fields(conflict)})
 	case errors.As(err, &tooLarge):
-		p.showError(c, &pageError{Status: http.StatusRequestEntityTooLarge, Detail: tooLarge.Detail, Fields: fieldList(tooLarge.Field)})
+		p.showError(c, &pageError{Status: http.StatusRequestEntityTooLarge, Detail: tooLarge.Detail, Fields: service.Fields(tooLarge)})
 	default:
 		p.logger.Error("portal call", "route", c.FullPath(), "err", err)
 		p.plain(c, http.StatusInternalServerError, "The service is unavailable right now. Try again shortly.")
@@ -79,11 +75,4 @@ func (p *Portal) failed(c *gin.Context, err error) {
 func (p *Portal) showError(c *gin.Context, pe *pageError) {
 	p.render(c, pe.Status, "error", map[string]any{"Error": pe})
 	c.Abort()
-}
-
-func fieldList(field string) []string {
-	if field == "" {
-		return nil
-	}
-	return []string{field}
 }

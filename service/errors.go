@@ -19,6 +19,22 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string { return e.Detail }
 
+// Fields names the input at fault in err, for a problem's "fields": the
+// Field of an InvalidError, TooLargeError, ForbiddenError or ConflictError
+// (nil when err is none of them or names no field).
+func Fields(err error) []string {
+	var f interface{ fieldAtFault() string }
+	if !errors.As(err, &f) || f.fieldAtFault() == "" {
+		return nil
+	}
+	return []string{f.fieldAtFault()}
+}
+
+func (e *InvalidError) fieldAtFault() string   { return e.Field }
+func (e *TooLargeError) fieldAtFault() string  { return e.Field }
+func (e *ForbiddenError) fieldAtFault() string { return e.Field }
+func (e *ConflictError) fieldAtFault() string  { return e.Field }
+
 // TooLargeError is input past its size bound (Field names it).
 type TooLargeError struct {
 	Field, Detail string

@@ -13,6 +13,7 @@ import (
 
 	"hookrelay/internal/temporalconn"
 	"hookrelay/internal/tracing"
+	"hookrelay/internal/tracing/temporaltrace"
 	"hookrelay/metrics"
 	"hookrelay/migrations"
 	"hookrelay/secretbox"
@@ -170,7 +171,7 @@ func (st *Stack) connectTemporal(ctx context.Context, sdkLogger sdklog.Logger) e
 	settings := temporalSettings(cfg)
 	// Off, the client gets no interceptor: workflow starts and tasks cost
 	// what they cost untraced.
-	ti, err := st.Tracing.TemporalInterceptor()
+	ti, err := temporaltrace.Interceptor(st.Tracing)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"time"
 
@@ -36,29 +35,39 @@ type TracingReport struct {
 // and throws it away (undecoded: the collector's own work is not
 // hookrelay's cost), counting requests and bytes.
 type discardCollector struct {
-	srv             *httptest.Server
+	srv             *http.Server
+	url             string
 	requests, bytes atomic.Int64
 }
 
-func newDiscardCollector() *discardCollector {
+// newDiscardCollector serves the collector on a free loopback port (the
+// receivers' serve).
+func newDiscardCollector() (*discardCollector, error) {
 	c := &discardCollector{}
-	c.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var err error
+	c.srv, c.url, err = serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n, _ := io.Copy(io.Discard, r.Body)
 		c.requests.Add(1)
 		c.bytes.Add(n)
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		w.WriteHeader(http.StatusOK)
 	}))
-	return c
+	if err != nil {
+		return nil, fmt.Errorf("trace collector: %w", err)
+	}
+	return c, nil
 }
 
 // measureTracing runs the sender shape again on a fresh stack with tracing
 // on: spans batched and exported over OTLP/HTTP (protobuf) as in
 // production, sampled at 100 %.
 func measureTracing(ctx context.Context, o Options, off *Report) (*TracingReport, error) {
-	col := newDiscardCollector()
+	col, err := newDiscardCollector()
+	if err != nil {
+		return nil, err
+	}
 	defer col.srv.Close()
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(col.srv.URL+"/v1/traces"))
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(col.url+"/v1/traces"))
 	if err != nil {
 		return nil, fmt.Errorf("trace exporter: %w", err)
 	}

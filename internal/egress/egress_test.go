@@ -17,53 +17,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/dns/dnsmessage"
 
 	"hookrelay/internal/egress"
 	"hookrelay/internal/egress/egresstest"
 	"hookrelay/internal/netguard"
+	"hookrelay/internal/netguard/netguardtest"
 )
-
-// loopbackResolver answers every A query with 127.0.0.1 (and nothing for
-// AAAA): any name is a local one, under the test's control.
-func loopbackResolver(t *testing.T) *net.Resolver {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true})
-			_ = b.StartQuestions()
-			_ = b.Question(q)
-			_ = b.StartAnswers()
-			if q.Type == dnsmessage.TypeA {
-				_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 1}, dnsmessage.AResource{A: [4]byte{127, 0, 0, 1}})
-			}
-			if msg, err := b.Finish(); err == nil {
-				_, _ = pc.WriteTo(msg, from)
-			}
-		}
-	}()
-	addr := pc.LocalAddr().String()
-	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "udp", addr)
-	}}
-}
 
 func startProxy(t *testing.T, opts egresstest.Options) *egresstest.Proxy {
 	p, err := egresstest.Start(opts)
@@ -103,7 +62,7 @@ func TestTunnels(t *testing.T) {
 			if proxyTLS {
 				p.TLS = &tls.Config{RootCAs: px.RootCAs()}
 			}
-			d := &egress.Dialer{Proxy: p, Resolver: loopbackResolver(t)}
+			d := &egress.Dialer{Proxy: p, Resolver: netguardtest.LoopbackResolver(t)}
 
 			var got int
 			var mu sync.Mutex
@@ -160,7 +119,7 @@ func TestRefusedBeforeConnect(t *testing.T) {
 	px := startProxy(t, egresstest.Options{})
 	p, err := egress.Parse(px.URL(), "", "")
 	require.NoError(t, err)
-	resolver := loopbackResolver(t)
+	resolver := netguardtest.LoopbackResolver(t)
 	for _, tc := range []struct {
 		guarded bool
 		url     string

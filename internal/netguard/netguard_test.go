@@ -1,7 +1,6 @@
 package netguard_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -11,9 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/net/dns/dnsmessage"
 
 	"hookrelay/internal/netguard"
+	"hookrelay/internal/netguard/netguardtest"
 )
 
 // last returns the last address of p.
@@ -55,54 +54,12 @@ func TestPublicAddressesPass(t *testing.T) {
 	}
 }
 
-// dnsServer answers every A query with 127.0.0.1: a name that "rebinds" to
-// loopback, under the test's control.
-func dnsServer(t *testing.T) string {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { pc.Close() })
-	go func() {
-		buf := make([]byte, 512)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			var p dnsmessage.Parser
-			h, err := p.Start(buf[:n])
-			if err != nil {
-				continue
-			}
-			q, err := p.Question()
-			if err != nil {
-				continue
-			}
-			b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true})
-			_ = b.StartQuestions()
-			_ = b.Question(q)
-			_ = b.StartAnswers()
-			if q.Type == dnsmessage.TypeA {
-				_ = b.AResource(dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 1}, dnsmessage.AResource{A: [4]byte{127, 0, 0, 1}})
-			}
-			msg, err := b.Finish()
-			if err == nil {
-				_, _ = pc.WriteTo(msg, from)
-			}
-		}
-	}()
-	return pc.LocalAddr().String()
-}
-
 // TestRebindingIsRefusedAtDialTime: a hostname that resolves to loopback is
 // refused by the guarded dialer before any connection is made; unguarded
 // (dev mode), the same name connects.
 func TestRebindingIsRefusedAtDialTime(t *testing.T) {
 	t.Parallel()
-	dns := dnsServer(t)
-	resolver := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "udp", dns)
-	}}
+	resolver := netguardtest.LoopbackResolver(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { ln.Close() })

@@ -7,7 +7,8 @@
 // A *Tracing is passed down explicitly (never the OpenTelemetry globals);
 // every method works on a nil *Tracing, which is tracing off: nothing is
 // started, extracted, injected or stored, and the Temporal client gets no
-// interceptor.
+// interceptor (package temporaltrace). This package links no Temporal
+// code: the API imports it.
 package tracing
 
 import (
@@ -24,8 +25,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
-	"go.temporal.io/sdk/interceptor"
 )
 
 // ServiceNameDefault is the service.name of hookrelay's spans when
@@ -224,21 +223,20 @@ func (t *Tracing) Restore(ctx context.Context, traceparent, tracestate string) c
 	return t.prop.Extract(ctx, carrier)
 }
 
-// TemporalInterceptor is Temporal's OpenTelemetry interceptor on this
-// tracer (client and worker: workflow starts carry the span in their
-// headers, so the workflow's and its activities' spans join the trace);
-// nil when off.
-func (t *Tracing) TemporalInterceptor() (interceptor.Interceptor, error) {
+// Provider is the tracer provider (nil when off): package temporaltrace
+// builds Temporal's interceptor on it (kept out of this package so the
+// API, which traces ingest, links no Temporal code).
+func (t *Tracing) Provider() trace.TracerProvider {
 	if t == nil {
-		return nil, nil
+		return nil
 	}
-	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{
-		Tracer: t.provider.Tracer("temporal-sdk-go"), TextMapPropagator: t.prop,
-		// Baggage is not hookrelay's to carry between tenants' events.
-		DisableBaggage: true, DisableQueryTracing: true,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("temporal tracing interceptor: %w", err)
+	return t.provider
+}
+
+// Propagator is the W3C trace-context propagator (nil when off).
+func (t *Tracing) Propagator() propagation.TextMapPropagator {
+	if t == nil {
+		return nil
 	}
-	return i, nil
+	return t.prop
 }

@@ -90,6 +90,10 @@ type Dispatcher struct {
 	// delivery whose first attempt did not succeed gets a workflow. Nil
 	// carries first attempts in CarrierWorkflows instead.
 	Sender *activities.Activities
+	// Sequencer makes the first attempts of ordered deliveries in
+	// RunSequence, the sequencers' activity. Defaults to nil: RunSequence
+	// fails (a worker that runs sequencers must set it).
+	Sequencer *activities.Activities
 	// firsts tracks first attempts in progress; firstDone and
 	// firstHandedOff count those that ended the delivery and those handed
 	// to a DeliveryWorkflow.
@@ -247,7 +251,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	if len(items) == 0 {
 		return 0, nil
 	}
-	var singles, fresh []outbox.Row
+	var singles, fresh, ordered []outbox.Row
 	var done []int64
 	var firsts []first
 	var leaseIDs []int64
@@ -262,8 +266,10 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 		case it.Stale():
 			done = append(done, it.ID)
 		case it.Ordered():
-			// Its sequencer starts it (see enqueue).
-			singles = append(singles, it)
+			// Its sequencer sends it, in sequence order (see wake); the
+			// row stays leased to it until sent.
+			ordered = append(ordered, it)
+			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, now.Add(SequenceLease))
 		case it.Kind == outbox.KindStart && sender && it.Outcome == nil:
 			f, ok := planFirst(it, now)
 			if !ok {
@@ -317,13 +323,14 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 		return 0, fmt.Errorf("commit dispatched rows: %w", err)
 	}
 	d.sendFirsts(ctx, firsts)
+	wakeErr := d.wake(ctx, ordered)
 	started, carryErr := d.carry(ctx, carried)
 	if len(started) > 0 {
 		if err := store.DoneCarriers(ctx, d.Pool, started); err != nil {
 			return 0, err
 		}
 	}
-	if err := errors.Join(sendErr, carryErr); err != nil {
+	if err := errors.Join(sendErr, wakeErr, carryErr); err != nil {
 		return len(items), err
 	}
 	return len(items), nil

@@ -180,16 +180,48 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		return
 	}
 	defer d.lanes.leave(f.row.AppID)
-	// Every wait is followed by the deadline check.
+	switch e := d.makeFirst(ctx, d.Sender, f); {
+	case e.retry:
+		d.release(f.row.ID)
+	case e.handOff:
+		d.handOff(ctx, f.row, e.outcome)
+	case e.deleteRow:
+		if _, err := d.doneRows.Do(context.WithoutCancel(ctx), f.row.ID); err != nil {
+			// The lease lapses; the next claim finds the row stale.
+			d.Logger.Warn("first attempt done; its outbox row stays until its lease lapses", "delivery_id", f.row.DeliveryID, "err", err)
+		}
+		d.firstDone.Add(1)
+	default:
+		d.firstDone.Add(1)
+	}
+}
+
+// firstEnd is what became of a first attempt made from its start row.
+type firstEnd struct {
+	// handOff: the delivery goes on in its DeliveryWorkflow from outcome
+	// (nil: nothing was sent; the workflow decides, a deadline passed).
+	handOff bool
+	outcome *activities.SendOutcome
+	// deleteRow: the delivery ended with nothing sent (canceled, endpoint
+	// disabled or deleted, gone) and its row is left to delete. A
+	// success's record deleted the row in the same statement.
+	deleteRow bool
+	// retry: its cancel was not recorded; the row goes back to the outbox.
+	retry bool
+}
+
+// makeFirst checks f's deadline (every wait is followed by it), makes its
+// first attempt with a and records it, and says what became of it.
+func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f first) firstEnd {
 	if f.set.TooLate(time.Now(), f.deadline) {
-		d.handOff(ctx, f.row, nil)
-		return
+		// The delivery's workflow dead-letters it with the reason.
+		return firstEnd{handOff: true}
 	}
 	req := activities.SendRequest{
 		DeliveryID: f.row.DeliveryID, Cycle: 1, Number: 1, Timeout: f.set.RequestTimeout, Settings: f.set, Deadline: f.deadline,
 	}
 	// The request runs to its own timeout even while the worker stops.
-	res, err := activities.SendFirst(context.WithoutCancel(ctx), d.Sender, req, f.row.ID)
+	res, err := activities.SendFirst(context.WithoutCancel(ctx), a, req, f.row.ID)
 	var appErr *temporal.ApplicationError
 	if err == nil && res.Class == activities.ClassEndpointDisabled {
 		// Nothing sent: the delivery was canceled or its endpoint disabled
@@ -197,30 +229,22 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		// earlier request of this row on the wire, its sender since dead,
 		// left the delivery delivering); a finished delivery keeps its
 		// status.
-		if _, err := d.Sender.MarkDelivery(context.WithoutCancel(ctx), activities.MarkRequest{
+		if _, err := a.MarkDelivery(context.WithoutCancel(ctx), activities.MarkRequest{
 			DeliveryID: f.row.DeliveryID, Status: delivery.StatusCanceled, Reason: activities.ReasonCanceled, Cycle: 1,
 		}); err != nil {
-			d.Logger.Warn("cancel not recorded; the row goes back to the outbox", "delivery_id", f.row.DeliveryID, "err", err)
-			d.release(f.row.ID)
-			return
+			d.logger().Warn("cancel not recorded; the row goes back to the outbox", "delivery_id", f.row.DeliveryID, "err", err)
+			return firstEnd{retry: true}
 		}
 	}
 	switch {
 	case err == nil && res.Class == activities.ClassSuccess:
-		// Recording the 2xx deleted the row in the same statement.
-		d.firstDone.Add(1)
-		return
+		return firstEnd{}
 	case err == nil && res.Class == activities.ClassEndpointDisabled,
 		errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone:
-		if _, err := d.doneRows.Do(context.WithoutCancel(ctx), f.row.ID); err != nil {
-			// The lease lapses; the next claim finds the row stale.
-			d.Logger.Warn("first attempt done; its outbox row stays until its lease lapses", "delivery_id", f.row.DeliveryID, "err", err)
-		}
-		d.firstDone.Add(1)
-		return
+		return firstEnd{deleteRow: true}
 	}
 	o := activities.Outcome(res, err)
-	d.handOff(ctx, f.row, &o)
+	return firstEnd{handOff: true, outcome: &o}
 }
 
 // handOff starts row's DeliveryWorkflow, which goes on from the first

@@ -132,7 +132,17 @@ func (d *Dispatcher) input(it outbox.Row) workflows.Input {
 	return workflows.Input{
 		DeliveryID: it.DeliveryID, AppID: it.AppID, EventID: it.EventID, EventType: it.EventType, EndpointID: it.EndpointID,
 		EndpointHost: workflows.EndpointHost(it.EndpointURL), AppName: it.AppName, Settings: it.Settings, Cycle: max(it.Cycle, 1), AcceptedAt: it.CreatedAt, LocalActivity: d.LocalActivity,
+		Sequence: it.Sequence, Sequencer: sequencerOf(it),
 	}
+}
+
+// sequencerOf is the workflow ID of the sequencer of row's delivery, ""
+// for an unordered delivery.
+func sequencerOf(row outbox.Row) string {
+	if row.Sequence == 0 {
+		return ""
+	}
+	return workflows.SequencerID(row.EndpointID, row.OrderingKey)
 }
 
 // send starts, replays or cancels one delivery's workflow.
@@ -160,13 +170,6 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		return nil
 	}
 	if it.Kind == outbox.KindReplay {
-		if it.Sequence > 0 && it.Block {
-			// A blocking dead letter's replay that starts a new run: its
-			// success frees the sequence it holds (a sequencer that
-			// moved on since ignores it).
-			in.Sequence, in.BlockOnDeadLetter = it.Sequence, true
-			in.Sequencer = workflows.SequencerID(it.EndpointID, it.OrderingKey)
-		}
 		opts := client.StartWorkflowOptions{ID: in.DeliveryID, TaskQueue: cmp.Or(d.TaskQueue, workflows.TaskQueue),
 			StaticSummary: workflows.DeliverySummary(in), StaticDetails: workflows.DeliveryDetails(in)}
 		// A running (dead-lettered) workflow gets the signal and continues
@@ -178,7 +181,7 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 		settings := in.Settings
 		opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE
 		opts.TypedSearchAttributes = searchAttributes(in, delivery.StatusDelivering)
-		sig := workflows.ReplaySignal{By: it.RequestedBy, ReplayID: it.ID, Settings: &settings, RequestedAt: it.CreatedAt}
+		sig := workflows.ReplaySignal{By: it.RequestedBy, ReplayID: it.ID, Settings: &settings, RequestedAt: it.CreatedAt, Sequencer: in.Sequencer}
 		_, err := d.Client.SignalWithStartWorkflow(ctx, in.DeliveryID, workflows.SignalReplay, sig, opts, workflows.WorkflowName, in)
 		if err != nil {
 			return fmt.Errorf("replay %s: %w", in.DeliveryID, err)
@@ -187,32 +190,7 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 	}
 	ctx, span := d.traced(ctx, it)
 	defer span.End()
-	if it.Ordered() {
-		return d.enqueue(ctx, it)
-	}
 	return d.start(ctx, it, nil)
-}
-
-// enqueue hands an ordered delivery to the sequencer of its endpoint and
-// key, starting the sequencer when none runs. A row dispatched twice is
-// dropped by the sequencer (by its sequence number).
-func (d *Dispatcher) enqueue(ctx context.Context, it outbox.Row) error {
-	in := d.input(it)
-	in.Sequence, in.BlockOnDeadLetter = it.Sequence, it.Block
-	id := workflows.SequencerID(it.EndpointID, it.OrderingKey)
-	opts := client.StartWorkflowOptions{
-		ID:            id,
-		TaskQueue:     cmp.Or(d.TaskQueue, workflows.TaskQueue),
-		StaticSummary: "sequence " + it.OrderingKey + " of endpoint " + it.EndpointID,
-		// A sequencer that ended (its queue emptied) is started again.
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-	}
-	seq := workflows.SequencerInput{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey}
-	if _, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalEnqueue, in, opts, workflows.SequencerWorkflowName, seq); err != nil {
-		return fmt.Errorf("enqueue %s in %s: %w", it.DeliveryID, id, err)
-	}
-	d.started.Add(1)
-	return nil
 }
 
 // traced continues the trace row's event was published in (see

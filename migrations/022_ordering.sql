@@ -21,9 +21,15 @@ ALTER TABLE deliveries ADD COLUMN fifo_block boolean, ADD COLUMN released_at tim
 -- A release row tells a blocked sequence that its head was released.
 ALTER TABLE outbox DROP CONSTRAINT outbox_kind_check;
 ALTER TABLE outbox ADD CONSTRAINT outbox_kind_check CHECK (kind IN ('start', 'replay', 'cancel', 'release'));
--- The deliveries ahead of one in its sequence (a delivery's waiting_for);
--- partial, so unordered deliveries write nothing to it.
-CREATE INDEX deliveries_sequence ON deliveries (endpoint_id, ordering_key, sequence) WHERE sequence IS NOT NULL;
+-- The open deliveries of each sequence: not ended, or a dead letter that
+-- blocks it (fifo_on_dead_letter block, not released). A sequencer's head
+-- and a delivery's waiting_for are read from it; partial, so unordered
+-- deliveries write nothing to it and a sequence's ended history is never
+-- scanned. A delivery whose workflow failed or was terminated is released
+-- from its sequence (released_at) too.
+CREATE INDEX deliveries_sequence_open ON deliveries (endpoint_id, ordering_key, sequence)
+  WHERE sequence IS NOT NULL AND released_at IS NULL
+    AND (status IN ('pending', 'delivering') OR (status = 'dead_lettered' AND fifo_block));
 -- The last sequence number given per fifo endpoint and key. Publish
 -- increments it in the producer's transaction; its row lock orders
 -- concurrent publishers of one key, so sequence order is commit order.
@@ -32,6 +38,11 @@ CREATE TABLE sequences (
   endpoint_id text NOT NULL REFERENCES endpoints (id) ON DELETE CASCADE,
   ordering_key text NOT NULL,
   last bigint NOT NULL,
+  -- The sequencer run that sends the sequence now, and until when: one
+  -- sender per sequence, even when a stalled run's activity is retried
+  -- elsewhere.
+  leased_by text,
+  leased_until timestamptz,
   PRIMARY KEY (endpoint_id, ordering_key)
 );
 

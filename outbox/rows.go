@@ -81,9 +81,10 @@ type Row struct {
 	Traceparent, Tracestate string
 }
 
-// Ordered reports whether the row starts an ordered delivery: it goes to
-// its sequence's sequencer, never straight to its own workflow.
-func (r Row) Ordered() bool { return r.Kind == KindStart && r.Sequence > 0 }
+// Ordered reports whether the row starts or replays an ordered delivery:
+// its sequence's sequencer sends it (in sequence order), never the
+// dispatcher.
+func (r Row) Ordered() bool { return r.Sequence > 0 && (r.Kind == KindStart || r.Kind == KindReplay) }
 
 // Stale reports whether a claimed row has nothing left to do: its delivery
 // is gone, a start whose delivery already finished (canceled before it

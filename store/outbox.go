@@ -59,8 +59,7 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 // cancel is dispatched after the start a sender holds and before a later
 // replay of the same delivery. Rows leased to a sender (see LeaseOutbox) are
 // left alone until their lease lapses; starts and replays of a paused
-// endpoint wait in the outbox; an ordered start is claimed only once the
-// starts ahead of it in its sequence are gone (dispatched or dropped).
+// endpoint wait in the outbox.
 func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error) {
 	rows, err := tx.Query(ctx, `
 		WITH RECURSIVE queued(app_id) AS (
@@ -78,11 +77,6 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 		      AND (o.leased_until IS NULL OR o.leased_until < now())
 		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
 		      AND NOT (o.kind <> $2 AND COALESCE(`+holding+`, false))
-		      -- An ordered start waits for the starts ahead of it in its
-		      -- sequence: its sequencer is fed in sequence order.
-		      AND (d.sequence IS NULL OR o.kind <> $3 OR NOT EXISTS (
-		        SELECT 1 FROM outbox p JOIN deliveries pd ON pd.id = p.delivery_id
-		        WHERE p.kind = $3 AND pd.endpoint_id = d.endpoint_id AND pd.ordering_key = d.ordering_key AND pd.sequence < d.sequence))
 		    ORDER BY o.id LIMIT $1
 		  ) c
 		  WHERE queued.app_id IS NOT NULL
@@ -93,7 +87,7 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 		  -- leased it since this statement's snapshot.
 		  AND (o.leased_until IS NULL OR o.leased_until < now())
 		ORDER BY o.id
-		FOR UPDATE OF o SKIP LOCKED`, limit, outbox.KindCancel, outbox.KindStart)
+		FOR UPDATE OF o SKIP LOCKED`, limit, outbox.KindCancel)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}

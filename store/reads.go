@@ -60,11 +60,7 @@ type DeliveryFilter struct {
 const deliveryCols = `d.id, d.app_id, d.event_id, d.endpoint_id, coalesce(ev.type, ''), d.status, d.cycle, d.attempt_count,
 	(SELECT a.status_code FROM attempts a WHERE a.delivery_id = d.id ORDER BY a.cycle DESC, a.number DESC LIMIT 1),
 	d.next_attempt_at, d.dead_letter_reason, d.created_at, d.updated_at, d.sequence,
-	CASE WHEN d.sequence IS NOT NULL AND d.status = 'pending' THEN (
-	  SELECT p.id FROM deliveries p
-	  WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.sequence < d.sequence
-	    AND (p.status IN ('pending', 'delivering') OR (p.status = 'dead_lettered' AND p.fifo_block AND p.released_at IS NULL))
-	  ORDER BY p.sequence DESC LIMIT 1) END`
+	` + waitingFor
 
 // deliveryFrom joins each delivery d to its event ev.
 const deliveryFrom = ` FROM deliveries d LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id `

@@ -4,9 +4,11 @@ package worker
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -17,6 +19,10 @@ import (
 
 // Options tunes the worker. Zero values take the defaults below.
 type Options struct {
+	// RunSequence is the sequencers' activity (dispatch's
+	// Dispatcher.RunSequence). Defaults to nil: the worker runs no
+	// sequencer's activity.
+	RunSequence func(context.Context, workflows.SequenceRun) (workflows.SequenceStep, error)
 	// MaxConcurrentActivities bounds concurrent SendSigned attempts
 	// (regular and local). Defaults to MaxConcurrentActivitiesDefault.
 	MaxConcurrentActivities int
@@ -70,5 +76,8 @@ func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.
 	w.RegisterWorkflowWithOptions(workflows.CarrierWorkflow, workflow.RegisterOptions{Name: workflows.CarrierWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
 	w.RegisterActivity(acts)
+	if opts.RunSequence != nil {
+		w.RegisterActivityWithOptions(opts.RunSequence, activity.RegisterOptions{Name: workflows.RunSequenceName})
+	}
 	return w, nil
 }

@@ -167,11 +167,10 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 				return r.state, nil
 			}
 			r.setStatus(ctx, delivery.StatusDeadLettered)
-			if !r.in.BlockOnDeadLetter {
-				// The sequence moves on (fifo_on_dead_letter skip) while
-				// the dead letter waits for a replay.
-				r.freeSequence(ctx, delivery.StatusDeadLettered)
-			}
+			// Its sequencer moves on (fifo_on_dead_letter skip) or holds
+			// the sequence (block) while the dead letter waits for a
+			// replay.
+			r.freeSequence(ctx, delivery.StatusDeadLettered)
 			if sig, stopRetention, err = r.awaitReplay(ctx); err != nil || sig == nil {
 				return r.state, err
 			}
@@ -213,9 +212,7 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	in.Cycle = r.state.Cycle + 1
 	in.ReplayID = sig.ReplayID
 	in.Resume = nil // a carrier's first attempt belongs to the first cycle only
-	if !in.BlockOnDeadLetter || r.sequenceFreed {
-		in.Sequencer = "" // only a cycle that holds its sequence frees it
-	}
+	in.Sequencer = sig.Sequencer // a replay's cycle tells the sequencer that sent it
 	in.AcceptedAt = sig.RequestedAt
 	if in.AcceptedAt.IsZero() {
 		in.AcceptedAt = workflow.Now(ctx)
@@ -295,9 +292,10 @@ func (r *run) drainCancel() bool {
 }
 
 // freeSequence tells the run's sequencer, once, that the delivery's cycle
-// ended with status, so the next delivery of the sequence may start. A
-// run without a sequencer (every unordered delivery, every history
-// recorded before ordering) sends nothing: its commands are unchanged.
+// ended with status, so the sequencer reads its sequence again (the next
+// delivery goes, or a blocking dead letter holds it). A run without a
+// sequencer (every unordered delivery, every history recorded before
+// ordering) sends nothing: its commands are unchanged.
 func (r *run) freeSequence(ctx workflow.Context, status delivery.Status) {
 	if r.in.Sequencer == "" || r.sequenceFreed {
 		return

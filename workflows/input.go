@@ -65,14 +65,10 @@ type Input struct {
 	// Sequence is an ordered delivery's place in its sequence; 0 for an
 	// unordered delivery.
 	Sequence int64 `json:",omitempty"`
-	// Sequencer is the workflow ID of the SequencerWorkflow that started
-	// the run: the run signals it (SignalEnded) when its first cycle ends.
-	// "" for an unordered delivery and for every replay's cycle.
+	// Sequencer is the workflow ID of the SequencerWorkflow that handed the
+	// delivery's cycle to this run: the run signals it (SignalEnded) when
+	// the cycle ends. "" for an unordered delivery.
 	Sequencer string `json:",omitempty"`
-	// BlockOnDeadLetter keeps the sequence held when the delivery
-	// dead-letters (fifo_on_dead_letter block): it is freed when a replay's
-	// cycle succeeds, is canceled, or by a release (to the sequencer).
-	BlockOnDeadLetter bool `json:",omitempty"`
 }
 
 // Progress is where a cycle stood when its run continued as new: the
@@ -99,6 +95,9 @@ type ReplaySignal struct {
 	Settings *delivery.Settings
 	// RequestedAt starts the new cycle's deadline; zero means on receipt.
 	RequestedAt time.Time
+	// Sequencer is the sequencer that sends an ordered delivery's replay
+	// (see Input.Sequencer); "" for an unordered delivery.
+	Sequencer string `json:",omitempty"`
 }
 
 // State is the answer of the state query: the current cycle only.

@@ -1,27 +1,49 @@
 package workflows
 
 import (
-	"cmp"
-	"slices"
+	"time"
 
-	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"hookrelay/delivery"
 )
 
-// Names of the sequencer workflow and its signals
+// Names of the sequencer workflow, its activity and its signals
 // (docs/contract.md#14-ordered-delivery).
 const (
 	// SequencerWorkflowName is the registered name of SequencerWorkflow.
 	SequencerWorkflowName = "SequencerWorkflow"
-	// SignalEnqueue hands a sequencer one ordered delivery (an Input with
-	// its Sequence); the dispatcher sends it with signal-with-start.
-	SignalEnqueue = "enqueue"
-	// SignalEnded tells a sequencer that the delivery it started has ended
-	// (Ended): succeeded, dead-lettered, canceled or gone.
+	// RunSequenceName is the registered name of the activity that sends a
+	// sequence's deliveries (dispatch's RunSequence).
+	RunSequenceName = "RunSequence"
+	// SignalWake tells a sequencer that its sequence has new rows (new
+	// deliveries, replays); the dispatcher sends it with signal-with-start.
+	SignalWake = "wake"
+	// SignalEnded tells a sequencer that the delivery it waits for ended a
+	// cycle (Ended), or that a blocking dead letter was released.
 	SignalEnded = "ended"
+)
+
+// Bounds of a sequencer.
+const (
+	// SequenceRunBudget bounds how long one RunSequence activity sends:
+	// past it the activity returns, so the sequencer's history shows its
+	// progress and a run can continue as new.
+	SequenceRunBudget = time.Minute
+	// SequenceCheckEvery is how long a sequencer waits for the delivery
+	// ahead (in its own workflow, or a dead letter that blocks) or for a
+	// paused endpoint before it reads its sequence again: a delivery
+	// workflow that failed or was terminated, which signals nothing, is
+	// found so and released from the sequence.
+	SequenceCheckEvery = time.Minute
+	// SequenceHeartbeat is RunSequence's heartbeat timeout: a worker killed
+	// mid-sequence has its activity run again elsewhere after it.
+	SequenceHeartbeat = 20 * time.Second
+	// sequenceRetryWait is how long a sequencer waits after its activity
+	// failed every try (Postgres or Temporal unreachable) before it runs it
+	// again; it ends only when its sequence is empty.
+	sequenceRetryWait = 10 * time.Second
 )
 
 // SequencerID is the workflow ID of the sequencer of an endpoint's
@@ -31,149 +53,123 @@ func SequencerID(endpointID, key string) string {
 	return "sequencer/" + endpointID + "/" + key
 }
 
-// SequencerInput starts a sequencer run; a run that continues as new
-// carries its state in it.
+// SequencerInput names a sequencer's sequence. Its state is in Postgres
+// (the sequence's open deliveries and their rows), so a run that continues
+// as new carries nothing else.
 type SequencerInput struct {
 	EndpointID  string
 	OrderingKey string
-	// Queue are the deliveries waiting, in sequence order.
-	Queue []Input `json:",omitempty"`
-	// Running is the delivery started and not yet ended, "" when none.
-	Running string `json:",omitempty"`
-	// Last is the highest sequence number started: an enqueue at or below
-	// it is a repeat (a row dispatched twice) and is dropped.
-	Last int64 `json:",omitempty"`
+}
+
+// SequenceRun is RunSequence's input.
+type SequenceRun struct {
+	EndpointID  string
+	OrderingKey string
+	// Check asks whether the workflow of the delivery waited for still
+	// runs (see SequenceCheckEvery).
+	Check bool `json:",omitempty"`
+}
+
+// SequenceStep is what one RunSequence activity did and where the
+// sequence stands.
+type SequenceStep struct {
+	// Sent counts the deliveries it sent that ended (succeeded, or
+	// canceled before their request).
+	Sent int `json:",omitempty"`
+	// WaitingOn is the delivery the sequence waits for: in its own
+	// workflow (a retry, a replay's cycle), or a dead letter that blocks.
+	WaitingOn string `json:",omitempty"`
+	// NextAt is when to look again when nothing signals: the head's first
+	// attempt is due then, or its endpoint is paused, or another run holds
+	// the sequence. Zero: WaitingOn's end is signaled.
+	NextAt time.Time `json:",omitempty"`
+	// Empty: every delivery of the sequence has ended.
+	Empty bool `json:",omitempty"`
+	// More: the activity used its budget with deliveries left to send.
+	More bool `json:",omitempty"`
 }
 
 // Ended is the SignalEnded payload.
 type Ended struct {
 	DeliveryID string
-	Status     delivery.Status
+	Status     delivery.Status `json:",omitempty"`
 }
 
-// sequencer is a SequencerWorkflow run's state.
-type sequencer struct {
-	SequencerInput
-	enqueueCh, endedCh workflow.ReceiveChannel
-	// child is the running delivery's workflow when this run started it:
-	// its failure (or termination) frees the sequence too, since it sends
-	// no SignalEnded.
-	child workflow.ChildWorkflowFuture
-}
-
-// SequencerWorkflow runs the deliveries of one endpoint and ordering key
-// one at a time, in sequence order: it starts the head's DeliveryWorkflow
-// (workflow ID = delivery ID, abandoned when the sequencer ends), waits for
-// its SignalEnded and starts the next. It continues as new past
-// HistoryBound events and ends when its queue is empty.
+// SequencerWorkflow sends the deliveries of one endpoint and ordering key
+// one at a time, in sequence order. Each RunSequence activity sends the
+// heads' first attempts itself while they succeed; a head that fails goes to
+// its own DeliveryWorkflow (workflow ID = delivery ID), as does a replay,
+// and the sequence waits for its SignalEnded. It continues as new past
+// HistoryBound events and ends when every delivery of its sequence ended.
 func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
-	s := &sequencer{
-		SequencerInput: in,
-		enqueueCh:      workflow.GetSignalChannel(ctx, SignalEnqueue),
-		endedCh:        workflow.GetSignalChannel(ctx, SignalEnded),
-	}
+	wake := workflow.GetSignalChannel(ctx, SignalWake)
+	ended := workflow.GetSignalChannel(ctx, SignalEnded)
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		// A run's budget, its last request and recording.
+		StartToCloseTimeout: SequenceRunBudget + 2*delivery.MaxRequestTimeout,
+		HeartbeatTimeout:    SequenceHeartbeat,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, BackoffCoefficient: 2, MaximumInterval: 30 * time.Second, MaximumAttempts: 6,
+		},
+		Summary: "send the sequence's deliveries in order",
+	})
+	check := false
 	for {
-		s.drain()
-		if s.Running == "" && len(s.Queue) == 0 {
-			// Every buffered signal was taken in this task: none is lost.
+		drain(wake)
+		drain(ended)
+		var step SequenceStep
+		err := workflow.ExecuteActivity(actx, RunSequenceName, SequenceRun{EndpointID: in.EndpointID, OrderingKey: in.OrderingKey, Check: check}).Get(ctx, &step)
+		check = false
+		if err != nil {
+			workflow.GetLogger(ctx).Warn("sequencer: sending failed; trying again", "error", err)
+			step = SequenceStep{NextAt: workflow.Now(ctx).Add(sequenceRetryWait)}
+		}
+		if step.Empty && !wake.ReceiveAsync(nil) && !ended.ReceiveAsync(nil) {
+			// Every buffered signal is taken in this task: a row queued
+			// after the activity read the sequence starts a new run.
 			return nil
 		}
 		if workflow.GetInfo(ctx).GetCurrentHistoryLength() > HistoryBound {
-			return workflow.NewContinueAsNewError(ctx, SequencerWorkflowName, s.SequencerInput)
+			return workflow.NewContinueAsNewError(ctx, SequencerWorkflowName, in)
 		}
-		if s.Running == "" {
-			s.startHead(ctx)
+		if step.More || step.Empty {
 			continue
 		}
+		check = awaitSequence(ctx, step, wake, ended)
+	}
+}
+
+// awaitSequence waits until the sequence may move: the delivery waited for
+// ended, or (when none is waited for) a wake, or step.NextAt, or
+// SequenceCheckEvery. It reports whether the wait timed out while waiting
+// for a delivery (its workflow is then checked).
+func awaitSequence(ctx workflow.Context, step SequenceStep, wake, ended workflow.ReceiveChannel) (check bool) {
+	wait := SequenceCheckEvery
+	if !step.NextAt.IsZero() {
+		wait = min(wait, max(step.NextAt.Sub(workflow.Now(ctx)), time.Millisecond))
+	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimer(tctx, wait)
+	for done := false; !done; {
 		sel := workflow.NewSelector(ctx)
-		sel.AddReceive(s.enqueueCh, func(c workflow.ReceiveChannel, _ bool) {
-			var in Input
-			c.Receive(ctx, &in)
-			s.enqueue(in)
+		sel.AddFuture(timer, func(workflow.Future) { done, check = true, step.WaitingOn != "" })
+		sel.AddReceive(ended, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			done = true
 		})
-		sel.AddReceive(s.endedCh, func(c workflow.ReceiveChannel, _ bool) {
-			var e Ended
-			c.Receive(ctx, &e)
-			s.ended(e)
+		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) {
+			c.Receive(ctx, nil)
+			// New rows queue behind the delivery waited for.
+			done = step.WaitingOn == ""
 		})
-		if s.child != nil {
-			sel.AddFuture(s.child, func(f workflow.Future) {
-				s.child = nil
-				// A run that completed has signaled its end, or holds a
-				// blocking dead letter past its retention (a release or
-				// a replay frees it); one that failed never will.
-				if err := f.Get(ctx, nil); err != nil {
-					workflow.GetLogger(ctx).Warn("sequencer: delivery workflow failed; the sequence moves on", "delivery", s.Running, "error", err)
-					s.ended(Ended{DeliveryID: s.Running})
-				}
-			})
-		}
 		sel.Select(ctx)
 	}
+	return check
 }
 
-// drain takes every buffered signal.
-func (s *sequencer) drain() {
-	for {
-		var in Input
-		var e Ended
-		switch {
-		case s.enqueueCh.ReceiveAsync(&in):
-			s.enqueue(in)
-		case s.endedCh.ReceiveAsync(&e):
-			s.ended(e)
-		default:
-			return
-		}
+// drain takes every buffered signal of c.
+func drain(c workflow.ReceiveChannel) {
+	for c.ReceiveAsync(nil) {
 	}
-}
-
-// enqueue places in by its sequence number; a repeat is dropped.
-func (s *sequencer) enqueue(in Input) {
-	if in.Sequence <= s.Last {
-		return
-	}
-	i, found := slices.BinarySearchFunc(s.Queue, in.Sequence, func(q Input, n int64) int { return cmp.Compare(q.Sequence, n) })
-	if found {
-		return
-	}
-	s.Queue = slices.Insert(s.Queue, i, in)
-}
-
-// ended frees the sequence when the running delivery ended.
-func (s *sequencer) ended(e Ended) {
-	if e.DeliveryID == s.Running {
-		s.Running, s.child = "", nil
-	}
-}
-
-// startHead starts the head's DeliveryWorkflow and waits only for it to
-// start. A head whose workflow already exists (a repeat of a delivery that
-// ran before this run, so has ended) frees the sequence at once.
-func (s *sequencer) startHead(ctx workflow.Context) {
-	head := s.Queue[0]
-	s.Queue = s.Queue[1:]
-	s.Last = head.Sequence
-	head.Sequencer = workflow.GetInfo(ctx).WorkflowExecution.ID
-	cctx := workflow.WithChildOptions(ctx, workflow.ChildWorkflowOptions{
-		WorkflowID:            head.DeliveryID,
-		TaskQueue:             workflow.GetInfo(ctx).TaskQueueName,
-		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		ParentClosePolicy:     enumspb.PARENT_CLOSE_POLICY_ABANDON,
-		StaticSummary:         DeliverySummary(head),
-		StaticDetails:         DeliveryDetails(head),
-		TypedSearchAttributes: temporal.NewSearchAttributes(
-			SAState.ValueSet(string(delivery.StatusPending)), SAEndpoint.ValueSet(head.EndpointID),
-			SAEventType.ValueSet(head.EventType), SAApp.ValueSet(head.AppID)),
-	})
-	child := workflow.ExecuteChildWorkflow(cctx, WorkflowName, head)
-	if err := child.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
-		// Already started (a repeat), or not startable at all: either way
-		// no SignalEnded will come, and a stuck sequence is worse than
-		// one delivery out of its turn.
-		workflow.GetLogger(ctx).Warn("sequencer: delivery not started; the sequence moves on",
-			"delivery", head.DeliveryID, "sequence", head.Sequence, "error", err)
-		return
-	}
-	s.Running, s.child = head.DeliveryID, child
 }

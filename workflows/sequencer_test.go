@@ -1,13 +1,14 @@
 package workflows_test
 
 import (
+	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
@@ -16,134 +17,124 @@ import (
 	"hookrelay/workflows"
 )
 
-// sequenced records the DeliveryWorkflow runs a sequencer starts.
+// sequenced runs a SequencerWorkflow whose RunSequence answers the steps
+// given, in order (then Empty), and records each run's input and time.
 type sequenced struct {
-	env    *testsuite.TestWorkflowEnvironment
-	start  time.Time
-	ids    []string
-	at     []time.Duration
-	inputs []workflows.Input
+	env   *testsuite.TestWorkflowEnvironment
+	start time.Time
+	steps []func() (workflows.SequenceStep, error)
+	runs  []workflows.SequenceRun
+	at    []time.Duration
 }
 
-func newSequenced(t *testing.T) *sequenced {
+func newSequenced(t *testing.T, steps ...func() (workflows.SequenceStep, error)) *sequenced {
 	t.Helper()
 	var suite testsuite.WorkflowTestSuite
-	s := &sequenced{env: suite.NewTestWorkflowEnvironment()}
+	s := &sequenced{env: suite.NewTestWorkflowEnvironment(), steps: steps}
 	s.start = s.env.Now()
 	s.env.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
-	s.env.RegisterWorkflowWithOptions(func(ctx workflow.Context, in workflows.Input) (workflows.State, error) {
-		s.ids = append(s.ids, in.DeliveryID)
+	s.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.SequenceRun) (workflows.SequenceStep, error) {
+		s.runs = append(s.runs, in)
 		s.at = append(s.at, s.env.Now().Sub(s.start))
-		s.inputs = append(s.inputs, in)
-		if strings.HasSuffix(in.DeliveryID, "_fails") {
-			return workflows.State{}, errors.New("the run failed")
+		if len(s.steps) == 0 {
+			return workflows.SequenceStep{Empty: true}, nil
 		}
-		// A delivery ends by SignalEnded (the test's); its workflow may
-		// live on (a dead letter waiting for a replay).
-		return workflows.State{}, workflow.Sleep(ctx, 24*time.Hour)
-	}, workflow.RegisterOptions{Name: workflows.WorkflowName})
+		next := s.steps[0]
+		s.steps = s.steps[1:]
+		return next()
+	}, activity.RegisterOptions{Name: workflows.RunSequenceName})
 	return s
 }
 
-func ordered(id string, seq int64) workflows.Input {
-	return workflows.Input{DeliveryID: id, EndpointID: "ep_1", AppID: "app_1", EventType: "a.b", Sequence: seq}
+func answer(step workflows.SequenceStep) func() (workflows.SequenceStep, error) {
+	return func() (workflows.SequenceStep, error) { return step, nil }
 }
 
 // after runs fn d into the test.
 func (s *sequenced) after(d time.Duration, fn func()) { s.env.RegisterDelayedCallback(fn, d) }
 
-func (s *sequenced) enqueue(in workflows.Input) {
-	s.env.SignalWorkflow(workflows.SignalEnqueue, in)
-}
-
-func (s *sequenced) end(id string) {
-	s.env.SignalWorkflow(workflows.SignalEnded, workflows.Ended{DeliveryID: id, Status: delivery.StatusSucceeded})
-}
-
-func TestSequencerStartsOneAtATimeInSequenceOrder(t *testing.T) {
-	s := newSequenced(t)
-	// Enqueued out of order before the first task; a stale end is ignored.
-	s.after(0, func() {
-		s.enqueue(ordered("dlv_3", 3))
-		s.enqueue(ordered("dlv_2", 2))
-	})
-	s.after(time.Minute, func() { s.end("dlv_9") })
-	s.after(2*time.Minute, func() { s.end("dlv_1") })
-	s.after(3*time.Minute, func() { s.end("dlv_2") })
-	s.after(4*time.Minute, func() { s.end("dlv_3") })
-	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1", Queue: []workflows.Input{ordered("dlv_1", 1)}})
+func (s *sequenced) run(t *testing.T) {
+	t.Helper()
+	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1", OrderingKey: "k"})
 	require.True(t, s.env.IsWorkflowCompleted())
 	require.NoError(t, s.env.GetWorkflowError())
-	require.Equal(t, []string{"dlv_1", "dlv_2", "dlv_3"}, s.ids)
-	require.Equal(t, []time.Duration{0, 2 * time.Minute, 3 * time.Minute}, s.at)
-	for i, in := range s.inputs {
-		require.Equal(t, int64(i+1), in.Sequence)
-		require.Equal(t, "default-test-workflow-id", in.Sequencer, "each run signals its sequencer")
+}
+
+func TestSequencerEndsWhenItsSequenceIsEmpty(t *testing.T) {
+	t.Parallel()
+	s := newSequenced(t, answer(workflows.SequenceStep{More: true, Sent: 9}))
+	s.run(t)
+	require.Len(t, s.runs, 2, "a run that used its budget runs again at once; empty ends")
+	require.Equal(t, []time.Duration{0, 0}, s.at)
+	require.Equal(t, workflows.SequenceRun{EndpointID: "ep_1", OrderingKey: "k"}, s.runs[0])
+}
+
+func TestSequencerWaitsForTheDeliveryAheadToEnd(t *testing.T) {
+	t.Parallel()
+	s := newSequenced(t, answer(workflows.SequenceStep{WaitingOn: "dlv_1"}))
+	s.after(10*time.Second, func() { s.env.SignalWorkflow(workflows.SignalWake, nil) })
+	s.after(20*time.Second, func() {
+		s.env.SignalWorkflow(workflows.SignalEnded, workflows.Ended{DeliveryID: "dlv_1", Status: delivery.StatusSucceeded})
+	})
+	s.run(t)
+	require.Equal(t, []time.Duration{0, 20 * time.Second}, s.at, "a wake queues behind the delivery waited for; its end moves the sequence")
+	require.False(t, s.runs[1].Check)
+}
+
+func TestSequencerChecksAWorkflowThatNeverSignals(t *testing.T) {
+	t.Parallel()
+	s := newSequenced(t, answer(workflows.SequenceStep{WaitingOn: "dlv_1"}), answer(workflows.SequenceStep{WaitingOn: "dlv_1"}))
+	s.run(t)
+	require.Equal(t, []time.Duration{0, workflows.SequenceCheckEvery, 2 * workflows.SequenceCheckEvery}, s.at)
+	require.True(t, s.runs[1].Check, "a wait that timed out asks whether the workflow still runs")
+	require.True(t, s.runs[2].Check)
+}
+
+func TestSequencerWaitsForTheHeadsDueTimeOrAWake(t *testing.T) {
+	t.Parallel()
+	s := newSequenced(t)
+	s.steps = []func() (workflows.SequenceStep, error){
+		func() (workflows.SequenceStep, error) {
+			return workflows.SequenceStep{NextAt: s.env.Now().Add(30 * time.Second)}, nil
+		},
+		func() (workflows.SequenceStep, error) {
+			return workflows.SequenceStep{NextAt: s.env.Now().Add(30 * time.Second)}, nil
+		},
 	}
+	s.after(5*time.Second, func() { s.env.SignalWorkflow(workflows.SignalWake, nil) })
+	s.run(t)
+	require.Equal(t, []time.Duration{0, 5 * time.Second, 35 * time.Second}, s.at, "a wake reads the sequence again (a replay may come first); else the due time")
+	require.False(t, s.runs[2].Check)
 }
 
-func TestSequencerDropsRepeats(t *testing.T) {
-	s := newSequenced(t)
-	s.after(time.Second, func() {
-		s.enqueue(ordered("dlv_1", 1)) // running: a repeat
-		s.enqueue(ordered("dlv_2", 2))
-		s.enqueue(ordered("dlv_2", 2)) // queued: a repeat
-	})
-	s.after(time.Minute, func() { s.end("dlv_1") })
-	s.after(2*time.Minute, func() {
-		s.enqueue(ordered("dlv_1", 1)) // started before: a repeat
-		s.end("dlv_2")
-	})
-	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1", Queue: []workflows.Input{ordered("dlv_1", 1)}})
-	require.NoError(t, s.env.GetWorkflowError())
-	require.Equal(t, []string{"dlv_1", "dlv_2"}, s.ids)
+func TestSequencerRunsAgainAfterItsActivityFailed(t *testing.T) {
+	t.Parallel()
+	s := newSequenced(t, func() (workflows.SequenceStep, error) { return workflows.SequenceStep{}, errors.New("postgres down") })
+	s.env.SetTestTimeout(time.Minute)
+	s.run(t)
+	require.GreaterOrEqual(t, len(s.runs), 2, "the failed run's tries, then one more run")
 }
 
-func TestSequencerEndsWhenItsQueueEmpties(t *testing.T) {
-	s := newSequenced(t)
-	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1"})
-	require.True(t, s.env.IsWorkflowCompleted())
-	require.NoError(t, s.env.GetWorkflowError())
-	require.Empty(t, s.ids)
-}
-
-func TestSequencerContinuesAsNewWithItsQueue(t *testing.T) {
-	s := newSequenced(t)
-	s.after(time.Minute, func() {
-		s.enqueue(ordered("dlv_3", 3))
-		s.enqueue(ordered("dlv_2", 2))
+func TestSequencerContinuesAsNewCarryingOnlyItsSequence(t *testing.T) {
+	t.Parallel()
+	s := newSequenced(t, answer(workflows.SequenceStep{More: true}), func() (workflows.SequenceStep, error) {
+		return workflows.SequenceStep{More: true}, nil
 	})
-	s.after(2*time.Minute, func() {
-		// The next signal's task finds the history past its bound.
+	s.steps[1] = func() (workflows.SequenceStep, error) {
 		s.env.SetCurrentHistoryLength(workflows.HistoryBound + 1)
-		s.end("dlv_9")
-	})
-	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1", OrderingKey: "k", Queue: []workflows.Input{ordered("dlv_1", 1)}})
+		return workflows.SequenceStep{More: true}, nil
+	}
+	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1", OrderingKey: "k"})
 	var can *workflow.ContinueAsNewError
 	require.True(t, errors.As(s.env.GetWorkflowError(), &can))
 	var next workflows.SequencerInput
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
-	require.Equal(t, "dlv_1", next.Running)
-	require.Equal(t, int64(1), next.Last)
-	require.Equal(t, "k", next.OrderingKey)
-	require.Len(t, next.Queue, 2)
-	require.Equal(t, "dlv_2", next.Queue[0].DeliveryID)
-	require.Equal(t, "dlv_3", next.Queue[1].DeliveryID)
+	require.Equal(t, workflows.SequencerInput{EndpointID: "ep_1", OrderingKey: "k"}, next)
 }
 
 func TestSequencerID(t *testing.T) {
 	require.Equal(t, "sequencer/ep_1/cust:42", workflows.SequencerID("ep_1", "cust:42"))
 	require.NotEqual(t, workflows.SequencerID("ep_1", ""), workflows.SequencerID("ep_1", "x"))
-}
-
-func TestSequencerMovesOnWhenTheRunningDeliveryFails(t *testing.T) {
-	s := newSequenced(t)
-	s.after(time.Minute, func() { s.end("dlv_2") })
-	s.env.ExecuteWorkflow(workflows.SequencerWorkflowName, workflows.SequencerInput{EndpointID: "ep_1",
-		Queue: []workflows.Input{ordered("dlv_1_fails", 1), ordered("dlv_2", 2)}})
-	require.NoError(t, s.env.GetWorkflowError())
-	require.Equal(t, []string{"dlv_1_fails", "dlv_2"}, s.ids)
-	require.Equal(t, []time.Duration{0, 0}, s.at, "a run that closed without SignalEnded frees its sequence")
 }
 
 // endedSignals records the SignalEnded a DeliveryWorkflow sends.
@@ -167,14 +158,15 @@ func TestOrderedDeliveryFreesItsSequenceOnce(t *testing.T) {
 	require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusSucceeded}}, *got)
 }
 
-func TestOrderedDeadLetterFreesItsSequenceAndItsReplayDoesNot(t *testing.T) {
+func TestOrderedDeadLetterTellsItsSequencerAndItsReplayCycleTellsTheOneThatSentIt(t *testing.T) {
 	t.Parallel()
 	env, _, in := setup(t, false, fail(400))
 	got := endedSignals(env)
 	in.Sequencer, in.Sequence = "sequencer/ep_1/k", 1
 	env.RegisterDelayedCallback(func() {
-		require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusDeadLettered}}, *got)
-		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{ReplayID: 7})
+		require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusDeadLettered}}, *got,
+			"the sequencer reads whether the dead letter blocks (fifo_on_dead_letter)")
+		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{ReplayID: 7, Sequencer: "sequencer/ep_1/k"})
 	}, time.Hour)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	var can *workflow.ContinueAsNewError
@@ -182,9 +174,16 @@ func TestOrderedDeadLetterFreesItsSequenceAndItsReplayDoesNot(t *testing.T) {
 	var next workflows.Input
 	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
 	require.Equal(t, 2, next.Cycle)
-	require.Empty(t, next.Sequencer, "a replay's cycle holds no sequence")
+	require.Equal(t, "sequencer/ep_1/k", next.Sequencer, "the replay's cycle tells the sequencer that sent it")
 	require.Equal(t, int64(1), next.Sequence, "it keeps its number")
 	require.Len(t, *got, 1)
+
+	// The replay's run tells it once, when its cycle ends.
+	env2, _, _ := setup(t, false, ok())
+	got2 := endedSignals(env2)
+	env2.ExecuteWorkflow(workflows.DeliveryWorkflow, next)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env2).Status)
+	require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusSucceeded}}, *got2)
 }
 
 func TestUnorderedDeliverySignalsNoSequencer(t *testing.T) {
@@ -194,31 +193,6 @@ func TestUnorderedDeliverySignalsNoSequencer(t *testing.T) {
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
 	require.Empty(t, *got)
-}
-
-func TestBlockingDeadLetterHoldsItsSequenceUntilItsReplaySucceeds(t *testing.T) {
-	t.Parallel()
-	env, _, in := setup(t, false, fail(400))
-	got := endedSignals(env)
-	in.Sequencer, in.Sequence, in.BlockOnDeadLetter = "sequencer/ep_1/k", 1, true
-	env.RegisterDelayedCallback(func() {
-		require.Empty(t, *got, "a blocking dead letter holds its sequence")
-		env.SignalWorkflow(workflows.SignalReplay, workflows.ReplaySignal{ReplayID: 7})
-	}, time.Hour)
-	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
-	var can *workflow.ContinueAsNewError
-	require.True(t, errors.As(env.GetWorkflowError(), &can))
-	var next workflows.Input
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
-	require.Equal(t, "sequencer/ep_1/k", next.Sequencer, "the replay's cycle frees the sequence it holds")
-	require.True(t, next.BlockOnDeadLetter)
-
-	// The replay's run succeeds and frees it.
-	env2, _, _ := setup(t, false, ok())
-	got2 := endedSignals(env2)
-	env2.ExecuteWorkflow(workflows.DeliveryWorkflow, next)
-	require.Equal(t, delivery.StatusSucceeded, result(t, env2).Status)
-	require.Equal(t, []workflows.Ended{{DeliveryID: dlv, Status: delivery.StatusSucceeded}}, *got2)
 }
 
 func TestOrderedFirstWaitCountsFromAcceptance(t *testing.T) {

@@ -40,7 +40,14 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 		Completer: tc,
 		Tracing:   st.Tracing,
 	}
-	w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency, StopTimeout: cfg.ShutdownTimeout / 2})
+	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
+		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
+		Metrics: series, Tracing: st.Tracing, Sequencer: acts}
+	if cfg.FirstAttempts != config.FirstAttemptsCarrier {
+		d.Sender = acts
+	}
+	w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency,
+		StopTimeout: cfg.ShutdownTimeout / 2, RunSequence: d.RunSequence})
 	if err != nil {
 		return err
 	}
@@ -48,12 +55,6 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 		return fmt.Errorf("start worker: %w", err)
 	}
 	st.services.start(&workerService{worker: w, acts: acts, batched: batched, drain: cfg.ShutdownTimeout / 2})
-	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
-		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
-		Metrics: series, Tracing: st.Tracing}
-	if cfg.FirstAttempts != config.FirstAttemptsCarrier {
-		d.Sender = acts
-	}
 	st.Dispatcher = d
 	st.services.start(d)
 	st.services.start(&pruner{store: st.Store, keep: cfg.Retention, logger: logger.With("component", "pruner")})

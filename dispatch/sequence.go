@@ -1,0 +1,258 @@
+package dispatch
+
+// Ordered delivery (docs/contract.md#14-ordered-delivery): the dispatcher
+// wakes a sequence's SequencerWorkflow; the sequencer's RunSequence
+// activity sends the sequence's heads one at a time, in sequence order,
+// reading them from Postgres.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+
+	"hookrelay/activities"
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/store"
+	"hookrelay/workflows"
+)
+
+// Bounds of ordered delivery.
+const (
+	// SequenceLease is how long an ordered row stays leased to its
+	// sequencer after a wake: the dispatcher claims it again (and wakes
+	// the sequence again) only past it, so a sequencer terminated by hand
+	// is started again.
+	SequenceLease = 10 * time.Minute
+	// sequenceHold is how long a run holds its sequence (renewed while it
+	// runs): a run that stalled past it gives the sequence to the next.
+	sequenceHold = 2 * workflows.SequenceHeartbeat
+	// sequenceBeat is how often a run heartbeats and renews its hold.
+	sequenceBeat = workflows.SequenceHeartbeat / 4
+)
+
+// wake signals (with start) the sequencer of each sequence rows belong
+// to, once per sequence. When Temporal does not take a signal, the
+// sequence's rows go back to the outbox for the next round.
+func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
+	woken := map[string]bool{}
+	var errs []error
+	for _, it := range rows {
+		id := workflows.SequencerID(it.EndpointID, it.OrderingKey)
+		if ok, seen := woken[id]; seen {
+			if !ok {
+				d.release(it.ID)
+			}
+			continue
+		}
+		opts := client.StartWorkflowOptions{
+			ID:            id,
+			TaskQueue:     cmp.Or(d.TaskQueue, workflows.TaskQueue),
+			StaticSummary: "sequence " + strconv.Quote(it.OrderingKey) + " of endpoint " + it.EndpointID,
+			// A sequencer that ended (its sequence emptied) starts again.
+			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
+		}
+		in := workflows.SequencerInput{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey}
+		_, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, opts, workflows.SequencerWorkflowName, in)
+		woken[id] = err == nil
+		if err != nil {
+			errs = append(errs, fmt.Errorf("wake %s: %w", id, err))
+			d.release(it.ID)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RunSequence is the sequencer's activity (workflows.RunSequenceName): it
+// sends the first attempts of the sequence's heads one at a time, in
+// sequence order, through the same attempt path as every first attempt
+// (Sequencer's activities), each at its own due time, until a head fails
+// (it goes to its own DeliveryWorkflow and the sequence waits for it), a
+// replay is handed to its delivery's workflow, the sequence empties, or
+// workflows.SequenceRunBudget passes.
+func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) (workflows.SequenceStep, error) {
+	var step workflows.SequenceStep
+	if d.Sequencer == nil {
+		return step, errors.New("run sequence: the dispatcher has no activities for ordered deliveries")
+	}
+	info := activity.GetInfo(ctx)
+	holder := info.WorkflowExecution.RunID + "/" + info.ActivityID + "/" + strconv.Itoa(int(info.Attempt))
+	ok, err := store.LeaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
+	if err != nil {
+		return step, err
+	}
+	if !ok {
+		// A stalled run holds it: look again once its hold would lapse.
+		step.NextAt = time.Now().Add(sequenceHold)
+		return step, nil
+	}
+	defer func() {
+		if err := store.UnleaseSequence(context.WithoutCancel(ctx), d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
+			d.logger().Warn("sequence hold not ended; it lapses", "sequencer", info.WorkflowExecution.ID, "err", err)
+		}
+	}()
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go d.holdSequence(ctx, stop, in, holder)
+	end := time.Now().Add(workflows.SequenceRunBudget)
+	for {
+		if time.Now().After(end) {
+			step.More = true
+			return step, nil
+		}
+		h, ok, err := store.SequenceHead(ctx, d.Pool, in.EndpointID, in.OrderingKey)
+		switch {
+		case err != nil:
+			return step, cmp.Or(context.Cause(ctx), err)
+		case !ok:
+			step.Empty = true
+			return step, nil
+		case h.Row == nil:
+			// In its own workflow, or a dead letter that blocks.
+			if in.Check && h.Status.InFlight() {
+				in.Check = false
+				if moved, err := d.releaseIfAbandoned(ctx, h.DeliveryID); err != nil || moved {
+					if err != nil {
+						return step, err
+					}
+					continue
+				}
+			}
+			step.WaitingOn = h.DeliveryID
+			return step, nil
+		case h.Row.Kind == outbox.KindReplay:
+			// Its cycle runs in the delivery's workflow, which tells the
+			// sequencer when it ends.
+			if err := d.send(ctx, *h.Row); err != nil {
+				return step, err
+			}
+			if err := store.OutboxDone(ctx, d.Pool, []int64{h.Row.ID}); err != nil {
+				return step, err
+			}
+			step.WaitingOn = h.DeliveryID
+			return step, nil
+		}
+		sent, err := d.sendHead(ctx, *h.Row, end)
+		switch {
+		case err != nil:
+			return step, cmp.Or(context.Cause(ctx), err)
+		case sent.waitingOn:
+			step.WaitingOn = h.DeliveryID
+			return step, nil
+		case !sent.nextAt.IsZero():
+			step.NextAt = sent.nextAt
+			return step, nil
+		}
+		step.Sent++
+	}
+}
+
+// headSent is what sendHead did with a head's start row.
+type headSent struct {
+	// waitingOn: the delivery went to its own workflow.
+	waitingOn bool
+	// nextAt: nothing sent; the head is due then (its first wait runs past
+	// the run's end), or its endpoint is paused.
+	nextAt time.Time
+}
+
+// sendHead makes the first attempt of row's delivery at its due time
+// (waiting for it when it comes before end) and ends it or hands it off. A
+// row whose attempt was recorded before its run died is handed off from
+// that record, never sent again.
+func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time) (headSent, error) {
+	now := time.Now()
+	handOff := func(o *activities.SendOutcome) (headSent, error) {
+		if err := d.start(ctx, row, o); err != nil {
+			return headSent{}, err
+		}
+		return headSent{waitingOn: true}, store.OutboxDone(ctx, d.Pool, []int64{row.ID})
+	}
+	if row.Outcome != nil {
+		return handOff(nil) // start reads the recorded outcome
+	}
+	f := first{row: row, set: row.Settings.WithDefaults()}
+	f.deadline = row.CreatedAt.Add(f.set.Deadline)
+	// The first wait counts from acceptance, as every delivery's does.
+	next := delivery.Plan(f.set, row.DeliveryID, 1, nil, row.CreatedAt, f.deadline)
+	if next.DeadLetter != "" {
+		return handOff(nil) // its workflow dead-letters it with the reason
+	}
+	if next.At.After(end) {
+		return headSent{nextAt: next.At}, nil
+	}
+	f.due = next.At
+	if !sleepCtx(ctx, f.due.Sub(now)) {
+		return headSent{}, ctx.Err()
+	}
+	e := d.makeFirst(ctx, d.Sequencer, f)
+	switch {
+	case e.retry:
+		return headSent{}, errors.New("cancel of " + row.DeliveryID + " not recorded")
+	case e.handOff && e.outcome != nil && e.outcome.Result.Class == activities.ClassEndpointPaused:
+		// Nothing sent: the sequence waits for the endpoint's resume.
+		return headSent{nextAt: time.Now().Add(workflows.SequenceCheckEvery)}, nil
+	case e.handOff:
+		return handOff(e.outcome)
+	case e.deleteRow:
+		return headSent{}, store.OutboxDone(ctx, d.Pool, []int64{row.ID})
+	}
+	return headSent{}, nil
+}
+
+// releaseIfAbandoned releases delivery id from its sequence when its
+// workflow is not running (it failed or was terminated, and so told no
+// one): the sequence moves on. It reports whether it did.
+func (d *Dispatcher) releaseIfAbandoned(ctx context.Context, id string) (bool, error) {
+	desc, err := d.Client.DescribeWorkflowExecution(ctx, id, "")
+	var notFound *serviceerror.NotFound
+	switch {
+	case errors.As(err, &notFound):
+	case err != nil:
+		return false, fmt.Errorf("describe %s: %w", id, err)
+	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		return false, nil
+	}
+	released, err := store.ReleaseFromSequence(ctx, d.Pool, id)
+	if released {
+		d.logger().Warn("delivery's workflow is not running; its sequence moves on without it", "delivery_id", id)
+	}
+	return released, err
+}
+
+// holdSequence heartbeats the run and renews its hold on the sequence
+// until ctx ends; a hold lost (another run took the sequence) stops the
+// run.
+func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseFunc, in workflows.SequenceRun, holder string) {
+	t := time.NewTicker(sequenceBeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		activity.RecordHeartbeat(ctx)
+		ok, err := store.LeaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
+		if err == nil && !ok {
+			stop(errors.New("sequence " + in.EndpointID + "/" + in.OrderingKey + " taken by another run"))
+			return
+		}
+	}
+}
+
+func (d *Dispatcher) logger() *slog.Logger {
+	if d.Logger != nil {
+		return d.Logger
+	}
+	return slog.Default()
+}

@@ -1,0 +1,107 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+)
+
+// sequenceOpen is the predicate of an open delivery of a sequence (alias
+// p): not ended, or a dead letter that blocks it, and not released from it.
+// It is the predicate of the partial index deliveries_sequence_open
+// (migration 022), so each statement below reads only open rows.
+const sequenceOpen = `p.sequence IS NOT NULL AND p.released_at IS NULL
+	AND (p.status IN ('pending', 'delivering') OR (p.status = 'dead_lettered' AND p.fifo_block))`
+
+// Head is the first open delivery of a sequence (see SequenceHead).
+type Head struct {
+	DeliveryID string
+	Sequence   int64
+	Status     delivery.Status
+	// Row is its start or replay row when one waits: the sequencer sends
+	// or hands off that row. Nil when the delivery is in its own workflow
+	// (a retry, a replay's cycle) or is a dead letter that blocks.
+	Row *outbox.Row
+}
+
+// SequenceHead reads the first open delivery of endpointID's sequence for
+// key, with its oldest start or replay row; ok is false when the sequence
+// has none (every delivery in it ended).
+func SequenceHead(ctx context.Context, q outbox.Querier, endpointID, key string) (h Head, ok bool, err error) {
+	err = q.QueryRow(ctx, `
+		SELECT p.id, p.sequence, p.status FROM deliveries p
+		WHERE p.endpoint_id = $1 AND p.ordering_key = $2 AND `+sequenceOpen+`
+		ORDER BY p.sequence LIMIT 1`, endpointID, key).Scan(&h.DeliveryID, &h.Sequence, &h.Status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Head{}, false, nil
+	}
+	if err != nil {
+		return Head{}, false, fmt.Errorf("head of sequence %s/%s: %w", endpointID, key, err)
+	}
+	rows, err := q.Query(ctx, rowSelect+`
+		WHERE o.delivery_id = $1 AND o.kind IN ($2, $3)
+		ORDER BY o.id LIMIT 1`, h.DeliveryID, outbox.KindStart, outbox.KindReplay)
+	if err != nil {
+		return Head{}, false, fmt.Errorf("row of %s: %w", h.DeliveryID, err)
+	}
+	found, err := collectRows(rows)
+	if err != nil {
+		return Head{}, false, err
+	}
+	if len(found) > 0 {
+		h.Row = &found[0]
+	}
+	return h, true, nil
+}
+
+// ReleaseFromSequence releases an in-flight delivery whose workflow ended
+// without recording its end (failed, terminated) from its sequence, which
+// moves on; the delivery keeps its status. It reports whether id was such
+// a delivery.
+func ReleaseFromSequence(ctx context.Context, q outbox.Querier, id string) (bool, error) {
+	tag, err := q.Exec(ctx, `
+		UPDATE deliveries SET released_at = now(), updated_at = now()
+		WHERE id = $1 AND sequence IS NOT NULL AND released_at IS NULL AND status = ANY ($2)`, id, delivery.InFlight())
+	if err != nil {
+		return false, fmt.Errorf("release %s from its sequence: %w", id, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// LeaseSequence gives endpointID's sequence for key to holder until until,
+// when no other holder's lease runs: a sequence is sent by one run at a
+// time. A holder renews its lease by calling it again.
+func LeaseSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string, until time.Time) (bool, error) {
+	tag, err := q.Exec(ctx, `
+		UPDATE sequences SET leased_by = $3, leased_until = $4
+		WHERE endpoint_id = $1 AND ordering_key = $2
+		  AND (leased_by IS NULL OR leased_by = $3 OR leased_until < now())`, endpointID, key, holder, until)
+	if err != nil {
+		return false, fmt.Errorf("lease sequence %s/%s: %w", endpointID, key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// UnleaseSequence ends holder's lease of the sequence.
+func UnleaseSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string) error {
+	_, err := q.Exec(ctx, `UPDATE sequences SET leased_by = NULL, leased_until = NULL
+		WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_by = $3`, endpointID, key, holder)
+	if err != nil {
+		return fmt.Errorf("end lease of sequence %s/%s: %w", endpointID, key, err)
+	}
+	return nil
+}
+
+// waitingFor is deliveryCols' waiting_for: the nearest open delivery ahead
+// of a pending ordered delivery d.
+const waitingFor = `CASE WHEN d.sequence IS NOT NULL AND d.status = 'pending' THEN (
+	  SELECT p.id FROM deliveries p
+	  WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.sequence < d.sequence
+	    AND ` + sequenceOpen + `
+	  ORDER BY p.sequence DESC LIMIT 1) END`

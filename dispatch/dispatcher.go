@@ -94,6 +94,8 @@ type Dispatcher struct {
 	// RunSequence, the sequencers' activity. Defaults to nil: RunSequence
 	// fails (a worker that runs sequencers must set it).
 	Sequencer *activities.Activities
+	// bells ring this process's sequencer runs (see RunSequence).
+	bells bells
 	// firsts tracks first attempts in progress; firstDone and
 	// firstHandedOff count those that ended the delivery and those handed
 	// to a DeliveryWorkflow.

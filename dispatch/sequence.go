@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -36,6 +38,10 @@ const (
 	// sequenceHold is how long a run holds its sequence (renewed while it
 	// runs): a run that stalled past it gives the sequence to the next.
 	sequenceHold = 2 * workflows.SequenceHeartbeat
+	// sequenceLinger is how long a run lingers on an empty sequence before
+	// it lets go and its sequencer ends: a sequence fed an event a second
+	// or more keeps one run.
+	sequenceLinger = time.Second
 	// sequenceBeat is how often a run heartbeats and renews its hold.
 	sequenceBeat = workflows.SequenceHeartbeat / 4
 )
@@ -52,6 +58,13 @@ func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
 			if !ok {
 				d.release(it.ID)
 			}
+			continue
+		}
+		// A run that holds the sequence reads the row before it lets go:
+		// no signal (each would cost its sequencer a workflow task).
+		if held, err := store.SequenceHeld(ctx, d.Pool, it.EndpointID, it.OrderingKey); err == nil && held {
+			d.bells.wake(id)
+			woken[id] = true
 			continue
 		}
 		opts := client.StartWorkflowOptions{
@@ -86,15 +99,6 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 	}
 	info := activity.GetInfo(ctx)
 	holder := info.WorkflowExecution.RunID + "/" + info.ActivityID + "/" + strconv.Itoa(int(info.Attempt))
-	ok, err := store.LeaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
-	if err != nil {
-		return step, err
-	}
-	if !ok {
-		// A stalled run holds it: look again once its hold would lapse.
-		step.NextAt = time.Now().Add(sequenceHold)
-		return step, nil
-	}
 	defer func() {
 		if err := store.UnleaseSequence(context.WithoutCancel(ctx), d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
 			d.logger().Warn("sequence hold not ended; it lapses", "sequencer", info.WorkflowExecution.ID, "err", err)
@@ -102,17 +106,67 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 	}()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	go d.holdSequence(ctx, stop, in, holder)
+	// holding is set while the run holds the sequence; only then does
+	// holdSequence renew the hold.
+	var holding atomic.Bool
+	go d.holdSequence(ctx, stop, in, holder, &holding)
 	end := time.Now().Add(workflows.SequenceRunBudget)
+	// lingered is set once the run waited on an empty sequence.
+	lingered := false
+	bell := d.bells.ring(workflows.SequencerID(in.EndpointID, in.OrderingKey))
+	defer d.bells.drop(workflows.SequencerID(in.EndpointID, in.OrderingKey), bell)
 	for {
 		if time.Now().After(end) {
 			step.More = true
 			return step, nil
 		}
+		if !holding.Load() {
+			ok, err := store.LeaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
+			if err != nil {
+				return step, err
+			}
+			if !ok {
+				// A stalled run holds it: look again once its hold lapses.
+				step.NextAt = time.Now().Add(sequenceHold)
+				return step, nil
+			}
+			holding.Store(true)
+		}
 		h, ok, err := store.SequenceHead(ctx, d.Pool, in.EndpointID, in.OrderingKey)
+		if ok {
+			lingered = false
+		}
 		switch {
 		case err != nil:
 			return step, cmp.Or(context.Cause(ctx), err)
+		case !ok && !lingered:
+			// Empty: linger, holding the sequence, so a row that comes
+			// soon costs no wake and no new run (each a workflow task):
+			// this process's dispatcher rings for it; another's row is
+			// read by the last look below.
+			lingered = true
+			t := time.NewTimer(sequenceLinger)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return step, cmp.Or(context.Cause(ctx), ctx.Err())
+			case <-t.C:
+			case <-bell:
+				t.Stop()
+			}
+			continue
+		case !ok && holding.Load():
+			// Let go, then look once more: a row the dispatcher found
+			// held (and woke no one for) is read now.
+			holding.Store(false)
+			if err := store.UnleaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
+				return step, err
+			}
+			if h, ok, err = store.SequenceHead(ctx, d.Pool, in.EndpointID, in.OrderingKey); err != nil || !ok {
+				step.Empty = err == nil
+				return step, err
+			}
+			continue
 		case !ok:
 			step.Empty = true
 			return step, nil
@@ -232,7 +286,7 @@ func (d *Dispatcher) releaseIfAbandoned(ctx context.Context, id string) (bool, e
 // holdSequence heartbeats the run and renews its hold on the sequence
 // until ctx ends; a hold lost (another run took the sequence) stops the
 // run.
-func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseFunc, in workflows.SequenceRun, holder string) {
+func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseFunc, in workflows.SequenceRun, holder string, holding *atomic.Bool) {
 	t := time.NewTicker(sequenceBeat)
 	defer t.Stop()
 	for {
@@ -242,8 +296,11 @@ func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseF
 		case <-t.C:
 		}
 		activity.RecordHeartbeat(ctx)
-		ok, err := store.LeaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
-		if err == nil && !ok {
+		if !holding.Load() {
+			continue
+		}
+		ok, err := store.RenewSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
+		if err == nil && !ok && holding.Load() {
 			stop(errors.New("sequence " + in.EndpointID + "/" + in.OrderingKey + " taken by another run"))
 			return
 		}
@@ -255,4 +312,42 @@ func (d *Dispatcher) logger() *slog.Logger {
 		return d.Logger
 	}
 	return slog.Default()
+}
+
+// bells ring the runs of this process that linger on an empty sequence
+// when the dispatcher claims a row of it (see RunSequence).
+type bells struct {
+	mu sync.Mutex
+	by map[string]chan struct{}
+}
+
+// ring registers a lingering-to-be run of sequence id.
+func (b *bells) ring(id string) chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.by == nil {
+		b.by = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{}, 1)
+	b.by[id] = ch
+	return ch
+}
+
+// drop forgets ch, the run of sequence id.
+func (b *bells) drop(id string, ch chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.by[id] == ch {
+		delete(b.by, id)
+	}
+}
+
+// wake rings sequence id's run, if it is in this process.
+func (b *bells) wake(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case b.by[id] <- struct{}{}:
+	default:
+	}
 }

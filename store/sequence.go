@@ -34,28 +34,31 @@ type Head struct {
 // key, with its oldest start or replay row; ok is false when the sequence
 // has none (every delivery in it ended).
 func SequenceHead(ctx context.Context, q outbox.Querier, endpointID, key string) (h Head, ok bool, err error) {
-	err = q.QueryRow(ctx, `
-		SELECT p.id, p.sequence, p.status FROM deliveries p
-		WHERE p.endpoint_id = $1 AND p.ordering_key = $2 AND `+sequenceOpen+`
-		ORDER BY p.sequence LIMIT 1`, endpointID, key).Scan(&h.DeliveryID, &h.Sequence, &h.Status)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Head{}, false, nil
-	}
+	const head = `SELECT p.id FROM deliveries p
+		WHERE p.endpoint_id = $1 AND p.ordering_key = $2 AND ` + sequenceOpen + `
+		ORDER BY p.sequence LIMIT 1`
+	// Mostly the head has its row: one statement.
+	rows, err := q.Query(ctx, rowSelect+`
+		WHERE o.delivery_id = (`+head+`) AND o.kind IN ($3, $4)
+		ORDER BY o.id LIMIT 1`, endpointID, key, outbox.KindStart, outbox.KindReplay)
 	if err != nil {
 		return Head{}, false, fmt.Errorf("head of sequence %s/%s: %w", endpointID, key, err)
-	}
-	rows, err := q.Query(ctx, rowSelect+`
-		WHERE o.delivery_id = $1 AND o.kind IN ($2, $3)
-		ORDER BY o.id LIMIT 1`, h.DeliveryID, outbox.KindStart, outbox.KindReplay)
-	if err != nil {
-		return Head{}, false, fmt.Errorf("row of %s: %w", h.DeliveryID, err)
 	}
 	found, err := collectRows(rows)
 	if err != nil {
 		return Head{}, false, err
 	}
 	if len(found) > 0 {
-		h.Row = &found[0]
+		r := found[0]
+		return Head{DeliveryID: r.DeliveryID, Sequence: r.Sequence, Status: r.Status, Row: &r}, true, nil
+	}
+	err = q.QueryRow(ctx, `SELECT p.id, p.sequence, p.status FROM deliveries p
+		WHERE p.id = (`+head+`)`, endpointID, key).Scan(&h.DeliveryID, &h.Sequence, &h.Status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Head{}, false, nil
+	}
+	if err != nil {
+		return Head{}, false, fmt.Errorf("head of sequence %s/%s: %w", endpointID, key, err)
 	}
 	return h, true, nil
 }
@@ -86,6 +89,30 @@ func LeaseSequence(ctx context.Context, q outbox.Querier, endpointID, key, holde
 		return false, fmt.Errorf("lease sequence %s/%s: %w", endpointID, key, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// RenewSequence extends holder's lease of the sequence to until; false
+// when holder holds it no more (it let go, or another run took it).
+func RenewSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string, until time.Time) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE sequences SET leased_until = $4 WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_by = $3`,
+		endpointID, key, holder, until)
+	if err != nil {
+		return false, fmt.Errorf("renew lease of sequence %s/%s: %w", endpointID, key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// SequenceHeld reports whether a run holds endpointID's sequence for key:
+// it reads every row queued before it lets the sequence go (see
+// dispatch's RunSequence), so a new row needs no wake.
+func SequenceHeld(ctx context.Context, q outbox.Querier, endpointID, key string) (bool, error) {
+	var held bool
+	err := q.QueryRow(ctx, `SELECT COALESCE(leased_until > now(), false) FROM sequences WHERE endpoint_id = $1 AND ordering_key = $2`,
+		endpointID, key).Scan(&held)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return false, fmt.Errorf("sequence %s/%s held: %w", endpointID, key, err)
+	}
+	return held, nil
 }
 
 // UnleaseSequence ends holder's lease of the sequence.

@@ -29,6 +29,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Carriers, "carriers", true, "also measure carrier workflows before the sender (the default shape: first attempts straight from the outbox), on the same server; false measures only the sender")
 	noisy := fs.Bool("noisy", false, "measure app B's first-attempt lateness alone and beside an app A whose endpoint answers after 5 s, then never (--rate is B's rate, default 80/s; --events B's events per phase)")
 	filters := fs.Int("filters", 0, "measure ingest into N paused endpoints with a filter each against the same N without (--events per shape, --rate default 100/s)")
+	ordered := fs.Int("ordered", 0, "measure K ordering keys on one fifo endpoint against one unordered endpoint (--events per shape, each accepted paused then drained; the receiver answers after 1 ms and checks every key's order)")
 	fs.BoolVar(&o.Tracing, "tracing", false, "also measure CPU per delivery with tracing on (sampling 100 %, OTLP/HTTP to an in-process collector that discards), on a second stack after the run")
 	fs.IntVar(&o.Shards, "temporal-shards", 4, "embedded Temporal history shards")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", 32, "pgx pool size")
@@ -56,6 +57,13 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if *noisy {
 		return noisyBench(ctx, o, *out, stdout, stderr)
+	}
+	if *ordered > 0 {
+		rep, err := bench.RunOrdered(ctx, o, *ordered)
+		if code := writeReport(rep, err, *out, stdout, stderr); code != 0 || rep.Failed() {
+			return 1
+		}
+		return 0
 	}
 	if *filters > 0 {
 		rep, err := bench.RunFilters(ctx, o, *filters)

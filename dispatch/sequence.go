@@ -132,7 +132,18 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 			}
 			holding.Store(true)
 		}
-		h, ok, err := store.SequenceHead(ctx, d.Pool, in.EndpointID, in.OrderingKey)
+		var h store.Head
+		var ok bool
+		var err error
+		if waiting := in.WaitingOn; waiting != "" {
+			// The delivery waited for first: while it is open, nothing
+			// else goes.
+			in.WaitingOn = ""
+			h, ok, err = store.SequenceMember(ctx, d.Pool, waiting)
+		}
+		if !ok && err == nil {
+			h, ok, err = store.SequenceHead(ctx, d.Pool, in.EndpointID, in.OrderingKey)
+		}
 		if ok {
 			lingered = false
 		}

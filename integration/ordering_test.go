@@ -82,7 +82,9 @@ func TestFIFODeliversOneKeyInAcceptanceOrder(t *testing.T) {
 	rc := newReceiver(t, o.respond)
 	o.rc = rc
 	appID := h.createApp()
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1s", "1s", "1s"}})
+	// Retries far enough apart that the second key's two deliveries surely
+	// end between them.
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "4s", "4s"}})
 	var got map[string]any
 	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, &got))
 	require.Equal(t, "fifo", got["ordering"])
@@ -124,6 +126,37 @@ func TestFIFODeliversOneKeyInAcceptanceOrder(t *testing.T) {
 	}
 	o.mu.Unlock()
 	require.Less(t, lastTwo, firstOK, "a second key is not held by the first")
+}
+
+// TestFIFOReplayWaitsForTheSequence: a replay of an ordered delivery asked
+// while a later one retries in its own workflow is sent only after that one
+// succeeded, with its original webhook-sequence, and before a newer
+// delivery accepted after the replay was asked.
+func TestFIFOReplayWaitsForTheSequence(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 2}: 2}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "3s", "3s"}})
+	first := h.sendKeyed(appID, "k", 1).Deliveries[0].ID
+	h.waitDelivery(appID, first, 30*time.Second, delivery.StatusSucceeded)
+	second := h.sendKeyed(appID, "k", 2).Deliveries[0].ID
+	// Delivery 2 failed once and retries in its own workflow: replay 1.
+	require.Eventually(t, func() bool { return len(o.receipts("k")) == 2 }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+first+"/replay", nil, nil))
+	third := h.sendKeyed(appID, "k", 3).Deliveries[0].ID
+	for _, id := range []string{first, second, third} {
+		h.waitDelivery(appID, id, 60*time.Second, delivery.StatusSucceeded)
+	}
+	require.Eventually(t, func() bool { return len(o.receipts("k")) == 6 }, 30*time.Second, 20*time.Millisecond)
+	var order []int
+	var seqs []string
+	for _, r := range o.receipts("k") {
+		order, seqs = append(order, r.I), append(seqs, r.Sequence)
+	}
+	require.Equal(t, []int{1, 2, 2, 2, 1, 3}, order, "the replay waits for the delivery ahead, and goes before a newer one")
+	require.Equal(t, []string{"1", "2", "2", "2", "1", "3"}, seqs)
 }
 
 // TestFIFODisableCancelsTheWholeSequence: disabling a fifo endpoint while

@@ -497,24 +497,32 @@ func TestPublishNumbersFIFODeliveriesPerKey(t *testing.T) {
 	_, err = publish(t, b, ev)
 	require.ErrorIs(t, err, store.ErrConflict)
 
-	// Ordered starts are claimed in sequence order: one per key and round.
+	// Ordered starts are claimed in any order (they only wake their
+	// sequencer); a sequence's head is its lowest number with its row.
 	tx, err := b.st.Pool().Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck
 	rows2, err := store.ClaimOutbox(ctx, tx, 100)
 	require.NoError(t, err)
-	seen := map[string]int64{}
+	claimed := map[string]int{}
 	for _, r := range rows2 {
-		if r.EndpointID != fifo.ID {
-			require.False(t, r.Ordered())
-			continue
+		require.Equal(t, r.EndpointID == fifo.ID, r.Ordered())
+		if r.Ordered() {
+			claimed[r.OrderingKey]++
 		}
-		require.True(t, r.Ordered())
-		_, dup := seen[r.OrderingKey]
-		require.False(t, dup, "one start per key and round")
-		seen[r.OrderingKey] = r.Sequence
 	}
-	require.Equal(t, map[string]int64{"cust:1": 1, "": 1, "cust.2": 1}, seen)
+	for key, n := range want {
+		require.Equal(t, int(n)+map[bool]int{true: 1}[key == "cust:1"], claimed[key], "key %q: every start row", key)
+		h, ok, err := store.SequenceHead(ctx, tx, fifo.ID, key)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, int64(1), h.Sequence, "key %q", key)
+		require.NotNil(t, h.Row)
+		require.Equal(t, h.DeliveryID, h.Row.DeliveryID)
+	}
+	_, ok, err := store.SequenceHead(ctx, tx, fifo.ID, "no-such-key")
+	require.NoError(t, err)
+	require.False(t, ok, "an empty sequence has no head")
 }
 
 func TestPublishRejectsBadOrderingKeys(t *testing.T) {

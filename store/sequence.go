@@ -63,6 +63,35 @@ func SequenceHead(ctx context.Context, q outbox.Querier, endpointID, key string)
 	return h, true, nil
 }
 
+// SequenceMember reads delivery id as SequenceHead reads a head; ok is
+// false when it is no longer open (it ended, or was released). A sequencer
+// asks for the delivery it waits for first: while that one runs in its own
+// workflow, an older delivery's replay queued meanwhile waits too.
+func SequenceMember(ctx context.Context, q outbox.Querier, id string) (h Head, ok bool, err error) {
+	err = q.QueryRow(ctx, `SELECT p.id, p.sequence, p.status FROM deliveries p WHERE p.id = $1 AND `+sequenceOpen, id).
+		Scan(&h.DeliveryID, &h.Sequence, &h.Status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Head{}, false, nil
+	}
+	if err != nil {
+		return Head{}, false, fmt.Errorf("sequence member %s: %w", id, err)
+	}
+	rows, err := q.Query(ctx, rowSelect+`
+		WHERE o.delivery_id = $1 AND o.kind IN ($2, $3)
+		ORDER BY o.id LIMIT 1`, id, outbox.KindStart, outbox.KindReplay)
+	if err != nil {
+		return Head{}, false, fmt.Errorf("row of %s: %w", id, err)
+	}
+	found, err := collectRows(rows)
+	if err != nil {
+		return Head{}, false, err
+	}
+	if len(found) > 0 {
+		h.Row = &found[0]
+	}
+	return h, true, nil
+}
+
 // ReleaseFromSequence releases an in-flight delivery whose workflow ended
 // without recording its end (failed, terminated) from its sequence, which
 // moves on; the delivery keeps its status. It reports whether id was such

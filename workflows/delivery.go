@@ -211,7 +211,7 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	in := r.in
 	in.Cycle = r.state.Cycle + 1
 	in.ReplayID = sig.ReplayID
-	in.Resume = nil // a carrier's first attempt belongs to the first cycle only
+	in.Resume = nil              // a carrier's first attempt belongs to the first cycle only
 	in.Sequencer = sig.Sequencer // a replay's cycle tells the sequencer that sent it
 	in.AcceptedAt = sig.RequestedAt
 	if in.AcceptedAt.IsZero() {

@@ -59,12 +59,17 @@ func SequencerID(endpointID, key string) string {
 type SequencerInput struct {
 	EndpointID  string
 	OrderingKey string
+	// WaitingOn is the delivery the run that continued as new waited for.
+	WaitingOn string `json:",omitempty"`
 }
 
 // SequenceRun is RunSequence's input.
 type SequenceRun struct {
 	EndpointID  string
 	OrderingKey string
+	// WaitingOn is the delivery the sequencer waits for (the last step's):
+	// it is read first, and while it is open nothing else is sent.
+	WaitingOn string `json:",omitempty"`
 	// Check asks whether the workflow of the delivery waited for still
 	// runs (see SequenceCheckEvery).
 	Check bool `json:",omitempty"`
@@ -118,12 +123,14 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		drain(wake)
 		drain(ended)
 		var step SequenceStep
-		err := workflow.ExecuteActivity(actx, RunSequenceName, SequenceRun{EndpointID: in.EndpointID, OrderingKey: in.OrderingKey, Check: check}).Get(ctx, &step)
+		run := SequenceRun{EndpointID: in.EndpointID, OrderingKey: in.OrderingKey, WaitingOn: in.WaitingOn, Check: check}
+		err := workflow.ExecuteActivity(actx, RunSequenceName, run).Get(ctx, &step)
 		check = false
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("sequencer: sending failed; trying again", "error", err)
-			step = SequenceStep{NextAt: workflow.Now(ctx).Add(sequenceRetryWait)}
+			step = SequenceStep{WaitingOn: in.WaitingOn, NextAt: workflow.Now(ctx).Add(sequenceRetryWait)}
 		}
+		in.WaitingOn = step.WaitingOn
 		if step.Empty && !wake.ReceiveAsync(nil) && !ended.ReceiveAsync(nil) {
 			// Every buffered signal is taken in this task: a row queued
 			// after the activity read the sequence starts a new run.

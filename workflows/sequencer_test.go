@@ -79,6 +79,7 @@ func TestSequencerWaitsForTheDeliveryAheadToEnd(t *testing.T) {
 	s.run(t)
 	require.Equal(t, []time.Duration{0, 20 * time.Second}, s.at, "a wake queues behind the delivery waited for; its end moves the sequence")
 	require.False(t, s.runs[1].Check)
+	require.Equal(t, "dlv_1", s.runs[1].WaitingOn, "the delivery waited for is read first")
 }
 
 func TestSequencerChecksAWorkflowThatNeverSignals(t *testing.T) {

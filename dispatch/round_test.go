@@ -136,3 +136,49 @@ func TestFailedStartKeepsItsRow(t *testing.T) {
 	require.Zero(t, n)
 	require.Len(t, f.fc.starts, 3, "no start twice")
 }
+
+// TestRoundWakesEachSequenceOnce: a round that claims several rows of one
+// ordered sequence wakes its sequencer once and leases the rows to it (the
+// next round claims none of them); a sequence a run holds gets no signal.
+func TestRoundWakesEachSequenceOnce(t *testing.T) {
+	t.Parallel()
+	f := newRound(t)
+	ctx := context.Background()
+	app, err := f.st.CreateApp(ctx, store.App{Name: "ordered"})
+	require.NoError(t, err)
+	ep, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/hook", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Ordering: delivery.OrderingFIFO})
+	require.NoError(t, err)
+	publish := func(key string) {
+		_, err := outbox.PublishNow(ctx, f.st.Pool(), app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: key})
+		require.NoError(t, err)
+	}
+	for range 3 {
+		publish("a")
+		publish("b")
+	}
+	n, err := f.d.dispatch(ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	slices.Sort(f.fc.signals)
+	require.Equal(t, []string{"sequencer/" + ep.ID + "/a:wake", "sequencer/" + ep.ID + "/b:wake"}, f.fc.signals, "one wake per sequence")
+	require.Empty(t, f.fc.starts, "the dispatcher starts no delivery workflow of an ordered delivery")
+	require.Equal(t, 6, f.outboxRows(t), "the rows stay for the sequencer")
+	n, err = f.d.dispatch(ctx, 100)
+	require.NoError(t, err)
+	require.Zero(t, n, "leased to the sequencer")
+
+	// A run holds sequence a: a new row of it wakes nobody.
+	held, err := store.LeaseSequence(ctx, f.st.Pool(), ep.ID, "a", "run-1", time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.True(t, held)
+	publish("a")
+	f.fc.signals = nil
+	n, err = f.d.dispatch(ctx, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Empty(t, f.fc.signals, "the run that holds it reads the row")
+	taken, err := store.LeaseSequence(ctx, f.st.Pool(), ep.ID, "a", "run-2", time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.False(t, taken, "one run holds a sequence at a time")
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,48 @@ func TestTreeCPUReadsEveryProcessOnce(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 7, ppid)
 	require.InDelta(t, 3.15, secs, 1e-9, "(250+50+10+5) ticks")
+}
+
+func TestOutOfOrderCountsWhatBreaksAKeysOrder(t *testing.T) {
+	k := func(is ...int) []keyed {
+		var out []keyed
+		for _, i := range is {
+			out = append(out, keyed{i: i, seq: i})
+		}
+		return out
+	}
+	if n := outOfOrder(k(1, 2, 2, 3), true); n != 0 {
+		t.Fatalf("a retry repeated at once breaks nothing: %d", n)
+	}
+	if n := outOfOrder(k(1, 3, 2), true); n != 2 {
+		t.Fatalf("a skip and a step back: %d", n)
+	}
+	if n := outOfOrder([]keyed{{i: 1, seq: 1}, {i: 2, seq: 3}}, true); n != 1 {
+		t.Fatalf("a webhook-sequence other than the number: %d", n)
+	}
+	if n := outOfOrder([]keyed{{i: 1, seq: 0}}, false); n != 0 {
+		t.Fatalf("unordered requests carry no sequence: %d", n)
+	}
+}
+
+func TestPublishKeyedPublishesEachKeyInOrderFromOneClient(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string][]int{}
+	publishKeyed(3, 5, 23, func(key string, i int) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[key] = append(got[key], i)
+	})
+	total := 0
+	for key, is := range got {
+		for j, i := range is {
+			if i != j+1 {
+				t.Fatalf("key %s: %v", key, is)
+			}
+		}
+		total += len(is)
+	}
+	if total != 23 || len(got) != 5 {
+		t.Fatalf("%d events over %d keys", total, len(got))
+	}
 }

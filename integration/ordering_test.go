@@ -50,6 +50,15 @@ func (o *orderedReceiver) respond(n int, w http.ResponseWriter, r *http.Request)
 	w.WriteHeader(status)
 }
 
+// order is key's event numbers and webhook-sequence headers in arrival
+// order.
+func (o *orderedReceiver) order(key string) (is []int, seqs []string) {
+	for _, r := range o.receipts(key) {
+		is, seqs = append(is, r.I), append(seqs, r.Sequence)
+	}
+	return is, seqs
+}
+
 func (o *orderedReceiver) receipts(key string) []orderedReceipt {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -99,11 +108,7 @@ func TestFIFODeliversOneKeyInAcceptanceOrder(t *testing.T) {
 	}
 
 	one := o.receipts("cust-1")
-	var order []int
-	var seqs []string
-	for _, r := range one {
-		order, seqs = append(order, r.I), append(seqs, r.Sequence)
-	}
+	order, seqs := o.order("cust-1")
 	require.Equal(t, []int{1, 1, 1, 2, 3, 4, 5}, order, "acceptance order, each after the one before succeeded")
 	require.Equal(t, []string{"1", "1", "1", "2", "3", "4", "5"}, seqs, "webhook-sequence, the same on every retry")
 	require.Equal(t, http.StatusOK, one[2].Status)
@@ -150,11 +155,7 @@ func TestFIFOReplayWaitsForTheSequence(t *testing.T) {
 		h.waitDelivery(appID, id, 60*time.Second, delivery.StatusSucceeded)
 	}
 	require.Eventually(t, func() bool { return len(o.receipts("k")) == 6 }, 30*time.Second, 20*time.Millisecond)
-	var order []int
-	var seqs []string
-	for _, r := range o.receipts("k") {
-		order, seqs = append(order, r.I), append(seqs, r.Sequence)
-	}
+	order, seqs := o.order("k")
 	require.Equal(t, []int{1, 2, 2, 2, 1, 3}, order, "the replay waits for the delivery ahead, and goes before a newer one")
 	require.Equal(t, []string{"1", "2", "2", "2", "1", "3"}, seqs)
 }
@@ -232,11 +233,7 @@ func TestFIFOSurvivesAWorkerRestart(t *testing.T) {
 	for _, id := range dlvs {
 		h.waitDelivery(appID, id, 60*time.Second, delivery.StatusSucceeded)
 	}
-	var order []int
-	var seqs []string
-	for _, r := range o.receipts("k") {
-		order, seqs = append(order, r.I), append(seqs, r.Sequence)
-	}
+	order, seqs := o.order("k")
 	require.Equal(t, []int{1, 2, 2, 3, 4, 5}, order)
 	require.Equal(t, []string{"1", "2", "2", "3", "4", "5"}, seqs)
 }
@@ -275,10 +272,7 @@ func TestFIFOBlockHoldsUntilRelease(t *testing.T) {
 	for _, id := range dlvs[1:] {
 		h.waitDelivery(appID, id, 30*time.Second, delivery.StatusSucceeded)
 	}
-	var order []int
-	for _, r := range o.receipts("k") {
-		order = append(order, r.I)
-	}
+	order, _ := o.order("k")
 	require.Equal(t, []int{1, 2, 3}, order)
 	require.Equal(t, delivery.StatusDeadLettered, h.waitDelivery(appID, dlvs[0], time.Second, delivery.StatusDeadLettered).Status, "released, still a dead letter")
 

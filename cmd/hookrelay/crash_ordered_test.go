@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/delivery"
-	"hookrelay/internal/pgcluster"
 )
 
 // sequenceReceiver records, per ordering key, each request's event number
@@ -75,13 +74,7 @@ func (s *sequenceReceiver) delivered() int {
 // every event arrives, and each key's requests arrive in acceptance order
 // (a request cut off by the kill may come again, never after a later one).
 func TestKillNineMidSequence(t *testing.T) {
-	if _, err := pgcluster.FindBinDir(); err != nil {
-		t.Skip(err)
-	}
-	base, err := os.MkdirTemp("", "hookrelay-crash-ordered-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(base, 0o755))
-	t.Cleanup(func() { os.RemoveAll(base) })
+	base := stackDir(t, "hookrelay-crash-ordered-")
 	dataDir := filepath.Join(base, "data")
 	rc := &sequenceReceiver{got: map[string][]int{}, seqs: map[string][]string{}, failed: map[string]bool{}}
 	srv := httptest.NewServer(rc)

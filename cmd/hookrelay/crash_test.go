@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"hookrelay/internal/pgcluster"
 	"hookrelay/webhook"
 )
 
@@ -76,13 +75,7 @@ type crashRig struct {
 }
 
 func newCrashRig(t *testing.T, delay time.Duration) *crashRig {
-	if _, err := pgcluster.FindBinDir(); err != nil {
-		t.Skip(err)
-	}
-	base, err := os.MkdirTemp("", "hookrelay-crash-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(base, 0o755))
-	t.Cleanup(func() { os.RemoveAll(base) })
+	base := stackDir(t, "hookrelay-crash-")
 	rc := &counter{got: map[string]int{}, delay: delay}
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)

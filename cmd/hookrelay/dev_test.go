@@ -172,14 +172,23 @@ func postmasterPID(t *testing.T, dir string) int {
 
 func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
-func TestDevStack(t *testing.T) {
+// stackDir is a directory for a test's stack (its Postgres cluster runs as
+// an unprivileged user, so it is world-readable), removed after the test;
+// the test is skipped where PostgreSQL is not installed.
+func stackDir(t *testing.T, prefix string) string {
+	t.Helper()
 	if _, err := pgcluster.FindBinDir(); err != nil {
 		t.Skip(err)
 	}
-	base, err := os.MkdirTemp("", "hookrelay-dev-")
+	base, err := os.MkdirTemp("", prefix)
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(base, 0o755))
 	t.Cleanup(func() { os.RemoveAll(base) })
+	return base
+}
+
+func TestDevStack(t *testing.T) {
+	base := stackDir(t, "hookrelay-dev-")
 	dataDir := filepath.Join(base, "data")
 
 	start := time.Now()

@@ -52,13 +52,7 @@ type cluster struct {
 // (tlsOpts, when set, makes its frontend require mTLS).
 func startCluster(t *testing.T, tlsOpts *devstack.TLS) *cluster {
 	t.Helper()
-	if _, err := pgcluster.FindBinDir(); err != nil {
-		t.Skip(err)
-	}
-	base, err := os.MkdirTemp("", "hookrelay-prod-")
-	require.NoError(t, err)
-	require.NoError(t, os.Chmod(base, 0o755))
-	t.Cleanup(func() { os.RemoveAll(base) })
+	base := stackDir(t, "hookrelay-prod-")
 	ctx := context.Background()
 	port, err := pgcluster.FreePort()
 	require.NoError(t, err)

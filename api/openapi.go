@@ -157,6 +157,7 @@ func schemas() obj {
 			"replays":            arr(obj{"type": "object", "properties": obj{"at": ts, "by": str("API key or portal session ID"), "by_name": str("its name")}}),
 			"sequence":           obj{"type": "integer", "description": "an ordered delivery's place in its sequence (webhook-sequence); absent when unordered"},
 			"waiting_for":        str("dlv_…: the delivery ahead of a pending ordered delivery that has not ended; its first attempt waits for it"),
+			"blocks_sequence":    obj{"type": "boolean", "description": "a dead letter that holds its fifo sequence (fifo_on_dead_letter block, not released): POST …/release lets the deliveries behind it go"},
 			"created_at":         ts, "updated_at": ts}},
 		"ReplayRange": obj{"type": "object", "required": []string{"since"}, "properties": obj{"since": ts, "until": ts,
 			"dry_run": obj{"type": "boolean", "description": "answer 200 {\"would_replay\": n} and replay nothing"}}},

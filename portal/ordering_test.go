@@ -65,4 +65,25 @@ func TestPortalOrdering(t *testing.T) {
 	require.Contains(t, body, `After <a href="/portal/deliveries/`+dlvs[0]+`" id="waiting-for">`)
 	_, body = get(t, c, e.srv.URL+"/portal/deliveries/"+dlvs[0])
 	require.NotContains(t, body, `id="waiting-for"`)
+	require.NotContains(t, body, `id="release"`, "only a blocking dead letter can be released")
+
+	// The head dead-letters (as its workflow would record it): it blocks.
+	_, err := e.st.Pool().Exec(t.Context(), `UPDATE deliveries SET status = 'dead_lettered' WHERE id = $1`, dlvs[0])
+	require.NoError(t, err)
+	var d struct {
+		BlocksSequence bool `json:"blocks_sequence"`
+	}
+	require.Equal(t, http.StatusOK, e.call("GET", "/v1/apps/"+e.app.ID+"/deliveries/"+dlvs[0], nil, &d))
+	require.True(t, d.BlocksSequence)
+	resend := csrf(t, open(t, c, e.link(map[string]any{"capabilities": []string{"resend"}})))
+	_, body = get(t, c, e.srv.URL+"/portal/deliveries/"+dlvs[0])
+	require.Contains(t, body, `id="release"`)
+	code, _, loc := post(t, c, e.srv.URL+"/portal/deliveries/"+dlvs[0]+"/release", url.Values{"csrf": {resend}})
+	require.Equal(t, http.StatusSeeOther, code)
+	require.Contains(t, loc, "done=released")
+	var after map[string]any
+	require.Equal(t, http.StatusOK, e.call("GET", "/v1/apps/"+e.app.ID+"/deliveries/"+dlvs[0], nil, &after))
+	require.NotContains(t, after, "blocks_sequence", "released")
+	code, _, _ = post(t, c, e.srv.URL+"/portal/deliveries/"+dlvs[0]+"/release", url.Values{"csrf": {resend}})
+	require.Equal(t, http.StatusConflict, code, "released once")
 }

@@ -192,6 +192,7 @@ var notices = map[string]string{
 	"deleted":  "Endpoint deleted.",
 	"tested":   "Test event sent: it shows in the delivery log.",
 	"replayed": "Replay queued.",
+	"released": "Released: the deliveries behind it in its sequence go on.",
 }
 
 func notice(key string) string { return notices[key] }
@@ -207,6 +208,20 @@ func (p *Portal) resend(c *gin.Context) {
 		return
 	}
 	c.Redirect(http.StatusSeeOther, "/portal/deliveries/"+seg(d.ID)+"?done=resent")
+}
+
+// release lets a blocking dead letter's sequence go on.
+func (p *Portal) release(c *gin.Context) {
+	d, ok := p.loadDelivery(c)
+	if !ok {
+		return
+	}
+	ctx, who, app := as(c)
+	if err := p.opts.Service.ReleaseDelivery(ctx, who, app, d.ID); err != nil {
+		p.failed(c, err)
+		return
+	}
+	c.Redirect(http.StatusSeeOther, "/portal/deliveries/"+seg(d.ID)+"?done=released")
 }
 
 // replayRange reads since/until of a range replay.

@@ -127,6 +127,7 @@ func (p *Portal) Handler() http.Handler {
 	// Every change: a CSRF token, then the capability it needs.
 	post := g.Group("", p.csrf)
 	post.POST("/deliveries/:dlv/resend", p.need(access.CapResend), p.resend)
+	post.POST("/deliveries/:dlv/release", p.need(access.CapResend), p.release)
 	post.POST("/endpoints", p.need(access.CapManageEndpoints), p.allEndpoints, p.createEndpoint)
 	post.POST("/endpoints/:ep", p.need(access.CapManageEndpoints), p.updateEndpoint)
 	// A filter preview saves nothing but needs what a save needs.

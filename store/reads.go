@@ -33,9 +33,12 @@ type Delivery struct {
 	// delivery in its sequence that has not ended, or is a dead letter
 	// that blocks it (fifo_on_dead_letter block, not released): its first
 	// attempt waits for it.
-	WaitingFor *string   `json:"waiting_for,omitempty"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	WaitingFor *string `json:"waiting_for,omitempty"`
+	// BlocksSequence is set on a dead letter that holds its fifo sequence
+	// (fifo_on_dead_letter block, not released): it can be released.
+	BlocksSequence bool      `json:"blocks_sequence,omitempty"`
+	CreatedAt      time.Time `json:"created_at"`
+	UpdatedAt      time.Time `json:"updated_at"`
 }
 
 // Replay records who asked for a replay and when.
@@ -60,7 +63,7 @@ type DeliveryFilter struct {
 const deliveryCols = `d.id, d.app_id, d.event_id, d.endpoint_id, coalesce(ev.type, ''), d.status, d.cycle, d.attempt_count,
 	(SELECT a.status_code FROM attempts a WHERE a.delivery_id = d.id ORDER BY a.cycle DESC, a.number DESC LIMIT 1),
 	d.next_attempt_at, d.dead_letter_reason, d.created_at, d.updated_at, d.sequence,
-	` + waitingFor
+	` + waitingFor + `, ` + blocksSequence
 
 // deliveryFrom joins each delivery d to its event ev.
 const deliveryFrom = ` FROM deliveries d LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id `
@@ -68,7 +71,7 @@ const deliveryFrom = ` FROM deliveries d LEFT JOIN events ev ON ev.app_id = d.ap
 func scanDelivery(r pgx.Row) (Delivery, error) {
 	var d Delivery
 	err := r.Scan(&d.ID, &d.AppID, &d.EventID, &d.EndpointID, &d.EventType, &d.Status, &d.Cycle, &d.AttemptCount, &d.LastStatusCode,
-		&d.NextAttemptAt, &d.DeadLetterReason, &d.CreatedAt, &d.UpdatedAt, &d.Sequence, &d.WaitingFor)
+		&d.NextAttemptAt, &d.DeadLetterReason, &d.CreatedAt, &d.UpdatedAt, &d.Sequence, &d.WaitingFor, &d.BlocksSequence)
 	d.Replays = []Replay{}
 	return d, err
 }

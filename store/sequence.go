@@ -161,3 +161,7 @@ const waitingFor = `CASE WHEN d.sequence IS NOT NULL AND d.status = 'pending' TH
 	  WHERE p.endpoint_id = d.endpoint_id AND p.ordering_key = d.ordering_key AND p.sequence < d.sequence
 	    AND ` + sequenceOpen + `
 	  ORDER BY p.sequence DESC LIMIT 1) END`
+
+// blocksSequence is deliveryCols' blocks_sequence: d is a dead letter that
+// holds its sequence.
+const blocksSequence = `(d.sequence IS NOT NULL AND d.status = 'dead_lettered' AND COALESCE(d.fifo_block, false) AND d.released_at IS NULL)`

@@ -32,6 +32,7 @@ func (h *harness) keepHistory(name, id, runID string) {
 	replayer := sdkworker.NewWorkflowReplayer()
 	replayer.RegisterWorkflow(workflows.DeliveryWorkflow)
 	replayer.RegisterWorkflow(workflows.CarrierWorkflow)
+	replayer.RegisterWorkflow(workflows.SequencerWorkflow)
 	require.NoError(h.t, replayer.ReplayWorkflowHistory(nil, hist), "%s: %d events", name, len(hist.Events))
 	dir := os.Getenv("HOOKRELAY_RECORD_HISTORIES")
 	if dir == "" {

@@ -26,6 +26,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflows.DeliveryWorkflow)
 			r.RegisterWorkflow(workflows.CarrierWorkflow)
+			r.RegisterWorkflow(workflows.SequencerWorkflow)
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -199,6 +199,7 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 				}
 			}
 			step.WaitingOn = h.DeliveryID
+			step.Blocked = h.Status == delivery.StatusDeadLettered
 			return step, nil
 		case h.Row.Kind == outbox.KindReplay:
 			// Its cycle runs in the delivery's workflow, which tells the

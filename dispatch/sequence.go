@@ -126,6 +126,12 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 				return step, err
 			}
 			if !ok {
+				// No counter row: its endpoint's app was deleted (the
+				// deliveries with it). Nothing is left to send.
+				if exists, err := store.SequenceExists(ctx, d.Pool, in.EndpointID, in.OrderingKey); err != nil || !exists {
+					step.Empty = err == nil
+					return step, err
+				}
 				// A stalled run holds it: look again once its hold lapses.
 				step.NextAt = time.Now().Add(sequenceHold)
 				return step, nil
@@ -193,6 +199,7 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 				}
 			}
 			step.WaitingOn = h.DeliveryID
+			step.Blocked = h.Status == delivery.StatusDeadLettered
 			return step, nil
 		case h.Row.Kind == outbox.KindReplay:
 			// Its cycle runs in the delivery's workflow, which tells the

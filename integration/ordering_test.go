@@ -287,3 +287,56 @@ func TestFIFOBlockHoldsUntilRelease(t *testing.T) {
 	}
 	require.True(t, found, "release audited")
 }
+
+// TestFIFOBlockReplayUnblocksAtOnce: in block mode the blocking dead
+// letter's own replay is what unblocks the sequence (contract section 14):
+// it is sent as soon as it is asked, and the deliveries behind it go once it
+// succeeded, not after the sequencer's minute-long check.
+func TestFIFOBlockReplayUnblocksAtOnce(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 1}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
+	var dlvs []string
+	for i := 1; i <= 3; i++ {
+		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
+	}
+	h.waitDelivery(appID, dlvs[0], 30*time.Second, delivery.StatusDeadLettered)
+	// The sequencer settles on the blocking dead letter.
+	time.Sleep(2 * time.Second)
+	require.Len(t, o.receipts("k"), 1)
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlvs[0]+"/replay", nil, nil))
+	for _, id := range dlvs {
+		h.waitDelivery(appID, id, 15*time.Second, delivery.StatusSucceeded)
+	}
+	var order []int
+	for _, r := range o.receipts("k") {
+		order = append(order, r.I)
+	}
+	require.Equal(t, []int{1, 1, 2, 3}, order)
+}
+
+// TestFIFOReleasedDeadLettersReplayHoldsNothing: "A released dead letter
+// stays a dead letter, replayable; its replay no longer holds anything"
+// (contract section 14). Its replay dead-letters again: the deliveries
+// accepted after it are not blocked by it.
+func TestFIFOReleasedDeadLettersReplayHoldsNothing(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 100}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
+	first := h.sendKeyed(appID, "k", 1).Deliveries[0].ID
+	h.waitDelivery(appID, first, 30*time.Second, delivery.StatusDeadLettered)
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+first+"/release", nil, nil))
+	second := h.sendKeyed(appID, "k", 2).Deliveries[0].ID
+	h.waitDelivery(appID, second, 15*time.Second, delivery.StatusSucceeded)
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+first+"/replay", nil, nil))
+	require.Eventually(t, func() bool { return len(o.receipts("k")) == 3 }, 15*time.Second, 20*time.Millisecond)
+	h.waitDelivery(appID, first, 15*time.Second, delivery.StatusDeadLettered)
+	third := h.sendKeyed(appID, "k", 3).Deliveries[0].ID
+	h.waitDelivery(appID, third, 15*time.Second, delivery.StatusSucceeded)
+}

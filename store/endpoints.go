@@ -331,6 +331,17 @@ func (s *Store) DeleteEndpoint(ctx context.Context, appID, id string) error {
 		if err := HoldRows(ctx, tx, id, false); err != nil {
 			return err
 		}
-		return cancelDeliveries(ctx, tx, id, ReasonEndpointDeleted, "", withDeadLetters)
+		if err := cancelDeliveries(ctx, tx, id, ReasonEndpointDeleted, "", withDeadLetters); err != nil {
+			return err
+		}
+		// A dead letter of a deleted endpoint can no longer be replayed:
+		// one that blocks a fifo sequence is released, so the sequence
+		// (everything behind it canceled) ends and its sequencer with it.
+		if _, err := tx.Exec(ctx, `UPDATE deliveries SET released_at = now(), updated_at = now()
+			WHERE endpoint_id = $1 AND sequence IS NOT NULL AND status = $2 AND fifo_block AND released_at IS NULL`,
+			id, delivery.StatusDeadLettered); err != nil {
+			return fmt.Errorf("release blocking dead letters of %s: %w", id, err)
+		}
+		return nil
 	})
 }

@@ -252,7 +252,11 @@ func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliv
 		), rec AS (
 		  INSERT INTO replays (delivery_id, requested_by, requested_by_name) SELECT id, $4, $9 FROM r
 		), upd AS (
-		  UPDATE deliveries SET status = $7, cycle = cycle + 1, dead_letter_reason = NULL, next_attempt_at = NULL, released_at = NULL, updated_at = now()
+		  UPDATE deliveries SET status = $7, cycle = cycle + 1, dead_letter_reason = NULL, next_attempt_at = NULL,
+		    -- A released dead letter's replay is queued in its sequence
+		    -- (released_at cleared) but holds nothing once it ends: a new
+		    -- dead letter of it does not block.
+		    fifo_block = CASE WHEN released_at IS NOT NULL THEN false ELSE fifo_block END, released_at = NULL, updated_at = now()
 		  WHERE id IN (SELECT id FROM r)
 		), ob AS (
 		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id, held) SELECT id, $8, $4, $1, paused FROM r

@@ -144,6 +144,18 @@ func SequenceHeld(ctx context.Context, q outbox.Querier, endpointID, key string)
 	return held, nil
 }
 
+// SequenceExists reports whether endpointID's sequence for key has its
+// counter row (it goes with its endpoint's app).
+func SequenceExists(ctx context.Context, q outbox.Querier, endpointID, key string) (bool, error) {
+	var exists bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sequences WHERE endpoint_id = $1 AND ordering_key = $2)`,
+		endpointID, key).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("sequence %s/%s exists: %w", endpointID, key, err)
+	}
+	return exists, nil
+}
+
 // UnleaseSequence ends holder's lease of the sequence.
 func UnleaseSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string) error {
 	_, err := q.Exec(ctx, `UPDATE sequences SET leased_by = NULL, leased_until = NULL

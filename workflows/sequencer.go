@@ -88,6 +88,10 @@ type SequenceStep struct {
 	// attempt is due then, or its endpoint is paused, or another run holds
 	// the sequence. Zero: WaitingOn's end is signaled.
 	NextAt time.Time `json:",omitempty"`
+	// Blocked: WaitingOn is a dead letter that blocks the sequence
+	// (fifo_on_dead_letter block). Its replay is queued as a row of the
+	// sequence, which a wake announces: a wake reads the sequence again.
+	Blocked bool `json:",omitempty"`
 	// Empty: every delivery of the sequence has ended.
 	Empty bool `json:",omitempty"`
 	// More: the activity used its budget with deliveries left to send.
@@ -167,8 +171,9 @@ func awaitSequence(ctx workflow.Context, step SequenceStep, wake, ended workflow
 		})
 		sel.AddReceive(wake, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
-			// New rows queue behind the delivery waited for.
-			done = step.WaitingOn == ""
+			// New rows queue behind the delivery waited for, but for the
+			// replay of a blocking dead letter, which is its way on.
+			done = step.WaitingOn == "" || step.Blocked
 		})
 		sel.Select(ctx)
 	}

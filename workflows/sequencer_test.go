@@ -214,3 +214,16 @@ func TestOrderedFirstWaitCountsFromAcceptance(t *testing.T) {
 	require.Equal(t, delivery.StatusSucceeded, result(t, env2).Status)
 	require.Equal(t, expectedWaits()[:1], s2.calls, "a head accepted now waits its first wait")
 }
+
+// TestSequencerReadsAgainOnAWakeWhileBlocked: a wake while the sequence is
+// blocked by a dead letter (its replay was queued) reads the sequence
+// again at once; a wake while a delivery runs in its own workflow does not
+// (TestSequencerWaitsForTheDeliveryAheadToEnd).
+func TestSequencerReadsAgainOnAWakeWhileBlocked(t *testing.T) {
+	t.Parallel()
+	s := newSequenced(t, answer(workflows.SequenceStep{WaitingOn: "dlv_1", Blocked: true}))
+	s.after(10*time.Second, func() { s.env.SignalWorkflow(workflows.SignalWake, nil) })
+	s.run(t)
+	require.Equal(t, []time.Duration{0, 10 * time.Second}, s.at, "the blocking dead letter's replay goes when it is queued")
+	require.Equal(t, "dlv_1", s.runs[1].WaitingOn)
+}

@@ -1,0 +1,74 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/testsuite"
+
+	"hookrelay/activities"
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/store"
+	"hookrelay/workflows"
+)
+
+// TestRunSequenceOfAGoneSequenceIsEmpty: a sequence whose counter row is
+// gone (its app was deleted: the row cascades with the endpoint, and the
+// deliveries with the app) is empty. Its sequencer must end, not look
+// again every sequenceHold for a lease it can never take.
+func TestRunSequenceOfAGoneSequenceIsEmpty(t *testing.T) {
+	st := pg.Store(t, "seqgone")
+	d := &Dispatcher{Pool: st.Pool(), Sequencer: &activities.Activities{}, Logger: slog.New(slog.DiscardHandler)}
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.RegisterActivityWithOptions(d.RunSequence, activity.RegisterOptions{Name: workflows.RunSequenceName})
+	start := time.Now()
+	v, err := env.ExecuteActivity(workflows.RunSequenceName, workflows.SequenceRun{EndpointID: "ep_gone", OrderingKey: "k"})
+	require.NoError(t, err)
+	var step workflows.SequenceStep
+	require.NoError(t, v.Get(&step))
+	require.True(t, step.Empty, "no sequence: nothing left to send (got %+v)", step)
+	require.True(t, step.NextAt.IsZero(), "no look again at %v", step.NextAt)
+	require.Less(t, time.Since(start), 5*time.Second)
+}
+
+// TestDeletedEndpointsBlockingDeadLetterEndsItsSequence: deleting a fifo
+// endpoint cancels its sequences (contract section 14); a dead letter that
+// blocked one can no longer be replayed (its endpoint is gone), so it must
+// not keep the sequence open, and its sequencer running, forever.
+func TestDeletedEndpointsBlockingDeadLetterEndsItsSequence(t *testing.T) {
+	ctx := context.Background()
+	st := pg.Store(t, "seqdel")
+	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
+	require.NoError(t, err)
+	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Headers: map[string]string{},
+		Ordering: delivery.OrderingFIFO, FIFOOnDeadLetter: delivery.DeadLetterBlock})
+	require.NoError(t, err)
+	tx, err := st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	p, err := outbox.Publish(ctx, tx, app.ID, outbox.Event{Type: "ledger.entry", Data: json.RawMessage(`{}`), OrderingKey: "k"})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	id := p.Deliveries[0].ID
+	_, err = st.Pool().Exec(ctx, `UPDATE deliveries SET status = 'dead_lettered' WHERE id = $1`, id)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(ctx, `DELETE FROM outbox WHERE delivery_id = $1`, id)
+	require.NoError(t, err)
+	h, ok, err := store.SequenceHead(ctx, st.Pool(), ep.ID, "k")
+	require.NoError(t, err)
+	require.True(t, ok, "the dead letter blocks")
+	require.Equal(t, id, h.DeliveryID)
+
+	require.NoError(t, st.DeleteEndpoint(ctx, app.ID, ep.ID))
+	_, ok, err = store.SequenceHead(ctx, st.Pool(), ep.ID, "k")
+	require.NoError(t, err)
+	require.False(t, ok, "a deleted endpoint's sequence has nothing open")
+}

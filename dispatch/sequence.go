@@ -307,6 +307,7 @@ func (d *Dispatcher) releaseIfAbandoned(ctx context.Context, id string) (bool, e
 func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseFunc, in workflows.SequenceRun, holder string, holding *atomic.Bool) {
 	t := time.NewTicker(sequenceBeat)
 	defer t.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -315,11 +316,20 @@ func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseF
 		}
 		activity.RecordHeartbeat(ctx)
 		if !holding.Load() {
+			renewed = time.Now()
 			continue
 		}
 		ok, err := store.RenewSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
-		if err == nil && !ok && holding.Load() {
+		switch {
+		case err == nil && !ok && holding.Load():
 			stop(errors.New("sequence " + in.EndpointID + "/" + in.OrderingKey + " taken by another run"))
+			return
+		case err == nil:
+			renewed = time.Now()
+		case time.Since(renewed) > sequenceHold-sequenceBeat:
+			// Its hold may lapse before the next renewal: another run may
+			// take the sequence, so this one stops sending.
+			stop(fmt.Errorf("sequence %s/%s: hold not renewed: %w", in.EndpointID, in.OrderingKey, err))
 			return
 		}
 	}

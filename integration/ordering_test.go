@@ -198,8 +198,8 @@ func TestFIFODisableCancelsTheWholeSequence(t *testing.T) {
 	for _, id := range dlvs {
 		h.waitDelivery(appID, id, 30*time.Second, delivery.StatusCanceled)
 	}
-	// The sequencer started the canceled deliveries behind the head, which
-	// sent nothing, and ended with its queue empty.
+	// Nothing behind the head was sent, and the sequencer ended with its
+	// sequence empty.
 	require.Eventually(t, func() bool {
 		d, err := h.client.DescribeWorkflowExecution(t.Context(), "sequencer/"+ep.ID+"/k", "")
 		return err == nil && d.WorkflowExecutionInfo.GetCloseTime() != nil
@@ -207,6 +207,16 @@ func TestFIFODisableCancelsTheWholeSequence(t *testing.T) {
 	got := o.receipts("k")
 	require.Len(t, got, 1)
 	require.Equal(t, 1, got[0].I)
+
+	// Enabled again, a canceled delivery that never went out is replayed
+	// at once (its start row, still leased to the sequencer, is stale) and
+	// sent with its number.
+	require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"disabled": false}, nil))
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+dlvs[1]+"/replay", nil, nil))
+	h.waitDelivery(appID, dlvs[1], 30*time.Second, delivery.StatusSucceeded)
+	order, seqs := o.order("k")
+	require.Equal(t, []int{1, 2}, order)
+	require.Equal(t, []string{"1", "2"}, seqs)
 }
 
 // TestFIFOSurvivesAWorkerRestart: a worker process (worker and dispatcher)

@@ -247,7 +247,11 @@ func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliv
 		  SELECT d.id, e.paused FROM deliveries d
 		  JOIN endpoints e ON e.id = d.endpoint_id AND NOT e.disabled AND e.deleted_at IS NULL
 		  WHERE d.app_id = $1 AND d.id = ANY ($2) AND d.status = ANY ($3)
-		    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.kind <> $6)
+		    -- A start row left of a finished ordered delivery (canceled
+		    -- while it waited; the row stays leased to its sequencer) is
+		    -- stale: deleted below, it does not refuse the replay.
+		    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.kind <> $6
+		      AND NOT (o.kind = $10 AND d.sequence IS NOT NULL))
 		  FOR UPDATE OF d
 		), rec AS (
 		  INSERT INTO replays (delivery_id, requested_by, requested_by_name) SELECT id, $4, $9 FROM r
@@ -258,13 +262,15 @@ func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliv
 		    -- dead letter of it does not block.
 		    fifo_block = CASE WHEN released_at IS NOT NULL THEN false ELSE fifo_block END, released_at = NULL, updated_at = now()
 		  WHERE id IN (SELECT id FROM r)
+		), stale AS (
+		  DELETE FROM outbox WHERE delivery_id IN (SELECT id FROM r) AND kind = $10
 		), ob AS (
 		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id, held) SELECT id, $8, $4, $1, paused FROM r
 		), wake AS (
 		  SELECT pg_notify($5, '') FROM (SELECT 1 FROM r LIMIT 1) AS any_replay
 		)
 		SELECT id FROM r, (SELECT count(*) FROM wake) AS w`,
-		appID, deliveryIDs, delivery.From(delivery.EventReplay), by, outbox.Channel, outbox.KindCancel, delivery.To(delivery.EventReplay), outbox.KindReplay, byName)
+		appID, deliveryIDs, delivery.From(delivery.EventReplay), by, outbox.Channel, outbox.KindCancel, delivery.To(delivery.EventReplay), outbox.KindReplay, byName, outbox.KindStart)
 	if err != nil {
 		return nil, fmt.Errorf("replay: %w", err)
 	}

@@ -350,3 +350,25 @@ func TestFIFOReleasedDeadLettersReplayHoldsNothing(t *testing.T) {
 	third := h.sendKeyed(appID, "k", 3).Deliveries[0].ID
 	h.waitDelivery(appID, third, 15*time.Second, delivery.StatusSucceeded)
 }
+
+// TestFIFOUnderARateLimit: a fifo endpoint's rate limit holds its heads
+// (each goes to its own workflow, which waits for its slot), and the
+// sequence still arrives whole and in order.
+func TestFIFOUnderARateLimit(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "rate_limit": 2, "retry_schedule": []string{"0s", "1s"}})
+	var dlvs []string
+	for i := 1; i <= 6; i++ {
+		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
+	}
+	for _, id := range dlvs {
+		h.waitDelivery(appID, id, 60*time.Second, delivery.StatusSucceeded)
+	}
+	order, seqs := o.order("k")
+	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, order, "each once, in acceptance order")
+	require.Equal(t, []string{"1", "2", "3", "4", "5", "6"}, seqs)
+}

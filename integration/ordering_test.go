@@ -372,3 +372,40 @@ func TestFIFOUnderARateLimit(t *testing.T) {
 	require.Equal(t, []int{1, 2, 3, 4, 5, 6}, order, "each once, in acceptance order")
 	require.Equal(t, []string{"1", "2", "3", "4", "5", "6"}, seqs)
 }
+
+// TestFIFOResumeSendsTheSequenceOn: a fifo endpoint paused while its
+// sequencer sends (the next head finds it paused) goes on as soon as it is
+// resumed, not at the sequencer's next look a minute later.
+func TestFIFOResumeSendsTheSequenceOn(t *testing.T) {
+	h := newHarness(t)
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var got []string
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			<-gate // the first request waits while the endpoint is paused
+		}
+		mu.Lock()
+		got = append(got, r.Header.Get(delivery.HeaderSequence))
+		mu.Unlock()
+	})
+	appID := h.createApp()
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1h"}, "deadline": "2h"})
+	var dlvs []string
+	for i := 1; i <= 3; i++ {
+		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
+	}
+	require.Eventually(t, func() bool { return len(rc.receipts()) == 1 }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"paused": true}, nil))
+	close(gate)
+	h.waitDelivery(appID, dlvs[0], 30*time.Second, delivery.StatusSucceeded)
+	// The next head found the endpoint paused: nothing goes.
+	require.Never(t, func() bool { return len(rc.receipts()) > 1 }, 2*time.Second, 100*time.Millisecond)
+	require.Equal(t, http.StatusOK, h.do("PATCH", "/v1/apps/"+appID+"/endpoints/"+ep.ID, map[string]any{"paused": false}, nil))
+	for _, id := range dlvs[1:] {
+		h.waitDelivery(appID, id, 20*time.Second, delivery.StatusSucceeded)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"1", "2", "3"}, got)
+}

@@ -178,8 +178,14 @@ const holding = `(e.paused AND NOT e.disabled AND e.deleted_at IS NULL)`
 // rows through their indexes; whether the endpoint holds its rows is still
 // checked on every claim, so a row written unheld by an ingest that
 // overlapped a pause is not sent either.
+//
+// Rows let go end their lease to an ordered sequence too: the dispatcher
+// claims them again and wakes their sequencers, which found the endpoint
+// paused and otherwise look again only a minute later.
 func HoldRows(ctx context.Context, q outbox.Querier, endpointID string, held bool) error {
-	if _, err := q.Exec(ctx, `UPDATE outbox o SET held = $2 FROM deliveries d
+	if _, err := q.Exec(ctx, `UPDATE outbox o SET held = $2,
+		  leased_until = CASE WHEN NOT $2 AND d.sequence IS NOT NULL THEN NULL ELSE o.leased_until END
+		FROM deliveries d
 		WHERE d.id = o.delivery_id AND d.endpoint_id = $1 AND o.kind <> $3 AND o.held <> $2`, endpointID, held, outbox.KindCancel); err != nil {
 		return fmt.Errorf("hold rows of %s: %w", endpointID, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"hookrelay/delivery"
 	"hookrelay/store"
+	"hookrelay/workflows"
 )
 
 // orderedData is the data of the test's ordered events.
@@ -408,4 +409,24 @@ func TestFIFOResumeSendsTheSequenceOn(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{"1", "2", "3"}, got)
+}
+
+// TestFIFOAppDeletedMidSequence: deleting the app while its sequence's
+// head retries and the rest wait sends nothing more, and the sequencer
+// ends (its head's workflow tells it; the sequence is gone).
+func TestFIFOAppDeletedMidSequence(t *testing.T) {
+	h := newHarness(t)
+	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 100}}
+	rc := newReceiver(t, o.respond)
+	o.rc = rc
+	appID := h.createApp()
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1h"}, "deadline": "2h"})
+	for i := 1; i <= 3; i++ {
+		h.sendKeyed(appID, "k", i)
+	}
+	require.Eventually(t, func() bool { return len(o.receipts("k")) == 1 }, 30*time.Second, 20*time.Millisecond)
+	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID, nil, nil))
+	require.Eventually(t, func() bool { return !h.workflowOpen(workflows.SequencerID(ep.ID, "k")) }, 30*time.Second, 100*time.Millisecond,
+		"the sequencer ends")
+	require.Len(t, o.receipts("k"), 1, "nothing more sent")
 }

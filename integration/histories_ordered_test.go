@@ -18,12 +18,8 @@ import (
 // tells the sequencer when it succeeds; a dead letter (skip) whose replay
 // waits its turn in the sequence.
 func TestHistoriesOfOrderedPaths(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "flaky", I: 1}: 1, {Key: "dead", I: 1}: 1}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1s"}}).ID
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "flaky", I: 1}: 1, {Key: "dead", I: 1}: 1})
+	ep := h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1s"}}).ID
 	sequencerEnded := func(key string) {
 		require.Eventually(t, func() bool { return !h.workflowOpen(workflows.SequencerID(ep, key)) }, 30*time.Second, 50*time.Millisecond)
 	}

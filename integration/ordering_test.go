@@ -51,6 +51,16 @@ func (o *orderedReceiver) respond(n int, w http.ResponseWriter, r *http.Request)
 	w.WriteHeader(status)
 }
 
+// orderedSetup is a harness, an app and an orderedReceiver that fails the
+// requests fails counts.
+func orderedSetup(t *testing.T, fails map[orderedData]int) (*harness, *orderedReceiver, string) {
+	t.Helper()
+	h := newHarness(t)
+	o := &orderedReceiver{fails: fails}
+	o.rc = newReceiver(t, o.respond)
+	return h, o, h.createApp()
+}
+
 // order is key's event numbers and webhook-sequence headers in arrival
 // order.
 func (o *orderedReceiver) order(key string) (is []int, seqs []string) {
@@ -87,14 +97,10 @@ func (h *harness) sendKeyed(appID, key string, i int) eventResp {
 // after the one before succeeded, numbered 1..5 (the same on every retry);
 // a second key is not held by the first.
 func TestFIFODeliversOneKeyInAcceptanceOrder(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "cust-1", I: 1}: 2}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "cust-1", I: 1}: 2})
 	// Retries far enough apart that the second key's two deliveries surely
 	// end between them.
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "4s", "4s"}})
+	ep := h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "4s", "4s"}})
 	var got map[string]any
 	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, &got))
 	require.Equal(t, "fifo", got["ordering"])
@@ -139,12 +145,8 @@ func TestFIFODeliversOneKeyInAcceptanceOrder(t *testing.T) {
 // succeeded, with its original webhook-sequence, and before a newer
 // delivery accepted after the replay was asked.
 func TestFIFOReplayWaitsForTheSequence(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 2}: 2}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "3s", "3s"}})
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "k", I: 2}: 2})
+	h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "3s", "3s"}})
 	first := h.sendKeyed(appID, "k", 1).Deliveries[0].ID
 	h.waitDelivery(appID, first, 30*time.Second, delivery.StatusSucceeded)
 	second := h.sendKeyed(appID, "k", 2).Deliveries[0].ID
@@ -165,12 +167,8 @@ func TestFIFOReplayWaitsForTheSequence(t *testing.T) {
 // its head waits for a retry cancels the head and the deliveries behind it,
 // which are never sent.
 func TestFIFODisableCancelsTheWholeSequence(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 100}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1h"}, "deadline": "2h"})
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "k", I: 1}: 100})
+	ep := h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1h"}, "deadline": "2h"})
 	var dlvs, evs []string
 	for i := 1; i <= 3; i++ {
 		ev := h.sendKeyed(appID, "k", i)
@@ -224,12 +222,8 @@ func TestFIFODisableCancelsTheWholeSequence(t *testing.T) {
 // stopped mid-sequence and started again loses no delivery and breaks no
 // order: the sequence's state lives in Temporal and the outbox.
 func TestFIFOSurvivesAWorkerRestart(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 2}: 1}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "2s", "1s"}})
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "k", I: 2}: 1})
+	h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "2s", "1s"}})
 	var dlvs []string
 	for i := 1; i <= 3; i++ {
 		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
@@ -254,12 +248,8 @@ func TestFIFOSurvivesAWorkerRestart(t *testing.T) {
 // with skip (TestFIFODeliversOneKeyInAcceptanceOrder's endpoint) they
 // would have gone on.
 func TestFIFOBlockHoldsUntilRelease(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 100}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "k", I: 1}: 100})
+	ep := h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
 	var got map[string]any
 	require.Equal(t, http.StatusOK, h.do("GET", "/v1/apps/"+appID+"/endpoints/"+ep.ID, nil, &got))
 	require.Equal(t, "block", got["fifo_on_dead_letter"])
@@ -304,12 +294,8 @@ func TestFIFOBlockHoldsUntilRelease(t *testing.T) {
 // it is sent as soon as it is asked, and the deliveries behind it go once it
 // succeeded, not after the sequencer's minute-long check.
 func TestFIFOBlockReplayUnblocksAtOnce(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 1}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "k", I: 1}: 1})
+	h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
 	var dlvs []string
 	for i := 1; i <= 3; i++ {
 		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
@@ -334,12 +320,8 @@ func TestFIFOBlockReplayUnblocksAtOnce(t *testing.T) {
 // (contract section 14). Its replay dead-letters again: the deliveries
 // accepted after it are not blocked by it.
 func TestFIFOReleasedDeadLettersReplayHoldsNothing(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 100}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "k", I: 1}: 100})
+	h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
 	first := h.sendKeyed(appID, "k", 1).Deliveries[0].ID
 	h.waitDelivery(appID, first, 30*time.Second, delivery.StatusDeadLettered)
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+first+"/release", nil, nil))
@@ -356,12 +338,8 @@ func TestFIFOReleasedDeadLettersReplayHoldsNothing(t *testing.T) {
 // (each goes to its own workflow, which waits for its slot), and the
 // sequence still arrives whole and in order.
 func TestFIFOUnderARateLimit(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "rate_limit": 2, "retry_schedule": []string{"0s", "1s"}})
+	h, o, appID := orderedSetup(t, map[orderedData]int{})
+	h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "rate_limit": 2, "retry_schedule": []string{"0s", "1s"}})
 	var dlvs []string
 	for i := 1; i <= 6; i++ {
 		dlvs = append(dlvs, h.sendKeyed(appID, "k", i).Deliveries[0].ID)
@@ -415,12 +393,8 @@ func TestFIFOResumeSendsTheSequenceOn(t *testing.T) {
 // head retries and the rest wait sends nothing more, and the sequencer
 // ends (its head's workflow tells it; the sequence is gone).
 func TestFIFOAppDeletedMidSequence(t *testing.T) {
-	h := newHarness(t)
-	o := &orderedReceiver{fails: map[orderedData]int{{Key: "k", I: 1}: 100}}
-	rc := newReceiver(t, o.respond)
-	o.rc = rc
-	appID := h.createApp()
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1h"}, "deadline": "2h"})
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "k", I: 1}: 100})
+	ep := h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1h"}, "deadline": "2h"})
 	for i := 1; i <= 3; i++ {
 		h.sendKeyed(appID, "k", i)
 	}

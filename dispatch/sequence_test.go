@@ -70,3 +70,46 @@ func TestDeletedEndpointsBlockingDeadLetterEndsItsSequence(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "a deleted endpoint's sequence has nothing open")
 }
+
+// TestReplayedHeadIsNotSentFromItsStaleStartRow: a sequencer run read the
+// head's start row (it waits for the head's due time, or is about to send
+// it); meanwhile the endpoint is disabled (the head is canceled), enabled
+// again and the canceled head replayed, which deletes its start row and
+// queues a replay (cycle 2). The run must not then make the first attempt
+// of cycle 1 from the row it holds in memory: the replay sends the event,
+// and the receiver would get it twice.
+func TestReplayedHeadIsNotSentFromItsStaleStartRow(t *testing.T) {
+	ctx := context.Background()
+	f := setupSender(t, 0, time.Second)
+	fifo := delivery.OrderingFIFO
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo})
+	require.NoError(t, err)
+	tx, err := f.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	p, err := outbox.Publish(ctx, tx, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: "k"})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	id := p.Deliveries[0].ID
+	h, ok, err := store.SequenceHead(ctx, f.st.Pool(), f.ep.ID, "k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotNil(t, h.Row, "the run holds the head's start row")
+
+	yes, no := true, false
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &yes})
+	require.NoError(t, err)
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &no})
+	require.NoError(t, err)
+	queued, err := store.ReplayDeliveries(ctx, f.st.Pool(), f.app.ID, []string{id}, "test", "test")
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, queued, "the canceled head is replayed")
+
+	d := &Dispatcher{Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler),
+		Sequencer: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
+	_, _ = d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget))
+	require.Zero(t, f.hits.Load(), "the stale start row of a replayed head sends nothing")
+	var cycle int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM attempts WHERE delivery_id = $1 AND cycle = 1`, id).Scan(&cycle))
+	require.Zero(t, cycle, "no attempt of cycle 1 after its replay")
+}

@@ -232,6 +232,16 @@ func WakeDispatcher(ctx context.Context, q outbox.Querier) error {
 	return nil
 }
 
+// OutboxRowQueued reports whether outbox row id is still queued (a replay
+// deletes the stale start row of an ordered delivery it replays).
+func OutboxRowQueued(ctx context.Context, q outbox.Querier, id int64) (bool, error) {
+	var queued bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE id = $1)`, id).Scan(&queued); err != nil {
+		return false, fmt.Errorf("outbox row %d queued: %w", id, err)
+	}
+	return queued, nil
+}
+
 // OutboxDone deletes rows whose work is done.
 func OutboxDone(ctx context.Context, q outbox.Querier, ids []int64) error {
 	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, ids); err != nil {

@@ -113,3 +113,68 @@ func TestReplayedHeadIsNotSentFromItsStaleStartRow(t *testing.T) {
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM attempts WHERE delivery_id = $1 AND cycle = 1`, id).Scan(&cycle))
 	require.Zero(t, cycle, "no attempt of cycle 1 after its replay")
 }
+
+// TestCanceledQueuedReplayOfOrderedDeliveryReplaysAgain: an ordered
+// delivery's replay queued behind its sequence's head is canceled with the
+// rest of the sequence by a disable. Its replay row is never sent (the
+// sequencer reads only open deliveries) and never stale (its replay never
+// ran): once the endpoint is enabled again, the delivery must replay
+// (contract 14: a canceled ordered delivery replays once enabled), and the
+// dead row must not be woken for every SequenceLease forever.
+func TestCanceledQueuedReplayOfOrderedDeliveryReplaysAgain(t *testing.T) {
+	for _, dropped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "replayed", true: "dropped"}[dropped], func(t *testing.T) { canceledQueuedReplay(t, dropped) })
+	}
+}
+
+func canceledQueuedReplay(t *testing.T, dropped bool) {
+	ctx := context.Background()
+	f := setupSender(t, 0, time.Second)
+	fifo := delivery.OrderingFIFO
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo})
+	require.NoError(t, err)
+	var ids []string
+	for range 2 {
+		p, err := outbox.PublishNow(ctx, f.st.Pool(), f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: "k"})
+		require.NoError(t, err)
+		ids = append(ids, p.Deliveries[0].ID)
+	}
+	// The first went out; the second is the head, in its own workflow.
+	_, err = f.st.Pool().Exec(ctx, `UPDATE deliveries SET status = 'succeeded' WHERE id = $1`, ids[0])
+	require.NoError(t, err)
+	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`)
+	require.NoError(t, err)
+	queued, err := store.ReplayDeliveries(ctx, f.st.Pool(), f.app.ID, []string{ids[0]}, "test", "test")
+	require.NoError(t, err)
+	require.Equal(t, []string{ids[0]}, queued)
+
+	yes, no := true, false
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &yes})
+	require.NoError(t, err)
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &no})
+	require.NoError(t, err)
+	var status delivery.Status
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT status FROM deliveries WHERE id = $1`, ids[0]).Scan(&status))
+	require.Equal(t, delivery.StatusCanceled, status)
+	if dropped {
+		// A dispatcher round drops the dead replay row instead of waking
+		// the sequence for it (again every SequenceLease).
+		fc := &fakeClient{}
+		d := &Dispatcher{Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler)}
+		d.SetCarrierSize(1)
+		_, err := d.dispatch(ctx, 100)
+		require.NoError(t, err)
+		var rows int
+		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE delivery_id = $1 AND kind <> $2`, ids[0], outbox.KindCancel).Scan(&rows))
+		require.Zero(t, rows, "the canceled replay's row is dropped")
+		for _, sig := range fc.signals {
+			require.NotContains(t, sig, "sequencer/", "no wake for it")
+		}
+	}
+	queued, err = store.ReplayDeliveries(ctx, f.st.Pool(), f.app.ID, []string{ids[0]}, "test", "test")
+	require.NoError(t, err)
+	require.Equal(t, []string{ids[0]}, queued, "the canceled delivery replays once enabled")
+	var rows int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE delivery_id = $1 AND kind <> $2`, ids[0], outbox.KindCancel).Scan(&rows))
+	require.Equal(t, 1, rows, "one replay row queued")
+}

@@ -223,6 +223,8 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 		case !sent.nextAt.IsZero():
 			step.NextAt = sent.nextAt
 			return step, nil
+		case sent.gone:
+			continue
 		}
 		step.Sent++
 	}
@@ -235,6 +237,8 @@ type headSent struct {
 	// nextAt: nothing sent; the head is due then (its first wait runs past
 	// the run's end), or its endpoint is paused.
 	nextAt time.Time
+	// gone: nothing sent; the row was deleted (its delivery replayed).
+	gone bool
 }
 
 // sendHead makes the first attempt of row's delivery at its due time
@@ -265,6 +269,11 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 	f.due = next.At
 	if !sleepCtx(ctx, f.due.Sub(now)) {
 		return headSent{}, ctx.Err()
+	}
+	// A replay of the head (canceled meanwhile by a disable, then enabled)
+	// deleted this row and queued its own cycle: this row sends nothing.
+	if queued, err := store.OutboxRowQueued(ctx, d.Pool, row.ID); err != nil || !queued {
+		return headSent{gone: err == nil}, err
 	}
 	e := d.makeFirst(ctx, d.Sequencer, f)
 	switch {

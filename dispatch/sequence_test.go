@@ -70,3 +70,111 @@ func TestDeletedEndpointsBlockingDeadLetterEndsItsSequence(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, ok, "a deleted endpoint's sequence has nothing open")
 }
+
+// TestReplayedHeadIsNotSentFromItsStaleStartRow: a sequencer run read the
+// head's start row (it waits for the head's due time, or is about to send
+// it); meanwhile the endpoint is disabled (the head is canceled), enabled
+// again and the canceled head replayed, which deletes its start row and
+// queues a replay (cycle 2). The run must not then make the first attempt
+// of cycle 1 from the row it holds in memory: the replay sends the event,
+// and the receiver would get it twice.
+func TestReplayedHeadIsNotSentFromItsStaleStartRow(t *testing.T) {
+	ctx := context.Background()
+	f := setupSender(t, 0, time.Second)
+	fifo := delivery.OrderingFIFO
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo})
+	require.NoError(t, err)
+	tx, err := f.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	p, err := outbox.Publish(ctx, tx, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: "k"})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	id := p.Deliveries[0].ID
+	h, ok, err := store.SequenceHead(ctx, f.st.Pool(), f.ep.ID, "k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotNil(t, h.Row, "the run holds the head's start row")
+
+	yes, no := true, false
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &yes})
+	require.NoError(t, err)
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &no})
+	require.NoError(t, err)
+	queued, err := store.ReplayDeliveries(ctx, f.st.Pool(), f.app.ID, []string{id}, "test", "test")
+	require.NoError(t, err)
+	require.Equal(t, []string{id}, queued, "the canceled head is replayed")
+
+	d := &Dispatcher{Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler),
+		Sequencer: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
+	_, _ = d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget))
+	require.Zero(t, f.hits.Load(), "the stale start row of a replayed head sends nothing")
+	var cycle int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM attempts WHERE delivery_id = $1 AND cycle = 1`, id).Scan(&cycle))
+	require.Zero(t, cycle, "no attempt of cycle 1 after its replay")
+}
+
+// TestCanceledQueuedReplayOfOrderedDeliveryReplaysAgain: an ordered
+// delivery's replay queued behind its sequence's head is canceled with the
+// rest of the sequence by a disable. Its replay row is never sent (the
+// sequencer reads only open deliveries) and never stale (its replay never
+// ran): once the endpoint is enabled again, the delivery must replay
+// (contract 14: a canceled ordered delivery replays once enabled), and the
+// dead row must not be woken for every SequenceLease forever.
+func TestCanceledQueuedReplayOfOrderedDeliveryReplaysAgain(t *testing.T) {
+	for _, dropped := range []bool{false, true} {
+		t.Run(map[bool]string{false: "replayed", true: "dropped"}[dropped], func(t *testing.T) { canceledQueuedReplay(t, dropped) })
+	}
+}
+
+func canceledQueuedReplay(t *testing.T, dropped bool) {
+	ctx := context.Background()
+	f := setupSender(t, 0, time.Second)
+	fifo := delivery.OrderingFIFO
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo})
+	require.NoError(t, err)
+	var ids []string
+	for range 2 {
+		p, err := outbox.PublishNow(ctx, f.st.Pool(), f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: "k"})
+		require.NoError(t, err)
+		ids = append(ids, p.Deliveries[0].ID)
+	}
+	// The first went out; the second is the head, in its own workflow.
+	_, err = f.st.Pool().Exec(ctx, `UPDATE deliveries SET status = 'succeeded' WHERE id = $1`, ids[0])
+	require.NoError(t, err)
+	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`)
+	require.NoError(t, err)
+	queued, err := store.ReplayDeliveries(ctx, f.st.Pool(), f.app.ID, []string{ids[0]}, "test", "test")
+	require.NoError(t, err)
+	require.Equal(t, []string{ids[0]}, queued)
+
+	yes, no := true, false
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &yes})
+	require.NoError(t, err)
+	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &no})
+	require.NoError(t, err)
+	var status delivery.Status
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT status FROM deliveries WHERE id = $1`, ids[0]).Scan(&status))
+	require.Equal(t, delivery.StatusCanceled, status)
+	if dropped {
+		// A dispatcher round drops the dead replay row instead of waking
+		// the sequence for it (again every SequenceLease).
+		fc := &fakeClient{}
+		d := &Dispatcher{Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler)}
+		d.SetCarrierSize(1)
+		_, err := d.dispatch(ctx, 100)
+		require.NoError(t, err)
+		var rows int
+		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE delivery_id = $1 AND kind <> $2`, ids[0], outbox.KindCancel).Scan(&rows))
+		require.Zero(t, rows, "the canceled replay's row is dropped")
+		for _, sig := range fc.signals {
+			require.NotContains(t, sig, "sequencer/", "no wake for it")
+		}
+	}
+	queued, err = store.ReplayDeliveries(ctx, f.st.Pool(), f.app.ID, []string{ids[0]}, "test", "test")
+	require.NoError(t, err)
+	require.Equal(t, []string{ids[0]}, queued, "the canceled delivery replays once enabled")
+	var rows int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE delivery_id = $1 AND kind <> $2`, ids[0], outbox.KindCancel).Scan(&rows))
+	require.Equal(t, 1, rows, "one replay row queued")
+}

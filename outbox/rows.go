@@ -88,14 +88,17 @@ func (r Row) Ordered() bool { return r.Sequence > 0 && (r.Kind == KindStart || r
 
 // Stale reports whether a claimed row has nothing left to do: its delivery
 // is gone, a start whose delivery already finished (canceled before it
-// began, or its first attempt succeeded before its row was deleted), or a
-// replay the workflow has already run. Such rows are only marked done.
+// began, or its first attempt succeeded before its row was deleted), a
+// replay the workflow has already run, or an ordered delivery's replay
+// canceled before it ran. Such rows are only marked done.
 func (r Row) Stale() bool {
 	switch r.Kind {
 	case KindStart:
 		return !r.Exists || !r.Status.InFlight()
 	case KindReplay:
-		return !r.Exists || r.ID <= r.ReplayID
+		// An ordered delivery's replay canceled before its sequencer sent
+		// it is never sent: its sequencer reads only open deliveries.
+		return !r.Exists || r.ID <= r.ReplayID || (r.Sequence > 0 && !r.Status.InFlight())
 	case KindRelease:
 		return !r.Exists
 	}

@@ -27,6 +27,8 @@ func TestStaleRows(t *testing.T) {
 		{outbox.Row{ID: 9, Kind: outbox.KindReplay, Exists: true, ReplayID: 8}, false},
 		{outbox.Row{ID: 9, Kind: outbox.KindReplay, Exists: true, ReplayID: 9}, true},
 		{outbox.Row{ID: 9, Kind: outbox.KindReplay}, true},
+		{outbox.Row{ID: 9, Kind: outbox.KindReplay, Exists: true, ReplayID: 8, Sequence: 3, Status: delivery.StatusPending}, false},
+		{outbox.Row{ID: 9, Kind: outbox.KindReplay, Exists: true, ReplayID: 8, Sequence: 3, Status: delivery.StatusCanceled}, true},
 		{outbox.Row{Kind: outbox.KindCancel}, false},
 	} {
 		require.Equal(t, tc.stale, tc.row.Stale(), "%+v", tc.row)

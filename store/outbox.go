@@ -232,6 +232,16 @@ func WakeDispatcher(ctx context.Context, q outbox.Querier) error {
 	return nil
 }
 
+// OutboxRowQueued reports whether outbox row id is still queued (a replay
+// deletes the stale start row of an ordered delivery it replays).
+func OutboxRowQueued(ctx context.Context, q outbox.Querier, id int64) (bool, error) {
+	var queued bool
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM outbox WHERE id = $1)`, id).Scan(&queued); err != nil {
+		return false, fmt.Errorf("outbox row %d queued: %w", id, err)
+	}
+	return queued, nil
+}
+
 // OutboxDone deletes rows whose work is done.
 func OutboxDone(ctx context.Context, q outbox.Querier, ids []int64) error {
 	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, ids); err != nil {
@@ -253,11 +263,12 @@ func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliv
 		  SELECT d.id, e.paused FROM deliveries d
 		  JOIN endpoints e ON e.id = d.endpoint_id AND NOT e.disabled AND e.deleted_at IS NULL
 		  WHERE d.app_id = $1 AND d.id = ANY ($2) AND d.status = ANY ($3)
-		    -- A start row left of a finished ordered delivery (canceled
-		    -- while it waited; the row stays leased to its sequencer) is
-		    -- stale: deleted below, it does not refuse the replay.
+		    -- A start or replay row left of a finished ordered delivery
+		    -- (canceled while it waited; the row stays leased to its
+		    -- sequencer, which reads only open deliveries) is stale:
+		    -- deleted below, it does not refuse the replay.
 		    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id AND o.kind <> $6
-		      AND NOT (o.kind = $10 AND d.sequence IS NOT NULL))
+		      AND NOT (o.kind IN ($10, $8) AND d.sequence IS NOT NULL))
 		  FOR UPDATE OF d
 		), rec AS (
 		  INSERT INTO replays (delivery_id, requested_by, requested_by_name) SELECT id, $4, $9 FROM r
@@ -269,7 +280,7 @@ func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliv
 		    fifo_block = CASE WHEN released_at IS NOT NULL THEN false ELSE fifo_block END, released_at = NULL, updated_at = now()
 		  WHERE id IN (SELECT id FROM r)
 		), stale AS (
-		  DELETE FROM outbox WHERE delivery_id IN (SELECT id FROM r) AND kind = $10
+		  DELETE FROM outbox WHERE delivery_id IN (SELECT id FROM r) AND kind IN ($10, $8)
 		), ob AS (
 		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id, held) SELECT id, $8, $4, $1, paused FROM r
 		), wake AS (

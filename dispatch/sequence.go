@@ -328,18 +328,22 @@ func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseF
 			renewed = time.Now()
 			continue
 		}
-		ok, err := store.RenewSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
+		if time.Since(renewed) > sequenceHold-2*sequenceBeat {
+			// Renewals failed: the hold could lapse before the next one
+			// lands and another run take the sequence, so this one stops.
+			stop(fmt.Errorf("sequence %s/%s: hold not renewed since %s", in.EndpointID, in.OrderingKey, renewed.Format(time.RFC3339)))
+			return
+		}
+		asked := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, sequenceBeat)
+		ok, err := store.RenewSequence(rctx, d.Pool, in.EndpointID, in.OrderingKey, holder, asked.Add(sequenceHold))
+		cancel()
 		switch {
 		case err == nil && !ok && holding.Load():
 			stop(errors.New("sequence " + in.EndpointID + "/" + in.OrderingKey + " taken by another run"))
 			return
 		case err == nil:
-			renewed = time.Now()
-		case time.Since(renewed) > sequenceHold-sequenceBeat:
-			// Its hold may lapse before the next renewal: another run may
-			// take the sequence, so this one stops sending.
-			stop(fmt.Errorf("sequence %s/%s: hold not renewed: %w", in.EndpointID, in.OrderingKey, err))
-			return
+			renewed = asked
 		}
 	}
 }

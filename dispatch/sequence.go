@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -220,6 +219,21 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 		case sent.waitingOn:
 			step.WaitingOn = h.DeliveryID
 			return step, nil
+		case sent.paused && holding.Load():
+			// Let go, then look once more: a resume that committed while
+			// the run held the sequence woke no one.
+			holding.Store(false)
+			if err := store.UnleaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
+				return step, err
+			}
+			if paused, err := store.EndpointPaused(ctx, d.Pool, in.EndpointID); err != nil || !paused {
+				if err != nil {
+					return step, err
+				}
+				continue
+			}
+			step.NextAt = sent.nextAt
+			return step, nil
 		case !sent.nextAt.IsZero():
 			step.NextAt = sent.nextAt
 			return step, nil
@@ -235,8 +249,9 @@ type headSent struct {
 	// waitingOn: the delivery went to its own workflow.
 	waitingOn bool
 	// nextAt: nothing sent; the head is due then (its first wait runs past
-	// the run's end), or its endpoint is paused.
+	// the run's end), or its endpoint is paused (paused is set).
 	nextAt time.Time
+	paused bool
 	// gone: nothing sent; the row was deleted (its delivery replayed).
 	gone bool
 }
@@ -281,7 +296,7 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 		return headSent{}, errors.New("cancel of " + row.DeliveryID + " not recorded")
 	case e.handOff && e.outcome != nil && e.outcome.Result.Class == activities.ClassEndpointPaused:
 		// Nothing sent: the sequence waits for the endpoint's resume.
-		return headSent{nextAt: time.Now().Add(workflows.SequenceCheckEvery)}, nil
+		return headSent{nextAt: time.Now().Add(workflows.SequenceCheckEvery), paused: true}, nil
 	case e.handOff:
 		return handOff(e.outcome)
 	case e.deleteRow:
@@ -310,85 +325,9 @@ func (d *Dispatcher) releaseIfAbandoned(ctx context.Context, id string) (bool, e
 	return released, err
 }
 
-// holdSequence heartbeats the run and renews its hold on the sequence
-// until ctx ends; a hold lost (another run took the sequence) stops the
-// run.
-func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseFunc, in workflows.SequenceRun, holder string, holding *atomic.Bool) {
-	t := time.NewTicker(sequenceBeat)
-	defer t.Stop()
-	renewed := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		activity.RecordHeartbeat(ctx)
-		if !holding.Load() {
-			renewed = time.Now()
-			continue
-		}
-		if time.Since(renewed) > sequenceHold-2*sequenceBeat {
-			// Renewals failed: the hold could lapse before the next one
-			// lands and another run take the sequence, so this one stops.
-			stop(fmt.Errorf("sequence %s/%s: hold not renewed since %s", in.EndpointID, in.OrderingKey, renewed.Format(time.RFC3339)))
-			return
-		}
-		asked := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, sequenceBeat)
-		ok, err := store.RenewSequence(rctx, d.Pool, in.EndpointID, in.OrderingKey, holder, asked.Add(sequenceHold))
-		cancel()
-		switch {
-		case err == nil && !ok && holding.Load():
-			stop(errors.New("sequence " + in.EndpointID + "/" + in.OrderingKey + " taken by another run"))
-			return
-		case err == nil:
-			renewed = asked
-		}
-	}
-}
-
 func (d *Dispatcher) logger() *slog.Logger {
 	if d.Logger != nil {
 		return d.Logger
 	}
 	return slog.Default()
-}
-
-// bells ring the runs of this process that linger on an empty sequence
-// when the dispatcher claims a row of it (see RunSequence).
-type bells struct {
-	mu sync.Mutex
-	by map[string]chan struct{}
-}
-
-// ring registers a lingering-to-be run of sequence id.
-func (b *bells) ring(id string) chan struct{} {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.by == nil {
-		b.by = map[string]chan struct{}{}
-	}
-	ch := make(chan struct{}, 1)
-	b.by[id] = ch
-	return ch
-}
-
-// drop forgets ch, the run of sequence id.
-func (b *bells) drop(id string, ch chan struct{}) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.by[id] == ch {
-		delete(b.by, id)
-	}
-}
-
-// wake rings sequence id's run, if it is in this process.
-func (b *bells) wake(id string) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	select {
-	case b.by[id] <- struct{}{}:
-	default:
-	}
 }

@@ -177,3 +177,17 @@ const waitingFor = `CASE WHEN d.sequence IS NOT NULL AND d.status = 'pending' TH
 // blocksSequence is deliveryCols' blocks_sequence: d is a dead letter that
 // holds its sequence.
 const blocksSequence = `(d.sequence IS NOT NULL AND d.status = 'dead_lettered' AND COALESCE(d.fifo_block, false) AND d.released_at IS NULL)`
+
+// EndpointPaused reports whether endpoint id is paused (and still
+// enabled): its sequences send nothing.
+func EndpointPaused(ctx context.Context, q outbox.Querier, id string) (bool, error) {
+	var paused bool
+	err := q.QueryRow(ctx, `SELECT `+holding+` FROM endpoints e WHERE e.id = $1`, id).Scan(&paused)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("endpoint %s paused: %w", id, err)
+	}
+	return paused, nil
+}

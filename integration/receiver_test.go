@@ -132,13 +132,16 @@ func (rc *probe) byID() map[string]int {
 	return out
 }
 
-// firstFails answers 502 to the first request of each webhook ID whose URL
-// carries ?flaky=…, and 2xx otherwise; seen counts requests per ID.
+// firstFails answers 502 to the first request of each webhook ID to each
+// URL that carries ?flaky=…, and 2xx otherwise; seen counts requests per
+// URL query and ID.
 func firstFails(t *testing.T) (rc *probe, seen func() map[string]int) {
 	var mu sync.Mutex
 	counts := map[string]int{}
 	rc = newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get("webhook-id")
+		// Per endpoint (its query) and event: one event's requests to two
+		// endpoints are counted apart.
+		id := r.URL.RawQuery + " " + r.Header.Get("webhook-id")
 		mu.Lock()
 		counts[id]++
 		n := counts[id]

@@ -282,13 +282,16 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 		return headSent{nextAt: next.At}, nil
 	}
 	f.due = next.At
-	if !sleepCtx(ctx, f.due.Sub(now)) {
-		return headSent{}, ctx.Err()
-	}
-	// A replay of the head (canceled meanwhile by a disable, then enabled)
-	// deleted this row and queued its own cycle: this row sends nothing.
-	if queued, err := store.OutboxRowQueued(ctx, d.Pool, row.ID); err != nil || !queued {
-		return headSent{gone: err == nil}, err
+	if wait := f.due.Sub(now); wait > 0 {
+		if !sleepCtx(ctx, wait) {
+			return headSent{}, ctx.Err()
+		}
+		// A replay of the head (canceled meanwhile by a disable, then
+		// enabled) deleted this row and queued its own cycle: this row
+		// sends nothing. (A head due at once was read just now.)
+		if queued, err := store.OutboxRowQueued(ctx, d.Pool, row.ID); err != nil || !queued {
+			return headSent{gone: err == nil}, err
+		}
 	}
 	e := d.makeFirst(ctx, d.Sequencer, f)
 	switch {

@@ -111,7 +111,7 @@ func (s *Store) UpdateApp(ctx context.Context, id string, p AppPatch) (App, erro
 // of a deleted delivery find no row and end their workflow, so nothing is
 // sent after the delete commits.
 func (s *Store) DeleteApp(ctx context.Context, id string) error {
-	return s.inTx(ctx, func(tx pgx.Tx) error {
+	return s.inTxRetry(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT id FROM deliveries WHERE app_id = $1 AND (status = ANY ($2) OR status = $3)`,
 			id, delivery.InFlight(), delivery.StatusDeadLettered)
 		if err != nil {

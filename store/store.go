@@ -127,6 +127,29 @@ func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return nil
 }
 
+// deadlockRetries is how many times inTxRetry runs a transaction again
+// that Postgres aborted to break a deadlock.
+const deadlockRetries = 3
+
+// deadlockDetected is Postgres's SQLSTATE for a transaction aborted to
+// break a deadlock.
+const deadlockDetected = "40P01"
+
+// inTxRetry is inTx for a transaction that locks rows in an order other
+// statements may not share (an app's delete cascades through its
+// endpoints, sequences, deliveries and outbox rows while senders update
+// them): one that Postgres aborted to break a deadlock (40P01) is run
+// again, from the start, in a new transaction.
+func (s *Store) inTxRetry(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	for try := 0; ; try++ {
+		err := s.inTx(ctx, fn)
+		var pgErr *pgconn.PgError
+		if err == nil || try == deadlockRetries || !errors.As(err, &pgErr) || pgErr.Code != deadlockDetected {
+			return err
+		}
+	}
+}
+
 func notFound(err error, what string) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%s: %w", what, ErrNotFound)

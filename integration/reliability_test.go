@@ -112,8 +112,7 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, p.Detail)
 	code = h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlvs[0], nil, &p)
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	// The outage's length: attempts and claims fail meanwhile.
-	time.Sleep(2 * time.Second)
+	time.Sleep(2 * time.Second) // the outage's length: attempts and claims fail meanwhile
 	require.NoError(t, pg.Cluster.Start(context.Background()))
 
 	delivered := h.settle(appID, dlvs, 3*time.Minute)

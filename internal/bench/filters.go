@@ -64,12 +64,11 @@ func RunFilters(ctx context.Context, o Options, n int) (*FiltersReport, error) {
 		o.Rate = 100
 	}
 	o.NoShed = true
-	stack, cleanup, err := startStack(ctx, o)
+	b, cleanup, err := startRunner(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	b := &runner{o: o, stack: stack, api: "http://" + stack.APIAddr, key: stack.Config.AdminKey, client: apiClient()}
 	rep := &FiltersReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Endpoints: n, Events: o.Events, Rate: o.Rate,
 		Shapes: []FiltersShape{{Name: "without filters"}, {Name: fmt.Sprintf("with %d filters", n)}}}
 	apps := make([]string, 2)
@@ -90,8 +89,8 @@ func RunFilters(ctx context.Context, o Options, n int) (*FiltersReport, error) {
 		}
 	}
 	pid, pgPID := os.Getpid(), 0
-	if stack.PG != nil {
-		pgPID = stack.PG.PID()
+	if b.stack.PG != nil {
+		pgPID = b.stack.PG.PID()
 	}
 	// Four rounds, alternating, so drift on the machine falls on both.
 	const rounds = 4

@@ -58,7 +58,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	if o.Rate <= 0 {
 		o.Rate = 80
 	}
-	stack, cleanup, err := startStack(ctx, o)
+	b, cleanup, err := startRunner(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,6 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	}
 	defer slow.Close()
 	defer close(stop)
-	b := &runner{o: o, stack: stack, api: "http://" + stack.APIAddr, key: stack.Config.AdminKey, client: apiClient()}
 	appB, err := b.app(ctx, "tenant-b", fastURL)
 	if err != nil {
 		return nil, err

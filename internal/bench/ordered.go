@@ -87,17 +87,16 @@ func (s *orderedSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func RunOrdered(ctx context.Context, o Options, keys int) (*OrderedReport, error) {
 	o.withDefaults()
 	o.NoShed = true
-	stack, cleanup, err := startStack(ctx, o)
+	b, cleanup, err := startRunner(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	b := &runner{o: o, stack: stack, api: "http://" + stack.APIAddr, key: stack.Config.AdminKey, client: apiClient()}
 	rep := &OrderedReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Keys: keys, Events: o.Events,
 		Shapes: []OrderedShape{{Name: "unordered"}, {Name: fmt.Sprintf("fifo, %d keys", keys)}}}
 	pid, pgPID := os.Getpid(), 0
-	if stack.PG != nil {
-		pgPID = stack.PG.PID()
+	if b.stack.PG != nil {
+		pgPID = b.stack.PG.PID()
 	}
 	for s, ordering := range []string{"none", "fifo"} {
 		sink := &orderedSink{seen: map[string][]keyed{}, done: make(chan struct{}), want: o.Events}

@@ -59,6 +59,16 @@ func (b *runner) call(ctx context.Context, method, path string, body any, out an
 	return resp.StatusCode, nil
 }
 
+// startRunner starts a private stack for o and a runner that calls its
+// API with the admin key; cleanup stops the stack.
+func startRunner(ctx context.Context, o Options) (b *runner, cleanup func(), err error) {
+	stack, cleanup, err := startStack(ctx, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &runner{o: o, stack: stack, api: "http://" + stack.APIAddr, key: stack.Config.AdminKey, client: apiClient()}, cleanup, nil
+}
+
 // apiClient is the load generator's client of the API.
 func apiClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()

@@ -1,6 +1,7 @@
 package portal
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"hookrelay/access"
 	"hookrelay/delivery"
 	"hookrelay/outbox"
 	"hookrelay/service"
@@ -197,31 +199,21 @@ var notices = map[string]string{
 
 func notice(key string) string { return notices[key] }
 
-func (p *Portal) resend(c *gin.Context) {
-	d, ok := p.loadDelivery(c)
-	if !ok {
-		return
+// deliveryAction runs act (a service method) on the page's delivery and
+// shows it again with notice done: resend and release.
+func (p *Portal) deliveryAction(act func(context.Context, access.Principal, string, string) error, done string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		d, ok := p.loadDelivery(c)
+		if !ok {
+			return
+		}
+		ctx, who, app := as(c)
+		if err := act(ctx, who, app, d.ID); err != nil {
+			p.failed(c, err)
+			return
+		}
+		c.Redirect(http.StatusSeeOther, "/portal/deliveries/"+seg(d.ID)+"?done="+done)
 	}
-	ctx, who, app := as(c)
-	if err := p.opts.Service.ReplayDelivery(ctx, who, app, d.ID); err != nil {
-		p.failed(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, "/portal/deliveries/"+seg(d.ID)+"?done=resent")
-}
-
-// release lets a blocking dead letter's sequence go on.
-func (p *Portal) release(c *gin.Context) {
-	d, ok := p.loadDelivery(c)
-	if !ok {
-		return
-	}
-	ctx, who, app := as(c)
-	if err := p.opts.Service.ReleaseDelivery(ctx, who, app, d.ID); err != nil {
-		p.failed(c, err)
-		return
-	}
-	c.Redirect(http.StatusSeeOther, "/portal/deliveries/"+seg(d.ID)+"?done=released")
 }
 
 // replayRange reads since/until of a range replay.

@@ -126,8 +126,9 @@ func (p *Portal) Handler() http.Handler {
 	g.GET("/stats", p.stats)
 	// Every change: a CSRF token, then the capability it needs.
 	post := g.Group("", p.csrf)
-	post.POST("/deliveries/:dlv/resend", p.need(access.CapResend), p.resend)
-	post.POST("/deliveries/:dlv/release", p.need(access.CapResend), p.release)
+	post.POST("/deliveries/:dlv/resend", p.need(access.CapResend), p.deliveryAction(p.opts.Service.ReplayDelivery, "resent"))
+	// Release lets a blocking dead letter's sequence go on.
+	post.POST("/deliveries/:dlv/release", p.need(access.CapResend), p.deliveryAction(p.opts.Service.ReleaseDelivery, "released"))
 	post.POST("/endpoints", p.need(access.CapManageEndpoints), p.allEndpoints, p.createEndpoint)
 	post.POST("/endpoints/:ep", p.need(access.CapManageEndpoints), p.updateEndpoint)
 	// A filter preview saves nothing but needs what a save needs.

@@ -43,7 +43,11 @@ func (a *Activities) sendAsync(ctx context.Context, token []byte, req SendReques
 		}
 		sctx, cancel := context.WithDeadline(base, deadline)
 		defer cancel()
-		res, err := a.send(sctx, req, 0)
+		// A full endpoint share is waited for in what the activity's time
+		// leaves past the request and its record (none for an activity a
+		// workflow scheduled before it gave that time: see
+		// attempt.ShareWaitMax).
+		res, err := a.send(sctx, req, 0, deadline.Add(-req.Timeout-RecordSlack))
 		cctx, cancelComplete := context.WithTimeout(base, CompleteTimeout)
 		defer cancelComplete()
 		if err := a.Completer.CompleteActivity(cctx, token, res, err); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"hookrelay/store"
 )
@@ -36,7 +37,7 @@ func (a *Activities) SendGroup(ctx context.Context, reqs []SendRequest) ([]SendO
 			continue
 		}
 		wg.Go(func() {
-			res, rec, err := a.attempt(ctx, req, t, a.now())
+			res, rec, err := a.attempt(ctx, req, t, a.now(), time.Time{})
 			outs[i], recs[i] = Outcome(res, err), rec
 		})
 	}

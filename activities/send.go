@@ -39,18 +39,19 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 			return SendResult{}, activity.ErrResultPending
 		}
 	}
-	return a.send(ctx, req, 0)
+	return a.send(ctx, req, 0, time.Time{})
 }
 
 // send makes req and records it; a sender's first attempt (outboxID > 0)
-// records its outcome on its outbox row in the same statement.
-func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64) (SendResult, error) {
+// records its outcome on its outbox row in the same statement. A full
+// endpoint share is waited for until shareBy (zero: not at all).
+func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, shareBy time.Time) (SendResult, error) {
 	started := a.now()
 	t, err := a.Store.LoadTarget(ctx, req.DeliveryID, started)
 	if err != nil {
 		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 	}
-	res, rec, err := a.attempt(ctx, req, t, started)
+	res, rec, err := a.attempt(ctx, req, t, started, shareBy)
 	if err != nil || rec == nil {
 		return res, err
 	}
@@ -74,10 +75,11 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64) 
 // SendFirst makes a delivery's first attempt for a sender that holds its
 // outbox row (outboxID) and records the attempt and its outcome on that row
 // in one statement: once the row has an outcome, the attempt is never made
-// again, whoever takes the row next.
+// again, whoever takes the row next. A full endpoint share is waited for
+// until shareBy, which the row's lease leaves room for.
 // It is a function, not a method, so it is not registered as an activity.
-func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int64) (SendResult, error) {
-	return a.send(ctx, req, outboxID)
+func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int64, shareBy time.Time) (SendResult, error) {
+	return a.send(ctx, req, outboxID, shareBy)
 }
 
 // attempt makes one attempt of req to t, started at started, and returns
@@ -86,15 +88,15 @@ func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int
 // tracing on, the attempt is a span (its request carries it as W3C
 // traceparent); its attributes name the attempt and its outcome, never a
 // header, a secret, a signature or the payload.
-func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started time.Time) (SendResult, *store.Attempt, error) {
+func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time) (SendResult, *store.Attempt, error) {
 	if a.Tracing == nil {
-		return a.try(ctx, req, t, started)
+		return a.try(ctx, req, t, started, shareBy)
 	}
 	ctx, span := a.Tracing.Start(ctx, tracing.SpanAttempt, trace.SpanKindClient,
 		tracing.App(t.AppID), tracing.Endpoint(t.EndpointID), tracing.Event(t.EventID), tracing.Delivery(req.DeliveryID),
 		tracing.Cycle(req.Cycle), tracing.Attempt(req.Number))
 	defer span.End()
-	res, rec, err := a.try(ctx, req, t, started)
+	res, rec, err := a.try(ctx, req, t, started, shareBy)
 	switch {
 	case err != nil:
 		span.SetStatus(codes.Error, "attempt not made")
@@ -111,7 +113,7 @@ func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Targe
 }
 
 // try is attempt without its span.
-func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, started time.Time) (SendResult, *store.Attempt, error) {
+func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time) (SendResult, *store.Attempt, error) {
 	res := SendResult{Number: req.Number, StartedAt: started}
 	if t.Inactive {
 		res.Class = ClassEndpointDisabled
@@ -173,13 +175,22 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
 		return SendResult{}, nil, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)
 	}
-	release, ok := a.Shares.acquire(t.EndpointID)
+	// A full share is waited for, never past the last moment the request
+	// still fits before the deadline.
+	if last := req.Deadline.Add(-req.Settings.WithDefaults().RequestTimeout); !req.Deadline.IsZero() && shareBy.After(last) {
+		shareBy = last
+	}
+	release, ok := a.Shares.acquire(ctx, t.EndpointID, shareBy)
 	if !ok {
 		res.Class = ClassEndpointBusy
 		res.Error = "this worker's share of requests to the endpoint is in use; nothing sent yet"
 		return res, nil, nil
 	}
 	defer release()
+	if now := a.now(); now.After(started) {
+		// The request starts now, after any wait for its share.
+		started, res.StartedAt = now, now
+	}
 	// The last check before the request is written: the delivery must
 	// still be in flight and its endpoint enabled.
 	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(req.Timeout+FlightSlack)); {

@@ -2,7 +2,11 @@ package activities
 
 import (
 	"cmp"
+	"context"
 	"sync"
+	"time"
+
+	"hookrelay/internal/slots"
 )
 
 // Defaults of Shares.
@@ -19,7 +23,11 @@ const (
 // Shares bounds a worker's open requests per endpoint and in all, so one
 // endpoint that answers slowly (or never, until the request timeout)
 // cannot take the capacity every other endpoint's requests need. An attempt
-// that finds its endpoint's share (or the worker) full sends nothing: it is
+// that finds its endpoint's share full waits in the worker for a place,
+// handed to it when one frees (a goroutine, not a Temporal task, and
+// attempts of one endpoint in the order they asked), up to a bound
+// (attempt.ShareWaitMax for a workflow's attempt); one
+// that finds none in time, or finds the worker full, sends nothing: it is
 // not an attempt, and its delivery keeps its deadline (ClassEndpointBusy).
 // max_in_flight remains the cluster-wide bound an endpoint's owner sets.
 type Shares struct {
@@ -28,46 +36,42 @@ type Shares struct {
 	// Total is the worker's capacity. Defaults to SendCapacityDefault.
 	Total int
 
-	mu    sync.Mutex
-	open  map[string]int
-	total int
+	once     sync.Once
+	endpoint *slots.Keyed
+	mu       sync.Mutex
+	total    int
 }
 
-// acquire takes one request of endpointID's share; release gives it back.
-// ok is false when the share or the worker is full.
-func (s *Shares) acquire(endpointID string) (release func(), ok bool) {
+// acquire takes one request of endpointID's share, waiting for a place
+// until ctx ends or until passes; release gives it back. ok is false when
+// no place came, or the worker is full.
+func (s *Shares) acquire(ctx context.Context, endpointID string, until time.Time) (release func(), ok bool) {
 	if s == nil {
 		return func() {}, true
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.open == nil {
-		s.open = map[string]int{}
-	}
-	if s.open[endpointID] >= cmp.Or(s.PerEndpoint, EndpointShareDefault) || s.total >= cmp.Or(s.Total, SendCapacityDefault) {
+	if !s.places().Enter(ctx, endpointID, until) {
 		return nil, false
 	}
-	s.open[endpointID]++
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.total >= cmp.Or(s.Total, SendCapacityDefault) {
+		s.endpoint.Leave(endpointID)
+		return nil, false
+	}
 	s.total++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			s.mu.Lock()
-			defer s.mu.Unlock()
 			s.total--
-			if s.open[endpointID]--; s.open[endpointID] == 0 {
-				delete(s.open, endpointID)
-			}
+			s.mu.Unlock()
+			s.endpoint.Leave(endpointID)
 		})
 	}, true
 }
 
-// Open reports the requests open now, in all and to endpointID.
-func (s *Shares) Open(endpointID string) (total, endpoint int) {
-	if s == nil {
-		return 0, 0
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.total, s.open[endpointID]
+// places are the endpoints' shares, made on first use.
+func (s *Shares) places() *slots.Keyed {
+	s.once.Do(func() { s.endpoint = slots.New(cmp.Or(s.PerEndpoint, EndpointShareDefault)) })
+	return s.endpoint
 }

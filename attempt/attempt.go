@@ -50,6 +50,13 @@ const ReasonCanceled = "canceled: endpoint disabled or deleted"
 // load its target and record its result.
 const RecordSlack = 5 * time.Second
 
+// ShareWaitMax is the longest a workflow's attempt waits in its worker for
+// a place in its endpoint's share of requests (woken when one frees, not
+// polling) before it gives up with nothing sent (ClassEndpointBusy); the
+// activity's time covers it. A sender's first attempt waits at most until
+// its start row's queue bound.
+const ShareWaitMax = 30 * time.Second
+
 // SendRequest asks for one attempt of a delivery.
 type SendRequest struct {
 	DeliveryID string

@@ -68,7 +68,7 @@ func TestEachCommandHasItsOwnFlags(t *testing.T) {
 	}
 	require.Equal(t, "--database-url --log-level", flags("migrate"))
 	require.Equal(t, "--temporal-address --temporal-namespace --temporal-tls --temporal-tls-ca --temporal-tls-cert --temporal-tls-key "+
-		"--temporal-tls-server-name --temporal-api-key --log-level", flags("setup-temporal"))
+		"--temporal-tls-server-name --temporal-compression --temporal-api-key --log-level", flags("setup-temporal"))
 	require.NotContains(t, flags("dev"), "--temporal-tls", "dev embeds its own Temporal")
 
 	_, err := config.Load("worker", false, []string{"--database-url", "postgres://x", "--admin-key", "k"}, env(nil), defaults.Components())

@@ -21,6 +21,7 @@ import (
 	"hookrelay/activities"
 	"hookrelay/ids"
 	"hookrelay/internal/coalesce"
+	"hookrelay/internal/slots"
 	"hookrelay/internal/tracing"
 	"hookrelay/metrics"
 	"hookrelay/outbox"
@@ -109,11 +110,13 @@ type Dispatcher struct {
 	// HeldMax bounds the start rows the Sender holds at once. Defaults to
 	// HeldMaxDefault.
 	HeldMax int
-	// held counts the start rows the Sender holds; lanes bound each app's;
+	// held counts the start rows the Sender holds; lanes bound each app's
+	// first attempts in progress (see AppShareDefault): a flood from one
+	// app queues in its own lane and never delays another app's attempts;
 	// doneRows deletes the rows of ended first attempts in shared
 	// statements.
 	held     atomic.Int64
-	lanes    lanes
+	lanes    *slots.Keyed
 	doneRows *coalesce.Coalescer[int64, struct{}]
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
@@ -171,7 +174,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	d.doneRows = coalesce.New(d.deleteRows)
 	defer d.doneRows.Close()
 	defer d.firsts.Wait()
-	d.lanes = lanes{share: cmp.Or(d.AppShare, AppShareDefault), open: map[string]int{}, wait: map[string][]chan struct{}{}}
+	d.lanes = slots.New(cmp.Or(d.AppShare, AppShareDefault))
 	heldMax := int64(cmp.Or(d.HeldMax, HeldMaxDefault))
 	w := &wakeup{signal: make(chan struct{}, 1)}
 	go d.listen(ctx, w)

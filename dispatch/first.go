@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
@@ -40,60 +38,6 @@ const (
 	// no start rows until some end.
 	HeldMaxDefault = 4096
 )
-
-// lanes bound each app's first attempts in progress (see AppShareDefault):
-// a flood from one app queues in its own lane and never delays another
-// app's attempts.
-type lanes struct {
-	share int
-	mu    sync.Mutex
-	open  map[string]int
-	wait  map[string][]chan struct{}
-}
-
-// enter waits for a place in app's lane until ctx ends or until passes;
-// ok is false when none came. leave gives the place back.
-func (l *lanes) enter(ctx context.Context, app string, until time.Time) (ok bool) {
-	l.mu.Lock()
-	if l.open[app] < l.share {
-		l.open[app]++
-		l.mu.Unlock()
-		return true
-	}
-	ch := make(chan struct{})
-	l.wait[app] = append(l.wait[app], ch)
-	l.mu.Unlock()
-	t := time.NewTimer(time.Until(until))
-	defer t.Stop()
-	select {
-	case <-ch:
-		return true
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if i := slices.Index(l.wait[app], ch); i >= 0 {
-		l.wait[app] = slices.Delete(l.wait[app], i, i+1)
-		return false
-	}
-	return true // handed a place just as the wait ended
-}
-
-// leave hands app's place to its oldest waiter, or frees it.
-func (l *lanes) leave(app string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if q := l.wait[app]; len(q) > 0 {
-		close(q[0])
-		l.wait[app] = q[1:]
-		return
-	}
-	if l.open[app]--; l.open[app] <= 0 {
-		delete(l.open, app)
-		delete(l.wait, app)
-	}
-}
 
 // first is one start row a sender holds: its first attempt is made at its
 // due time, straight from the outbox, with no workflow.
@@ -169,7 +113,7 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		d.handOff(ctx, f.row, nil)
 		return
 	}
-	if !d.lanes.enter(ctx, f.row.AppID, f.due.Add(QueueMax)) {
+	if !d.lanes.Enter(ctx, f.row.AppID, f.due.Add(QueueMax)) {
 		if ctx.Err() != nil {
 			d.release(f.row.ID)
 			return
@@ -179,7 +123,7 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		d.handOff(ctx, f.row, &busy)
 		return
 	}
-	defer d.lanes.leave(f.row.AppID)
+	defer d.lanes.Leave(f.row.AppID)
 	switch e := d.makeFirst(ctx, d.Sender, f); {
 	case e.retry:
 		d.release(f.row.ID)
@@ -221,7 +165,9 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 		DeliveryID: f.row.DeliveryID, Cycle: 1, Number: 1, Timeout: f.set.RequestTimeout, Settings: f.set, Deadline: f.deadline,
 	}
 	// The request runs to its own timeout even while the worker stops.
-	res, err := activities.SendFirst(context.WithoutCancel(ctx), a, req, f.row.ID)
+	// A full endpoint share is waited for no longer than a full app lane:
+	// the row's lease has room for QueueMax past its due time.
+	res, err := activities.SendFirst(context.WithoutCancel(ctx), a, req, f.row.ID, f.due.Add(QueueMax))
 	var appErr *temporal.ApplicationError
 	if err == nil && res.Class == activities.ClassEndpointDisabled {
 		// Nothing sent: the delivery was canceled or its endpoint disabled

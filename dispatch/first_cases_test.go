@@ -30,7 +30,7 @@ func TestSenderDeathAfterA2xxSendsNothingMore(t *testing.T) {
 	acts := &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}
 	set := delivery.Settings{Schedule: f.ep.RetrySchedule, Deadline: f.ep.Deadline, RequestTimeout: f.ep.RequestTimeout}.WithDefaults()
 	res, err := activities.SendFirst(ctx, acts, activities.SendRequest{DeliveryID: id, Cycle: 1, Number: 1,
-		Timeout: set.RequestTimeout, Settings: set, Deadline: time.Now().Add(time.Hour)}, row)
+		Timeout: set.RequestTimeout, Settings: set, Deadline: time.Now().Add(time.Hour)}, row, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, activities.ClassSuccess, res.Class)
 

@@ -25,8 +25,10 @@ func (r *run) send(ctx workflow.Context, number int, deadline, slot time.Time) (
 		fut = workflow.ExecuteLocalActivity(lctx, attempt.ActivitySend, req)
 	} else {
 		toStart := max(deadline.Add(-r.set.RequestTimeout).Sub(workflow.Now(ctx)), time.Second)
+		// The activity's time also covers its wait for a place in its
+		// endpoint's share (a timeout is not compared on replay).
 		actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-			StartToCloseTimeout: timeout, ScheduleToStartTimeout: toStart, RetryPolicy: noRetry,
+			StartToCloseTimeout: timeout + attempt.ShareWaitMax, ScheduleToStartTimeout: toStart, RetryPolicy: noRetry,
 			Summary: sendSummary(r.in, r.state.Cycle, number),
 		})
 		fut = workflow.ExecuteActivity(actx, attempt.ActivitySend, req)

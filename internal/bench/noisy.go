@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/pprof"
 	"sync"
 	"time"
 )
@@ -113,9 +114,19 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	if _, err := warm.noisyPhase(ctx, appB, ""); err != nil {
 		return nil, err
 	}
-	for _, ph := range phases {
+	for i, ph := range phases {
 		b.progress("noisy: %s", ph.name)
+		// --cpuprofile profiles the last phase (B beside a silent A).
+		profiling := o.CPUProfile != nil && i == len(phases)-1
+		if profiling {
+			if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+				return nil, err
+			}
+		}
 		p, err := b.noisyPhase(ctx, appB, ph.noisy)
+		if profiling {
+			pprof.StopCPUProfile()
+		}
 		if err != nil {
 			return nil, err
 		}

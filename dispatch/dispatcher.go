@@ -47,7 +47,7 @@ const (
 	// ingest overlapped the round (and saw its rows still unleased) is
 	// found by that look instead of waiting for the poll. A look, not a
 	// round: at everyday rates a round per event would cost a claim
-	// statement per event.
+	// statement per event. A NOTIFY during the linger is served at once.
 	linger = 10 * time.Millisecond
 	// heldWait is how often a dispatcher whose sender holds HeldMax rows
 	// looks again.
@@ -179,6 +179,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	w := &wakeup{signal: make(chan struct{}, 1)}
 	go d.listen(ctx, w)
 	backoff := time.Duration(0)
+	// owed: a round ended with its look for overlapping ingests not made
+	// (another round was asked for first).
+	owed := false
 	swept := time.Now()
 	for {
 		if time.Since(swept) >= HeldSweepInterval {
@@ -211,14 +214,18 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		case err != nil:
 			backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
 			d.Logger.Warn("outbox dispatch failed; will retry", "err", err, "retry_in", backoff)
-		case n > 0:
+		case n > 0 || owed:
 			backoff = 0
 			// Rows whose ingest overlapped this round saw its rows still
-			// unleased and woke nobody (see outbox.Publish); once that overlap has
-			// passed, ask for a round by the earliest row left (at once when
-			// the batch left rows behind).
-			if !sleepCtx(ctx, linger) {
+			// unleased and woke nobody (see outbox.Publish); once that
+			// overlap has passed, ask for a round by the earliest row left
+			// (at once when the batch left rows behind). A round asked for
+			// meanwhile runs at once, and the look is owed after it.
+			if !w.sleep(ctx, time.Now().Add(linger), 0) {
 				return nil
+			}
+			if owed = w.due(); owed {
+				break
 			}
 			if at, ok, err := store.NextOutboxClaim(ctx, d.Pool); err != nil {
 				d.Logger.Warn("next claim not read; the poll takes the rows", "err", err)

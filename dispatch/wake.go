@@ -56,6 +56,12 @@ func (w *wakeup) next() time.Time {
 	return w.at
 }
 
+// due reports whether a requested round is due now.
+func (w *wakeup) due() bool {
+	at := w.next()
+	return !at.IsZero() && !at.After(time.Now())
+}
+
 // sleep waits until until or the earliest requested round, whichever is
 // first (never shorter than backoff after a failure); false when ctx ended.
 func (w *wakeup) sleep(ctx context.Context, until time.Time, backoff time.Duration) bool {

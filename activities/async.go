@@ -9,10 +9,36 @@ import (
 )
 
 // Open tracks asynchronous attempts (see Activities.Completer).
-type Open struct{ wg sync.WaitGroup }
+type Open struct {
+	wg sync.WaitGroup
+	// stop is closed when the worker stops (Drain): waits for an
+	// endpoint's share end, with nothing sent.
+	mu      sync.Mutex
+	stop    chan struct{}
+	stopped bool
+}
 
-// Drain waits until every asynchronous attempt completed or ctx ended.
+// stopping is closed once Drain began.
+func (o *Open) stopping() chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.stop == nil {
+		o.stop = make(chan struct{})
+	}
+	return o.stop
+}
+
+// Drain ends the waits for an endpoint's share (their attempts send
+// nothing), then waits until every asynchronous attempt completed or ctx
+// ended.
 func (o *Open) Drain(ctx context.Context) {
+	stop := o.stopping()
+	o.mu.Lock()
+	if !o.stopped {
+		o.stopped = true
+		close(stop)
+	}
+	o.mu.Unlock()
 	done := make(chan struct{})
 	go func() { o.wg.Wait(); close(done) }()
 	select {

@@ -115,15 +115,38 @@ func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Targe
 // try is attempt without its span.
 func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time) (SendResult, *store.Attempt, error) {
 	res := SendResult{Number: req.Number, StartedAt: started}
-	if t.Inactive {
-		res.Class = ClassEndpointDisabled
-		res.Error = "endpoint disabled or deleted; nothing sent"
+	if unavailable(t, &res) {
 		return res, nil, nil
 	}
-	if t.Paused {
-		res.Class = ClassEndpointPaused
-		res.Error = "endpoint paused; nothing sent"
+	// The endpoint's share first: a wait for it holds no rate-limit slot
+	// (which would pass meanwhile, the request then bunching with later
+	// slots' ones) and no max_in_flight lease (whose TTL covers the
+	// request, not the wait). It is waited for never past the last moment
+	// the request still fits before the deadline, nor past the worker's
+	// stop.
+	if last := req.Deadline.Add(-req.Settings.WithDefaults().RequestTimeout); !req.Deadline.IsZero() && shareBy.After(last) {
+		shareBy = last
+	}
+	release, waited, ok := a.Shares.acquire(ctx, a.Open.stopping(), t.EndpointID, shareBy)
+	if !ok {
+		res.Class = ClassEndpointBusy
+		res.Error = "this worker's share of requests to the endpoint is in use; nothing sent yet"
 		return res, nil, nil
+	}
+	defer release()
+	if waited {
+		// The request starts now, after its wait, to the target as it is
+		// now: the endpoint may have been paused, disabled or changed (its
+		// URL, keys) meanwhile.
+		started = a.now()
+		res.StartedAt = started
+		var err error
+		if t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started); err != nil {
+			return SendResult{}, nil, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
+		}
+		if unavailable(t, &res) {
+			return res, nil, nil
+		}
 	}
 	if t.RateLimit > 0 {
 		slot := req.Slot
@@ -175,22 +198,6 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
 		return SendResult{}, nil, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)
 	}
-	// A full share is waited for, never past the last moment the request
-	// still fits before the deadline.
-	if last := req.Deadline.Add(-req.Settings.WithDefaults().RequestTimeout); !req.Deadline.IsZero() && shareBy.After(last) {
-		shareBy = last
-	}
-	release, ok := a.Shares.acquire(ctx, t.EndpointID, shareBy)
-	if !ok {
-		res.Class = ClassEndpointBusy
-		res.Error = "this worker's share of requests to the endpoint is in use; nothing sent yet"
-		return res, nil, nil
-	}
-	defer release()
-	if now := a.now(); now.After(started) {
-		// The request starts now, after any wait for its share.
-		started, res.StartedAt = now, now
-	}
 	// The last check before the request is written: the delivery must
 	// still be in flight and its endpoint enabled.
 	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(req.Timeout+FlightSlack)); {
@@ -228,6 +235,22 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	}
 	rec.NextAttemptAt = nextAttempt(req, res, a.now())
 	return res, rec, nil
+}
+
+// unavailable fills res when t's endpoint takes no request now (disabled,
+// deleted or paused): nothing is sent.
+func unavailable(t store.Target, res *SendResult) bool {
+	switch {
+	case t.Inactive:
+		res.Class = ClassEndpointDisabled
+		res.Error = "endpoint disabled or deleted; nothing sent"
+	case t.Paused:
+		res.Class = ClassEndpointPaused
+		res.Error = "endpoint paused; nothing sent"
+	default:
+		return false
+	}
+	return true
 }
 
 // recorded counts and logs an attempt once its record is stored.

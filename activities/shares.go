@@ -43,20 +43,39 @@ type Shares struct {
 }
 
 // acquire takes one request of endpointID's share, waiting for a place
-// until ctx ends or until passes; release gives it back. ok is false when
-// no place came, or the worker is full.
-func (s *Shares) acquire(ctx context.Context, endpointID string, until time.Time) (release func(), ok bool) {
+// until ctx ends, stop closes (the worker stops) or until passes; release
+// gives it back. waited is true
+// when no place was free at once; ok is false when no place came, or the
+// worker is full.
+func (s *Shares) acquire(ctx context.Context, stop <-chan struct{}, endpointID string, until time.Time) (release func(), waited, ok bool) {
 	if s == nil {
-		return func() {}, true
+		return func() {}, false, true
 	}
-	if !s.places().Enter(ctx, endpointID, until) {
-		return nil, false
+	// A place free now is taken without waiting (there is no waiter then:
+	// places are handed to waiters, never freed past them).
+	if !s.places().Enter(ctx, endpointID, time.Time{}) {
+		if !time.Now().Before(until) {
+			return nil, false, false
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-stop:
+				cancel()
+			case <-wctx.Done():
+			}
+		}()
+		if !s.places().Enter(wctx, endpointID, until) {
+			return nil, true, false
+		}
+		waited = true
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.total >= cmp.Or(s.Total, SendCapacityDefault) {
 		s.endpoint.Leave(endpointID)
-		return nil, false
+		return nil, waited, false
 	}
 	s.total++
 	var once sync.Once
@@ -67,7 +86,7 @@ func (s *Shares) acquire(ctx context.Context, endpointID string, until time.Time
 			s.mu.Unlock()
 			s.endpoint.Leave(endpointID)
 		})
-	}, true
+	}, waited, true
 }
 
 // places are the endpoints' shares, made on first use.

@@ -75,6 +75,13 @@ func (k *Keyed) Leave(key string) {
 	}
 }
 
+// Waiting is how many callers wait for one of key's places now.
+func (k *Keyed) Waiting(key string) int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return len(k.wait[key])
+}
+
 // Open is the places of key in use now.
 func (k *Keyed) Open(key string) int {
 	k.mu.Lock()

@@ -67,4 +67,4 @@ func TestWaitEndsWithItsTimeOrContext(t *testing.T) {
 	require.True(t, k.Enter(context.Background(), "a", time.Time{}))
 }
 
-func waiting(k *slots.Keyed, key string) int { return slots.Waiting(k, key) }
+func waiting(k *slots.Keyed, key string) int { return k.Waiting(key) }

@@ -148,6 +148,7 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 			return res, nil, nil
 		}
 	}
+	var sendAt time.Time // the rate-limit slot, if any
 	if t.RateLimit > 0 {
 		slot := req.Slot
 		if step := store.SlotStep(t.RateLimit); !slot.IsZero() && a.now().After(slot.Add(step)) {
@@ -168,18 +169,15 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 			res.Error = fmt.Sprintf("rate limit of %d/s: next slot in %s; nothing sent yet", t.RateLimit, wait.Round(time.Millisecond))
 			return res, nil, nil
 		}
-		if wait > 0 {
-			select {
-			case <-ctx.Done():
-				return SendResult{}, nil, ctx.Err()
-			case <-time.After(wait):
-			}
-		}
-		started = a.now()
-		res.StartedAt = started
+		sendAt = slot
 	}
+	// What remains to wait for the slot is waited last, after the leases
+	// and the claim (which cover it), so no database round trip lies
+	// between the slot and the request: requests leave on their slots, not
+	// bunched by the claims' latency.
+	slotWait := max(time.Until(sendAt), 0)
 	if t.MaxInFlight > 0 {
-		lease, ok, err := a.Store.AcquireFlight(ctx, t.EndpointID, t.MaxInFlight, req.Timeout+FlightSlack)
+		lease, ok, err := a.Store.AcquireFlight(ctx, t.EndpointID, t.MaxInFlight, slotWait+req.Timeout+FlightSlack)
 		if err != nil {
 			return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 		}
@@ -200,7 +198,7 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	}
 	// The last check before the request is written: the delivery must
 	// still be in flight and its endpoint enabled.
-	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(req.Timeout+FlightSlack)); {
+	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(slotWait+req.Timeout+FlightSlack)); {
 	case err != nil:
 		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 	case claim == store.ClaimOnTheWire:
@@ -212,6 +210,18 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 		res.Error = "delivery canceled, or endpoint disabled or deleted; nothing sent"
 		return res, nil, nil
 	}
+	if !sendAt.IsZero() {
+		if wait := time.Until(sendAt); wait > 0 {
+			select {
+			case <-ctx.Done():
+				// Claimed, not sent: the claim lapses with its lease.
+				return SendResult{}, nil, ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		started = a.now()
+		res.StartedAt = started
+	}
 	hdr, err := signing.Sign(t.EventID, started, t.Payload, t.Keys)
 	if err != nil {
 		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
@@ -220,10 +230,8 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	for i, k := range t.Keys {
 		keyIDs[i] = k.ID
 	}
-
 	a.post(ctx, t, hdr, req.Timeout, &res)
 	res.DurationMS = a.now().Sub(started).Milliseconds()
-
 	rec := &store.Attempt{
 		DeliveryID: req.DeliveryID, Cycle: req.Cycle, Number: req.Number,
 		StartedAt: started, DurationMS: res.DurationMS, Class: string(res.Class),

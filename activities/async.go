@@ -28,6 +28,13 @@ func (o *Open) stopping() chan struct{} {
 	return o.stop
 }
 
+// draining reports whether Drain began: no request starts any more.
+func (o *Open) draining() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.stopped
+}
+
 // Drain ends the waits for an endpoint's share (their attempts send
 // nothing), then waits until every asynchronous attempt completed or ctx
 // ended.

@@ -122,9 +122,10 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	// (which would pass meanwhile, the request then bunching with later
 	// slots' ones) and no max_in_flight lease (whose TTL covers the
 	// request, not the wait). It is waited for never past the last moment
-	// the request still fits before the deadline, nor past the worker's
-	// stop.
-	if last := req.Deadline.Add(-req.Settings.WithDefaults().RequestTimeout); !req.Deadline.IsZero() && shareBy.After(last) {
+	// the request still fits before the deadline, nor, for a workflow's
+	// attempt, past the worker's stop (a sender's first attempts end
+	// before the worker drains; their waits end by QueueMax).
+	if last, ok := lastStart(req); ok && shareBy.After(last) {
 		shareBy = last
 	}
 	release, waited, ok := a.Shares.acquire(ctx, a.Open.stopping(), t.EndpointID, shareBy)
@@ -135,49 +136,28 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	}
 	defer release()
 	if waited {
-		// The request starts now, after its wait, to the target as it is
-		// now: the endpoint may have been paused, disabled or changed (its
-		// URL, keys) meanwhile.
-		started = a.now()
-		res.StartedAt = started
+		// The request goes to the target as it is now: the endpoint may
+		// have been paused, disabled or changed (its URL, keys) meanwhile.
 		var err error
-		if t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started); err != nil {
+		if t, err = a.Store.LoadTarget(ctx, req.DeliveryID, a.now()); err != nil {
 			return SendResult{}, nil, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 		}
 		if unavailable(t, &res) {
 			return res, nil, nil
 		}
 	}
-	var sendAt time.Time // the rate-limit slot, if any
-	if t.RateLimit > 0 {
-		slot := req.Slot
-		if step := store.SlotStep(t.RateLimit); !slot.IsZero() && a.now().After(slot.Add(step)) {
-			// The slot passed before this try could use it (workers were
-			// busy or down): sending now could bunch with the next slots'
-			// sends, so take a new one.
-			slot = time.Time{}
-		}
-		if slot.IsZero() {
-			var err error
-			if slot, err = a.Store.ReserveSlot(ctx, t.EndpointID, t.RateLimit); err != nil {
-				return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
-			}
-		}
-		wait := slot.Sub(a.now())
-		if wait > SlotWaitInActivity {
-			res.Class, res.SlotAt = ClassRateLimited, slot
-			res.Error = fmt.Sprintf("rate limit of %d/s: next slot in %s; nothing sent yet", t.RateLimit, wait.Round(time.Millisecond))
-			return res, nil, nil
-		}
-		sendAt = slot
+	slot, held, err := a.slotFor(ctx, req, t, &res)
+	if err != nil || held {
+		return res, nil, err
 	}
-	// What remains to wait for the slot is waited last, after the leases
-	// and the claim (which cover it), so no database round trip lies
-	// between the slot and the request: requests leave on their slots, not
-	// bunched by the claims' latency.
-	slotWait := max(time.Until(sendAt), 0)
 	if t.MaxInFlight > 0 {
-		lease, ok, err := a.Store.AcquireFlight(ctx, t.EndpointID, t.MaxInFlight, slotWait+req.Timeout+FlightSlack)
+		// The slot is waited for before the lease: a lease held while
+		// waiting would leave the endpoint's other attempts busy, their
+		// slots unused.
+		if !a.sleepUntil(ctx, slot) {
+			return SendResult{}, nil, ctx.Err()
+		}
+		lease, ok, err := a.Store.AcquireFlight(ctx, t.EndpointID, t.MaxInFlight, req.Timeout+FlightSlack)
 		if err != nil {
 			return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 		}
@@ -196,9 +176,16 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
 		return SendResult{}, nil, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)
 	}
+	if a.Open.draining() {
+		res.Class = ClassEndpointBusy
+		res.Error = "the worker is stopping; nothing sent yet"
+		return res, nil, nil
+	}
 	// The last check before the request is written: the delivery must
-	// still be in flight and its endpoint enabled.
-	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, a.now().Add(slotWait+req.Timeout+FlightSlack)); {
+	// still be in flight and its endpoint enabled. The claim's lease also
+	// covers what is left to wait for the slot.
+	until := later(a.now(), slot).Add(req.Timeout + FlightSlack).Truncate(time.Microsecond)
+	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, until); {
 	case err != nil:
 		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 	case claim == store.ClaimOnTheWire:
@@ -210,18 +197,19 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 		res.Error = "delivery canceled, or endpoint disabled or deleted; nothing sent"
 		return res, nil, nil
 	}
-	if !sendAt.IsZero() {
-		if wait := time.Until(sendAt); wait > 0 {
-			select {
-			case <-ctx.Done():
-				// Claimed, not sent: the claim lapses with its lease.
-				return SendResult{}, nil, ctx.Err()
-			case <-time.After(wait):
-			}
+	// What is left of the slot's wait comes last, so no database round
+	// trip lies between the slot and the request: requests leave on their
+	// slots, not bunched by the claims' latency.
+	if !a.sleepUntil(ctx, slot) {
+		if err := a.Store.ReleaseClaim(context.WithoutCancel(ctx), req.DeliveryID, until); err != nil {
+			a.logger().Warn("claim of an attempt not sent not released; it lapses", "delivery_id", req.DeliveryID, "err", err)
 		}
-		started = a.now()
-		res.StartedAt = started
+		return SendResult{}, nil, ctx.Err()
 	}
+	// The request starts now: its signature's time, its start and its
+	// duration leave out the waits and statements before it.
+	started = a.now()
+	res.StartedAt = started
 	hdr, err := signing.Sign(t.EventID, started, t.Payload, t.Keys)
 	if err != nil {
 		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
@@ -243,22 +231,6 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	}
 	rec.NextAttemptAt = nextAttempt(req, res, a.now())
 	return res, rec, nil
-}
-
-// unavailable fills res when t's endpoint takes no request now (disabled,
-// deleted or paused): nothing is sent.
-func unavailable(t store.Target, res *SendResult) bool {
-	switch {
-	case t.Inactive:
-		res.Class = ClassEndpointDisabled
-		res.Error = "endpoint disabled or deleted; nothing sent"
-	case t.Paused:
-		res.Class = ClassEndpointPaused
-		res.Error = "endpoint paused; nothing sent"
-	default:
-		return false
-	}
-	return true
 }
 
 // recorded counts and logs an attempt once its record is stored.

@@ -57,6 +57,8 @@ func (f *flakyStore) ClaimAttempt(context.Context, string, time.Time) (store.Cla
 	return store.Claimed, nil
 }
 
+func (f *flakyStore) ReleaseClaim(context.Context, string, time.Time) error { return nil }
+
 func (f *flakyStore) RecordAttempts(_ context.Context, as []store.Attempt) ([]error, error) {
 	f.recordCalls++
 	if len(f.failures) > 0 {

@@ -44,9 +44,8 @@ type Shares struct {
 
 // acquire takes one request of endpointID's share, waiting for a place
 // until ctx ends, stop closes (the worker stops) or until passes; release
-// gives it back. waited is true
-// when no place was free at once; ok is false when no place came, or the
-// worker is full.
+// gives it back. waited is true when it waited for a place; ok is false
+// when no place came, or the worker is full.
 func (s *Shares) acquire(ctx context.Context, stop <-chan struct{}, endpointID string, until time.Time) (release func(), waited, ok bool) {
 	if s == nil {
 		return func() {}, false, true

@@ -272,7 +272,8 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 }
 
 // ClaimAttempt marks a delivery's attempt as on the wire until until, just
-// before its request is written, and reports whether it may be sent: only
+// before its request is written (a rate-limited one, before what is left of
+// its slot's wait: under a second), and reports whether it may be sent: only
 // a pending or delivering delivery of an enabled endpoint with no other
 // request on the wire may. Until the
 // attempt is recorded (RecordAttempts clears the mark) or until passes, a

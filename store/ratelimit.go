@@ -76,3 +76,15 @@ func (s *Store) ReleaseFlight(ctx context.Context, lease string) error {
 	}
 	return nil
 }
+
+// ReleaseClaim ends the claim ClaimAttempt made until until when its
+// request was not written after all (its attempt ended while it waited for
+// its rate-limit slot): the delivery's next attempt need not wait for the
+// claim to lapse. A claim made since (the old one lapsed) is left alone.
+func (s *Store) ReleaseClaim(ctx context.Context, deliveryID string, until time.Time) error {
+	if _, err := s.HotPool().Exec(ctx, `UPDATE deliveries SET inflight_until = NULL WHERE id = $1 AND inflight_until = $2`,
+		deliveryID, until); err != nil {
+		return fmt.Errorf("release claim of %s: %w", deliveryID, err)
+	}
+	return nil
+}

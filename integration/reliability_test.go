@@ -112,7 +112,11 @@ func TestPostgresRestartMidRun(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, code, p.Detail)
 	code = h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlvs[0], nil, &p)
 	require.Equal(t, http.StatusServiceUnavailable, code)
-	time.Sleep(2 * time.Second) // the outage's length: attempts and claims fail meanwhile
+	// The outage lasts 2 s, attempts and claims failing meanwhile, and the
+	// API answers 503 throughout it.
+	require.Never(t, func() bool {
+		return h.do("GET", "/v1/apps/"+appID+"/deliveries/"+dlvs[0], nil, &p) != http.StatusServiceUnavailable
+	}, 2*time.Second, 200*time.Millisecond)
 	require.NoError(t, pg.Cluster.Start(context.Background()))
 
 	delivered := h.settle(appID, dlvs, 3*time.Minute)

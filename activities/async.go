@@ -12,10 +12,10 @@ import (
 type Open struct {
 	wg sync.WaitGroup
 	// stop is closed when the worker stops (Drain): waits for an
-	// endpoint's share end, with nothing sent.
-	mu      sync.Mutex
-	stop    chan struct{}
-	stopped bool
+	// endpoint's share end, with nothing sent, and no request starts.
+	mu    sync.Mutex
+	stop  chan struct{}
+	drain sync.Once
 }
 
 // stopping is closed once Drain began.
@@ -30,22 +30,19 @@ func (o *Open) stopping() chan struct{} {
 
 // draining reports whether Drain began: no request starts any more.
 func (o *Open) draining() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.stopped
+	select {
+	case <-o.stopping():
+		return true
+	default:
+		return false
+	}
 }
 
 // Drain ends the waits for an endpoint's share (their attempts send
 // nothing), then waits until every asynchronous attempt completed or ctx
 // ended.
 func (o *Open) Drain(ctx context.Context) {
-	stop := o.stopping()
-	o.mu.Lock()
-	if !o.stopped {
-		o.stopped = true
-		close(stop)
-	}
-	o.mu.Unlock()
+	o.drain.Do(func() { close(o.stopping()) })
 	done := make(chan struct{})
 	go func() { o.wg.Wait(); close(done) }()
 	select {

@@ -50,6 +50,13 @@ func (s *slotStore) ReleaseClaim(_ context.Context, _ string, until time.Time) e
 	return nil
 }
 
+// slotFixture is tgt's store handing out slots lead ahead, and the
+// activities sending through it.
+func slotFixture(tgt store.Target, lead time.Duration) (*slotStore, *activities.Activities) {
+	st := &slotStore{lockedStore: lockedStore{flakyStore: flakyStore{target: tgt}}, lead: lead}
+	return st, &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test"}
+}
+
 func slotRequest() activities.SendRequest {
 	set := delivery.Settings{}.WithDefaults()
 	return activities.SendRequest{DeliveryID: "dlv_1", Cycle: 1, Number: 1, Timeout: 5 * time.Second, Settings: set, Deadline: time.Now().Add(time.Hour)}
@@ -62,8 +69,7 @@ func TestSlotIsWaitedAfterTheClaim(t *testing.T) {
 	t.Parallel()
 	tgt := target(t, 200)
 	tgt.RateLimit = 10
-	st := &slotStore{lockedStore: lockedStore{flakyStore: flakyStore{target: tgt}}, lead: 800 * time.Millisecond}
-	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test"}
+	st, a := slotFixture(tgt, 800*time.Millisecond)
 	res, err := activities.SendFirst(context.Background(), a, slotRequest(), 1, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, activities.ClassSuccess, res.Class)
@@ -72,8 +78,7 @@ func TestSlotIsWaitedAfterTheClaim(t *testing.T) {
 	require.False(t, st.claimUntil.Before(st.slot.Add(5*time.Second)), "the claim covers the wait and the request")
 
 	tgt.MaxInFlight = 2
-	st = &slotStore{lockedStore: lockedStore{flakyStore: flakyStore{target: tgt}}, lead: 800 * time.Millisecond}
-	a.Store = st
+	st, a = slotFixture(tgt, 800*time.Millisecond)
 	res, err = activities.SendFirst(context.Background(), a, slotRequest(), 2, time.Time{})
 	require.NoError(t, err)
 	require.Equal(t, activities.ClassSuccess, res.Class)
@@ -86,8 +91,7 @@ func TestSlotPastTheDeadlineSendsNothing(t *testing.T) {
 	t.Parallel()
 	tgt := target(t, 200)
 	tgt.RateLimit = 10
-	st := &slotStore{lockedStore: lockedStore{flakyStore: flakyStore{target: tgt}}, lead: 500 * time.Millisecond}
-	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test"}
+	st, a := slotFixture(tgt, 500*time.Millisecond)
 	req := slotRequest()
 	req.Deadline = time.Now().Add(req.Settings.RequestTimeout + 100*time.Millisecond)
 	res, err := activities.SendFirst(context.Background(), a, req, 1, time.Time{})
@@ -104,8 +108,7 @@ func TestClaimIsReleasedWhenTheSlotWaitEnds(t *testing.T) {
 	t.Parallel()
 	tgt := target(t, 200)
 	tgt.RateLimit = 1
-	st := &slotStore{lockedStore: lockedStore{flakyStore: flakyStore{target: tgt}}, lead: 900 * time.Millisecond}
-	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test"}
+	st, a := slotFixture(tgt, 900*time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {

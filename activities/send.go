@@ -57,6 +57,9 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, 
 	}
 	if outboxID > 0 {
 		rec.OutboxID = outboxID
+		if rec.NextAttemptAt != nil {
+			res.NextAttemptAt = *rec.NextAttemptAt
+		}
 		if rec.Outcome, err = json.Marshal(Outcome(res, nil)); err != nil {
 			return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 		}

@@ -88,6 +88,11 @@ type SendResult struct {
 	HasRetryAfter bool
 	// SlotAt is the rate-limit slot reserved for a ClassRateLimited result.
 	SlotAt time.Time
+	// NextAttemptAt is when a sender's first attempt that will be retried
+	// is next due, as its record says (zero for any other result): the
+	// DeliveryWorkflow it is handed to waits for that time instead of
+	// planning the wait again from its own start.
+	NextAttemptAt time.Time `json:",omitzero"`
 }
 
 // MarkRequest records a state the workflow decided.

@@ -33,6 +33,10 @@ const (
 	// share; past it the delivery goes to its own workflow with nothing
 	// sent (its deadline still counts), well inside its row's lease.
 	QueueMax = 2 * time.Second
+	// StartDelayMax is the longest a failed first attempt's retry is
+	// waited for as its DeliveryWorkflow's start delay (see startDelay);
+	// a later retry waits on the workflow's timer.
+	StartDelayMax = 30 * time.Second
 	// HeldMaxDefault bounds the start rows one dispatcher holds at once
 	// (waiting for their due time or being sent); past it, rounds claim
 	// no start rows until some end.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 	enumspb "go.temporal.io/api/enums/v1"
@@ -234,6 +235,11 @@ func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activitie
 		EnableEagerStart:      !d.NoEagerStart,
 		TypedSearchAttributes: searchAttributes(in, status),
 	}
+	if delay := startDelay(resume, time.Now()); delay > 0 {
+		// The retry's wait is the run's start delay: no timer to wait on,
+		// one workflow task fewer per failed first attempt.
+		opts.StartDelay, opts.EnableEagerStart = delay, false
+	}
 	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if err != nil && !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
@@ -241,6 +247,22 @@ func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activitie
 	}
 	d.started.Add(1)
 	return nil
+}
+
+// startDelay is how long, at now, the DeliveryWorkflow of a sender's
+// failed first attempt (resume) waits before its first task: until its
+// next attempt is due, when that is no more than StartDelayMax away. Zero:
+// it starts at once (nothing to retry, or a longer wait, which a timer
+// keeps: a signal, a cancel among them, reaches a delayed run only when
+// its delay ends).
+func startDelay(resume *activities.SendOutcome, now time.Time) time.Duration {
+	if resume == nil || resume.Result.NextAttemptAt.IsZero() {
+		return 0
+	}
+	if d := resume.Result.NextAttemptAt.Sub(now); d <= StartDelayMax {
+		return max(d, 0)
+	}
+	return 0
 }
 
 // searchAttributes are the attributes a delivery's workflow starts with.

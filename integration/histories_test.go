@@ -7,17 +7,20 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enums "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"hookrelay/config"
 	"hookrelay/delivery"
+	"hookrelay/store"
 	"hookrelay/workflows"
 )
 
@@ -47,6 +50,20 @@ func (h *harness) keepHistory(name, id, runID string) {
 	require.NoError(h.t, err)
 	require.NoError(h.t, os.WriteFile(path, raw, 0o644))
 	h.t.Logf("recorded %s (%d events)", path, len(hist.Events))
+}
+
+// requireDelayedHandOff checks that delivery id's run started with a
+// first-task delay and waited on no timer: the retry of its sender's failed
+// first attempt was due when the run began.
+func (h *harness) requireDelayedHandOff(id string) {
+	h.t.Helper()
+	hist := h.history(id)
+	start := hist.Events[0].GetWorkflowExecutionStartedEventAttributes()
+	require.NotNil(h.t, start, "a started event")
+	require.Positive(h.t, start.GetFirstWorkflowTaskBackoff().AsDuration(), "the retry's wait is the run's start delay")
+	for _, e := range hist.Events {
+		require.NotEqual(h.t, enums.EVENT_TYPE_TIMER_STARTED, e.GetEventType(), "no timer: the run began when the retry was due")
+	}
 }
 
 // runID is the ID of the delivery's latest run.
@@ -119,12 +136,24 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	// (attempt.ShareWaitMax); the commands are those of v4, whose recorded
 	// histories (the old timeout) replay with today's code.
 	h.keepHistory("v7-retry-then-success", retried, "")
+	// v8: the sender's failed first attempt is handed off with its retry's
+	// planned time as the run's start delay: no timer, and attempt 2 not
+	// before that time (the schedule's 1 s, less its 10 % jitter).
+	h.keepHistory("v8-retry-then-success", retried, "")
+	h.requireDelayedHandOff(retried)
+	tries := h.attempts(appID, retried)
+	require.Len(t, tries, 2)
+	slices.SortFunc(tries, func(a, b store.Attempt) int { return a.Number - b.Number })
+	failedAt := tries[0].StartedAt.Add(time.Duration(tries[0].DurationMS) * time.Millisecond)
+	require.GreaterOrEqual(t, tries[1].StartedAt.Sub(failedAt), 900*time.Millisecond-time.Millisecond)
 
 	endpoint("p.throttle", "throttle=1", "0s", "1h")
 	throttled := send("p.throttle")
 	wait(throttled, delivery.StatusSucceeded)
 	h.keepHistory("v4-throttled-then-success", throttled, "")
 	h.keepHistory("v7-throttled-then-success", throttled, "")
+	h.keepHistory("v8-throttled-then-success", throttled, "")
+	h.requireDelayedHandOff(throttled)
 
 	deadEp := endpoint("p.dead", "code=404", "0s")
 	dead := send("p.dead")
@@ -147,6 +176,20 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	h.patchEndpoint(appID, waitingEp, map[string]any{"disabled": true})
 	wait(waiting, delivery.StatusCanceled)
 	h.keepHistory("v4-canceled-while-waiting", waiting, "")
+
+	// v8: a disable while the run of a failed first attempt waits out its
+	// start delay (the retry's 5 s). The signal reaches the run when the
+	// delay ends; the disable itself marked the delivery canceled, and no
+	// second request goes out.
+	delayedEp := endpoint("p.delayed", "code=503&delayed=1", "0s", "5s")
+	delayed := send("p.delayed")
+	require.Eventually(t, func() bool { return len(h.attempts(appID, delayed)) == 1 && h.workflowOpen(delayed) }, 20*time.Second, 50*time.Millisecond)
+	h.requireDelayedHandOff(delayed)
+	h.patchEndpoint(appID, delayedEp, map[string]any{"disabled": true})
+	wait(delayed, delivery.StatusCanceled)
+	require.Len(t, h.attempts(appID, delayed), 1)
+	require.Equal(t, 1, count("code=503&delayed=1"))
+	h.keepHistory("v8-canceled-during-start-delay", delayed, "")
 
 	// The first attempt (the sender's) fails; the second, the workflow's,
 	// is on the wire when the disable comes, and its 2xx wins.

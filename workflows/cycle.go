@@ -50,6 +50,10 @@ type cycle struct {
 	throttle *time.Duration
 	// slot is a rate-limit slot already reserved for the attempt in hand.
 	slot time.Time
+	// due is when the attempt in hand is due as the record of the attempt
+	// before planned it (a sender's first attempt handed to this run);
+	// zero: the run plans it.
+	due time.Time
 	// held is the result that sent nothing (phaseHeld).
 	held attempt.SendResult
 	out  outcome // phaseEnded
@@ -100,6 +104,9 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 			c.phase, c.held = phaseResumed, res.Result
 		default:
 			r.judged(ctx, &c, res.Result, res.Err())
+			if c.phase == phaseScheduled {
+				c.due = res.Result.NextAttemptAt
+			}
 		}
 		r.attempted(ctx, 1, res.Result, res.Err())
 	}
@@ -109,7 +116,13 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 // waitScheduled waits for the attempt in hand's scheduled time.
 func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
 	next := delivery.Plan(r.set, r.in.DeliveryID, c.number, c.throttle, workflow.Now(ctx), c.deadline)
-	c.throttle = nil
+	if !c.due.IsZero() && next.DeadLetter == "" {
+		// Planned from the failure by the attempt's record, as Postgres
+		// shows it, not again from this run's start (which the dispatcher
+		// may have delayed to that time: then nothing is left to wait).
+		next = delivery.Next{At: c.due, Wait: max(c.due.Sub(workflow.Now(ctx)), 0)}
+	}
+	c.throttle, c.due = nil, time.Time{}
 	if next.DeadLetter != "" {
 		reason := next.DeadLetter
 		if c.number > len(r.set.Schedule) && r.lastFailure != "" {

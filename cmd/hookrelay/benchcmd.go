@@ -23,6 +23,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&o.Rate, "rate", 0, "open-loop ingest rate in events/s (0 = as fast as accepted)")
 	fs.IntVar(&o.Receivers, "receivers", 4, "receivers (one endpoint each)")
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "ingest clients")
+	fs.IntVar(&o.FailFirst, "fail-first", 0, "percentage of deliveries whose first request the receivers answer 502 (the retry is accepted)")
 	schedule := fs.String("schedule", "0s,5s,30s,2m,10m,1h", "every endpoint's retry schedule (first wait first)")
 	fs.BoolVar(&o.LocalActivity, "local-activity", true, "run SendSigned as a local activity")
 	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")

@@ -63,6 +63,10 @@ type Options struct {
 	// NoShed turns off the per-app backlog bound (the filter measurement
 	// holds every delivery it makes).
 	NoShed bool
+	// FailFirst is the percentage of deliveries whose first request the
+	// receivers answer 502 (the retry is accepted): failures in the
+	// stream, each handed to its DeliveryWorkflow. Defaults to 0.
+	FailFirst int
 	// DrainTimeout bounds the wait for deliveries after ingest ends.
 	DrainTimeout time.Duration
 	// CPUProfile, when set, receives a CPU profile of this process (API,
@@ -155,14 +159,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer cleanup()
 	cfg := stack.Config
 
-	s := &sink{first: map[string]time.Time{}}
+	s := &sink{first: map[string]time.Time{}, failFirst: o.FailFirst}
 	rs, err := startReceivers(o.Receivers, s)
 	if err != nil {
 		return nil, err
 	}
 	defer rs.stop()
 	b := &runner{o: o, stack: stack, rs: rs, sink: s, api: "http://" + stack.APIAddr, key: cfg.AdminKey}
-	rep := &Report{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Events: o.Events, Receivers: o.Receivers,
+	rep := &Report{FailFirst: o.FailFirst, Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Events: o.Events, Receivers: o.Receivers,
 		Rate: o.Rate, Schedule: o.Schedule, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart, Shards: cmp.Or(o.Shards, 4),
 		TemporalStore: map[bool]string{true: "sqlite-wal", false: "postgres"}[o.TemporalSQLite]}
 	if err := b.setup(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -48,6 +49,10 @@ type NoisyPhase struct {
 	RatioP99   float64 `json:"ratio_p99"`
 	// Delivered is B's first attempts made; Sent is B's events.
 	Delivered, Sent int
+	// CPUSeconds is what this process (hookrelay with its Temporal server)
+	// and Postgres used while the phase's events were sent and B's last
+	// first attempts made: B's work, and A's beside it.
+	CPUSeconds float64 `json:"cpu_seconds"`
 }
 
 // RunNoisy runs the noisy-neighbour measurement on one server: app B at
@@ -123,7 +128,17 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 				return nil, err
 			}
 		}
+		pgPID := 0
+		if b.stack.PG != nil {
+			pgPID = b.stack.PG.PID()
+		}
+		// As in the other shapes, the /proc walk for Postgres stays outside
+		// this process's measured window.
+		pg0 := treeCPU(pgPID)
+		cpu0 := cpuSeconds(os.Getpid(), false) + pg0
 		p, err := b.noisyPhase(ctx, appB, ph.noisy)
+		own1 := cpuSeconds(os.Getpid(), false)
+		p.CPUSeconds = own1 + treeCPU(pgPID) - cpu0
 		if profiling {
 			pprof.StopCPUProfile()
 		}
@@ -197,13 +212,13 @@ func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase
 func (r *NoisyReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\nhookrelay bench --noisy — %s, %s\n", r.Date, r.Machine)
 	fmt.Fprintf(w, "  app B at %.0f events/s, app A at %.0f events/s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n\n", r.RateB, r.RateA, r.Seconds, noisyWarmUp, r.Schedule)
-	fmt.Fprintf(w, "  %-44s %28s %10s %12s\n", "phase", "B lateness p50/p95/p99 (ms)", "p99 ratio", "B delivered")
+	fmt.Fprintf(w, "  %-44s %28s %10s %12s %8s\n", "phase", "B lateness p50/p95/p99 (ms)", "p99 ratio", "B delivered", "CPU s")
 	for _, p := range r.Phases {
 		ratio := "—"
 		if p.RatioP99 > 0 {
 			ratio = fmt.Sprintf("× %.2f", p.RatioP99)
 		}
-		fmt.Fprintf(w, "  %-44s %28s %10s %7d/%d\n", p.Name,
-			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, p.Delivered, p.Sent)
+		fmt.Fprintf(w, "  %-44s %28s %10s %12s %8.1f\n", p.Name,
+			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, fmt.Sprintf("%d/%d", p.Delivered, p.Sent), p.CPUSeconds)
 	}
 }

@@ -30,6 +30,9 @@ type Report struct {
 	EagerStart    bool     `json:"eager_start"`
 	Shards        int      `json:"temporal_shards"`
 	TemporalStore string   `json:"temporal_store"`
+	// FailFirst is the percentage of deliveries whose first request was
+	// answered 502 (Options.FailFirst).
+	FailFirst int `json:"fail_first_percent"`
 	// Shape is "sender" or "carriers"; CarriedShare and DirectShare are
 	// the shares of first attempts made in a carrier and by the sender.
 	Shape        string  `json:"shape"`
@@ -98,6 +101,9 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("shape", r.Shape)
 	}
 	row("first attempts by sender / carrier", fmt.Sprintf("%.1f %% / %.1f %%", r.DirectShare*100, r.CarriedShare*100))
+	if r.FailFirst > 0 {
+		row("first requests answered 502", fmt.Sprintf("%d %% of deliveries (their latency includes the retry's wait)", r.FailFirst))
+	}
 	row("first-attempt lateness p50/p95/p99", fmt.Sprintf("%.1f / %.1f / %.1f ms", r.LatenessMS.P50, r.LatenessMS.P95, r.LatenessMS.P99))
 	row("deliveries/s (steady)", fmt.Sprintf("%.1f", r.DeliveriesPerSecond))
 	row("first-attempt latency p50/p95/p99/max", fmt.Sprintf("%.0f / %.0f / %.0f / %.0f ms", r.LatencyMS.P50, r.LatencyMS.P95, r.LatencyMS.P99, r.LatencyMS.Max))

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -17,6 +18,34 @@ type sink struct {
 	first    map[string]time.Time
 	dups     int
 	rejected int
+	// failFirst is the percentage of deliveries (picked by their
+	// webhook-id) whose first request is answered 502; failed holds those
+	// answered so.
+	failFirst int
+	failed    map[string]bool
+}
+
+// failsFirst reports whether the request of delivery id is answered 502:
+// it is the first of one of the failFirst percent.
+func (s *sink) failsFirst(id string) bool {
+	if s.failFirst <= 0 {
+		return false
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id))
+	if int(h.Sum32()%100) >= s.failFirst {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed[id] {
+		return false
+	}
+	if s.failed == nil {
+		s.failed = map[string]bool{}
+	}
+	s.failed[id] = true
+	return true
 }
 
 func (s *sink) record(id string, at time.Time) {
@@ -38,7 +67,7 @@ func (s *sink) count() int {
 func (s *sink) reset() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.first = map[string]time.Time{}
+	s.first, s.failed = map[string]time.Time{}, nil
 	s.dups, s.rejected = 0, 0
 }
 
@@ -85,6 +114,10 @@ func (rs *receiverSet) handler(i int) http.Handler {
 			rs.sink.rejected++
 			rs.sink.mu.Unlock()
 			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if rs.sink.failsFirst(r.Header.Get("webhook-id")) {
+			w.WriteHeader(http.StatusBadGateway)
 			return
 		}
 		rs.sink.record(r.Header.Get("webhook-id"), now)

@@ -235,7 +235,7 @@ func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activitie
 		EnableEagerStart:      !d.NoEagerStart,
 		TypedSearchAttributes: searchAttributes(in, status),
 	}
-	if delay := startDelay(resume, time.Now()); delay > 0 {
+	if delay := startDelay(it, resume, time.Now()); delay > 0 {
 		// The retry's wait is the run's start delay: no timer to wait on,
 		// one workflow task fewer per failed first attempt.
 		opts.StartDelay, opts.EnableEagerStart = delay, false
@@ -249,14 +249,14 @@ func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activitie
 	return nil
 }
 
-// startDelay is how long, at now, the DeliveryWorkflow of a sender's
-// failed first attempt (resume) waits before its first task: until its
-// next attempt is due, when that is no more than StartDelayMax away. Zero:
-// it starts at once (nothing to retry, or a longer wait, which a timer
-// keeps: a signal, a cancel among them, reaches a delayed run only when
-// its delay ends).
-func startDelay(resume *activities.SendOutcome, now time.Time) time.Duration {
-	if resume == nil || resume.Result.NextAttemptAt.IsZero() {
+// startDelay is how long, at now, the DeliveryWorkflow of row's failed
+// first attempt (resume) waits before its first task: until its next
+// attempt is due, when that is no more than StartDelayMax away. Zero: it
+// starts at once (nothing to retry, a longer wait, which a timer keeps, or
+// an ordered delivery: a signal, a cancel among them, reaches a delayed run
+// only when its delay ends, and a sequence would wait that long for it).
+func startDelay(row outbox.Row, resume *activities.SendOutcome, now time.Time) time.Duration {
+	if resume == nil || resume.Result.NextAttemptAt.IsZero() || row.Ordered() {
 		return 0
 	}
 	if d := resume.Result.NextAttemptAt.Sub(now); d <= StartDelayMax {

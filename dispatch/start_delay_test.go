@@ -7,12 +7,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/activities"
+	"hookrelay/outbox"
 )
 
 // TestStartDelayIsTheRetrysWait: a failed first attempt's workflow starts
 // when its retry is due, if that is at most StartDelayMax away; otherwise,
 // or with nothing planned (a success, a held or busy outcome, a dead
-// letter), it starts at once.
+// letter), or for an ordered delivery, it starts at once.
 func TestStartDelayIsTheRetrysWait(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	planned := func(d time.Duration) *activities.SendOutcome {
@@ -30,6 +31,8 @@ func TestStartDelayIsTheRetrysWait(t *testing.T) {
 		{"retry past the bound: a timer waits", planned(StartDelayMax + time.Millisecond), 0},
 		{"retry already due", planned(-time.Second), 0},
 	} {
-		require.Equal(t, tc.want, startDelay(tc.resume, now), tc.name)
+		require.Equal(t, tc.want, startDelay(outbox.Row{Kind: outbox.KindStart}, tc.resume, now), tc.name)
 	}
+	ordered := outbox.Row{Kind: outbox.KindStart, Sequence: 3}
+	require.Zero(t, startDelay(ordered, planned(5*time.Second), now), "an ordered delivery's run starts at once")
 }

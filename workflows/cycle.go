@@ -115,12 +115,16 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 
 // waitScheduled waits for the attempt in hand's scheduled time.
 func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
-	next := delivery.Plan(r.set, r.in.DeliveryID, c.number, c.throttle, workflow.Now(ctx), c.deadline)
-	if !c.due.IsZero() && next.DeadLetter == "" {
-		// Planned from the failure by the attempt's record, as Postgres
-		// shows it, not again from this run's start (which the dispatcher
-		// may have delayed to that time: then nothing is left to wait).
+	var next delivery.Next
+	if !c.due.IsZero() && workflow.GetVersion(ctx, versionPlannedRetry, workflow.DefaultVersion, 1) == 1 {
+		// The record of the attempt before planned this one from the
+		// failure, its deadline checked, as Postgres shows it; planned
+		// again from this run's start (which the dispatcher may have
+		// delayed to that time: then nothing is left to wait) it would
+		// count the wait twice. sendDue's TooLate still guards it.
 		next = delivery.Next{At: c.due, Wait: max(c.due.Sub(workflow.Now(ctx)), 0)}
+	} else {
+		next = delivery.Plan(r.set, r.in.DeliveryID, c.number, c.throttle, workflow.Now(ctx), c.deadline)
 	}
 	c.throttle, c.due = nil, time.Time{}
 	if next.DeadLetter != "" {

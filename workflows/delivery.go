@@ -58,6 +58,11 @@ const (
 	// paused or rate-limited) continues as new past HistoryBound events
 	// (before: it grew until Temporal terminated it).
 	versionBoundedHolds = "bounded-holds"
+	// versionPlannedRetry: a sender's failed first attempt handed to the
+	// run with the time its record planned for attempt 2 is retried then,
+	// the plan's deadline check already made (before: the run planned the
+	// wait again from its own start, and slept on a timer).
+	versionPlannedRetry = "planned-retry"
 )
 
 // HistoryBound is the most history events a run gathers while its

@@ -1,0 +1,97 @@
+package workflows_test
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+
+	"hookrelay/activities"
+	"hookrelay/delivery"
+	"hookrelay/workflows"
+)
+
+// TestDelayedRunKeepsTheRetryItsRecordPlanned: the sender's record plans
+// attempt 2 with delivery.Plan at the failure (t0) and the dispatcher
+// delays the run to that time. Planned again from the run's (delayed)
+// start, Plan's deadline check would count the schedule's wait twice and
+// dead-letter a retry that fits the deadline, as the record (and the API)
+// promised; the run keeps the record's plan.
+func TestDelayedRunKeepsTheRetryItsRecordPlanned(t *testing.T) {
+	t.Parallel()
+	throttled := fail(429)
+	throttled.RetryAfter, throttled.HasRetryAfter = 20*time.Second, true
+	for _, tc := range []struct {
+		name     string
+		set      delivery.Settings
+		first    activities.SendResult
+		throttle *time.Duration
+	}{
+		// Deadline 20 s, request timeout 5 s, attempt 2 after 10 s (±10 %):
+		// at t0 (acceptance + 100 ms) 14.9 s are left for a start, the
+		// retry is due by t0+11 s and finishes by t0+16 s.
+		{"scheduled retry", delivery.Settings{Schedule: []time.Duration{0, 10 * time.Second}, Deadline: 20 * time.Second, RequestTimeout: 5 * time.Second}, fail(502), nil},
+		// Deadline 45 s, timeout 10 s, Retry-After 20 s: due at t0+20 s,
+		// done by t0+30 s.
+		{"429 Retry-After", delivery.Settings{Schedule: []time.Duration{0, time.Hour}, Deadline: 45 * time.Second, RequestTimeout: 10 * time.Second}, throttled, &throttled.RetryAfter},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env, s, in := setup(t, false, ok())
+			accepted := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+			t0 := accepted.Add(100 * time.Millisecond)
+			// What activities.nextAttempt records for the failed attempt.
+			next := delivery.Plan(tc.set, dlv, 2, tc.throttle, t0, accepted.Add(tc.set.Deadline))
+			require.Empty(t, next.DeadLetter, "the record plans attempt 2")
+			require.LessOrEqual(t, next.At.Sub(t0), 30*time.Second, "within StartDelayMax: the dispatcher delays the run to it")
+			// The run's first task comes when its start delay ends.
+			env.SetStartTime(next.At)
+			s.start = next.At
+			in.Settings, in.AcceptedAt = tc.set, accepted
+			first := tc.first
+			first.Number, first.StartedAt, first.NextAttemptAt = 1, t0, next.At
+			in.Resume = &workflows.Resume{Result: first}
+			env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+			st := result(t, env)
+			require.Equal(t, delivery.StatusSucceeded, st.Status, "dead letter reason: %q", st.DeadLetterReason)
+			require.Len(t, s.reqs, 1)
+		})
+	}
+}
+
+// TestInputWithPlannedTimeReplaysATimerRecordedByAnOlderWorker: a run
+// whose input a newer sender made (Resume.Result.NextAttemptAt set, start
+// delayed) but whose first task an older worker took (a rolling deploy, a
+// rollback) recorded the timer the old code plans. Replaying it, today's
+// code must plan that timer again (versionPlannedRetry is absent from the
+// history), not skip it because the planned time has passed. The history
+// is v7-retry-then-success (recorded before the planned time existed) with
+// the NextAttemptAt a newer sender would have put in its input.
+func TestInputWithPlannedTimeReplaysATimerRecordedByAnOlderWorker(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("testdata/v7-retry-then-success.json")
+	require.NoError(t, err)
+	var h map[string]any
+	require.NoError(t, json.Unmarshal(raw, &h))
+	started := h["events"].([]any)[0].(map[string]any)["workflowExecutionStartedEventAttributes"].(map[string]any)
+	p := started["input"].(map[string]any)["payloads"].([]any)[0].(map[string]any)
+	data, err := base64.StdEncoding.DecodeString(p["data"].(string))
+	require.NoError(t, err)
+	const planned = `"NextAttemptAt":"2026-12-02T12:00:32.900000000Z",`
+	patched := strings.Replace(string(data), `"RetryAfter":"0s"}}`, strings.TrimSuffix(planned, ",")+`,"RetryAfter":"0s"}}`, 1)
+	require.NotEqual(t, string(data), patched)
+	p["data"] = base64.StdEncoding.EncodeToString([]byte(patched))
+	out, err := json.Marshal(h)
+	require.NoError(t, err)
+	f := filepath.Join(t.TempDir(), "mixed.json")
+	require.NoError(t, os.WriteFile(f, out, 0o600))
+	r := worker.NewWorkflowReplayer()
+	r.RegisterWorkflow(workflows.DeliveryWorkflow)
+	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
+}

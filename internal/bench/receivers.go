@@ -28,17 +28,11 @@ type sink struct {
 // failsFirst reports whether the request of delivery id is answered 502:
 // it is the first of one of the failFirst percent.
 func (s *sink) failsFirst(id string) bool {
-	if s.failFirst <= 0 {
-		return false
-	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(id))
-	if int(h.Sum32()%100) >= s.failFirst {
-		return false
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.failed[id] {
+	if int(h.Sum32()%100) >= s.failFirst || s.failed[id] {
 		return false
 	}
 	if s.failed == nil {
@@ -56,6 +50,21 @@ func (s *sink) record(id string, at time.Time) {
 		return
 	}
 	s.first[id] = at
+}
+
+// withoutFailures runs fn with no request answered 502 (the baseline,
+// which sends once and never retries).
+func (s *sink) withoutFailures(fn func()) {
+	s.mu.Lock()
+	p := s.failFirst
+	s.failFirst = 0
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.failFirst = p
+		s.mu.Unlock()
+	}()
+	fn()
 }
 
 func (s *sink) count() int {

@@ -82,7 +82,7 @@ func measureTracing(ctx context.Context, o Options, off *Report) (*TracingReport
 		return nil, err
 	}
 	defer cleanup()
-	s := &sink{first: map[string]time.Time{}}
+	s := &sink{first: map[string]time.Time{}, failFirst: o.FailFirst}
 	rs, err := startReceivers(o.Receivers, s)
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 )
@@ -88,18 +87,13 @@ func RunFilters(ctx context.Context, o Options, n int) (*FiltersReport, error) {
 			}
 		}
 	}
-	pid, pgPID := os.Getpid(), 0
-	if b.stack.PG != nil {
-		pgPID = b.stack.PG.PID()
-	}
 	// Four rounds, alternating, so drift on the machine falls on both.
 	const rounds = 4
 	lat := make([][]float64, 2)
 	for r := range rounds {
 		s := r % 2
 		b.progress("filters: round %d of %d (%s)", r+1, rounds, rep.Shapes[s].Name)
-		pg0 := treeCPU(pgPID)
-		cpu0 := cpuSeconds(pid, false)
+		cpu := stackCPU(b.pgPID())
 		var mu sync.Mutex
 		fanOut(o.Concurrency, o.Events/(rounds/2), o.Rate, func(i int) {
 			t0 := time.Now()
@@ -111,10 +105,9 @@ func RunFilters(ctx context.Context, o Options, n int) (*FiltersReport, error) {
 			lat[s] = append(lat[s], float64(time.Since(t0).Microseconds())/1000)
 			mu.Unlock()
 		})
-		cpu1 := cpuSeconds(pid, false)
-		pg1 := treeCPU(pgPID)
-		rep.Shapes[s].CPUMSPerEvent += (cpu1 - cpu0 + pg1 - pg0) * 1000
-		rep.Shapes[s].PostgresMSEvent += (pg1 - pg0) * 1000
+		total, pg := cpu()
+		rep.Shapes[s].CPUMSPerEvent += total * 1000
+		rep.Shapes[s].PostgresMSEvent += pg * 1000
 	}
 	b.progress("")
 	for s := range rep.Shapes {

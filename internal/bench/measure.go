@@ -14,15 +14,7 @@ import (
 
 // hookrelay ingests Events through the API and waits for their delivery.
 func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
-	pid := os.Getpid()
-	pgPID := 0
-	if b.stack.PG != nil {
-		pgPID = b.stack.PG.PID()
-	}
-	// The /proc walk for Postgres's processes stays outside this process's
-	// measured window: walk, then read our own CPU; at the end, the reverse.
-	pg0 := treeCPU(pgPID)
-	cpu0 := cpuSeconds(pid, false) + pg0
+	cpu := stackCPU(b.pgPID())
 	accepted := make(map[string]time.Time, b.o.Events)
 	var mu sync.Mutex
 	var ingestLat []float64
@@ -63,9 +55,7 @@ func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
 	}
 	time.Sleep(500 * time.Millisecond) // let late duplicates land
 	close(done)
-	own1 := cpuSeconds(pid, false)
-	pg1 := treeCPU(pgPID)
-	cpu1 := own1 + pg1
+	cpuSecs, pgSecs := cpu()
 
 	b.sink.mu.Lock()
 	defer b.sink.mu.Unlock()
@@ -94,12 +84,12 @@ func (b *runner) hookrelay(ctx context.Context, rep *Report) error {
 	rep.LatenessMS = summarize(late)
 	rep.IngestLatencyMS = summarize(ingestLat)
 	rep.IngestPerSecond = float64(len(accepted)) / ingestDur
-	rep.CPUSeconds = cpu1 - cpu0
+	rep.CPUSeconds = cpuSecs
 	if rep.Delivered > 0 {
 		rep.CPUMSPerDelivery = rep.CPUSeconds * 1000 / float64(rep.Delivered)
-		rep.PostgresCPUMSPerDelivery = (pg1 - pg0) * 1000 / float64(rep.Delivered)
+		rep.PostgresCPUMSPerDelivery = pgSecs * 1000 / float64(rep.Delivered)
 	}
-	rep.PeakRSSMB = float64(peakRSSKB(pid)) / 1024
+	rep.PeakRSSMB = float64(peakRSSKB(os.Getpid())) / 1024
 	rep.ThroughputPerSecond, rep.DeliveriesPerSecond = throughput(start, times)
 	if rep.Lost > 0 {
 		b.o.Logger.Warn("bench: deliveries missing", "lost", rep.Lost)

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -128,17 +127,9 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 				return nil, err
 			}
 		}
-		pgPID := 0
-		if b.stack.PG != nil {
-			pgPID = b.stack.PG.PID()
-		}
-		// As in the other shapes, the /proc walk for Postgres stays outside
-		// this process's measured window.
-		pg0 := treeCPU(pgPID)
-		cpu0 := cpuSeconds(os.Getpid(), false) + pg0
+		cpu := stackCPU(b.pgPID())
 		p, err := b.noisyPhase(ctx, appB, ph.noisy)
-		own1 := cpuSeconds(os.Getpid(), false)
-		p.CPUSeconds = own1 + treeCPU(pgPID) - cpu0
+		p.CPUSeconds, _ = cpu()
 		if profiling {
 			pprof.StopCPUProfile()
 		}

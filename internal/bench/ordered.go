@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -94,10 +93,6 @@ func RunOrdered(ctx context.Context, o Options, keys int) (*OrderedReport, error
 	defer cleanup()
 	rep := &OrderedReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Keys: keys, Events: o.Events,
 		Shapes: []OrderedShape{{Name: "unordered"}, {Name: fmt.Sprintf("fifo, %d keys", keys)}}}
-	pid, pgPID := os.Getpid(), 0
-	if b.stack.PG != nil {
-		pgPID = b.stack.PG.PID()
-	}
 	for s, ordering := range []string{"none", "fifo"} {
 		sink := &orderedSink{seen: map[string][]keyed{}, done: make(chan struct{}), want: o.Events}
 		srv, url, err := serve(sink)
@@ -113,7 +108,7 @@ func RunOrdered(ctx context.Context, o Options, keys int) (*OrderedReport, error
 		if code, err := b.call(ctx, "POST", "/v1/apps/"+app.ID+"/endpoints", body, &ep); err != nil || code != http.StatusCreated {
 			return nil, fmt.Errorf("create endpoint: %d %v", code, err)
 		}
-		pg0, cpu0 := treeCPU(pgPID), cpuSeconds(pid, false)
+		stackCPUSince := stackCPU(b.pgPID())
 		start := time.Now()
 		var mu sync.Mutex
 		var failed error
@@ -145,7 +140,7 @@ func RunOrdered(ctx context.Context, o Options, keys int) (*OrderedReport, error
 			return nil, ctx.Err()
 		}
 		elapsed := time.Since(start).Seconds()
-		cpu := cpuSeconds(pid, false) - cpu0 + treeCPU(pgPID) - pg0
+		cpu, _ := stackCPUSince()
 		sh := &rep.Shapes[s]
 		sink.mu.Lock()
 		sh.Delivered = sink.n

@@ -90,3 +90,27 @@ func peakRSSKB(pid int) int {
 	}
 	return 0
 }
+
+// stackCPU starts a reading of the CPU this process and the Postgres
+// server of pid pgPID (0: none) use; the function it returns says how much
+// both used since, and Postgres's part, in seconds. The /proc walk for
+// Postgres's processes stays outside this process's measured window: walk,
+// then read our own CPU; at the end, the reverse.
+func stackCPU(pgPID int) (since func() (total, postgres float64)) {
+	pid := os.Getpid()
+	pg0 := treeCPU(pgPID)
+	own0 := cpuSeconds(pid, false)
+	return func() (float64, float64) {
+		own := cpuSeconds(pid, false) - own0
+		pg := treeCPU(pgPID) - pg0
+		return own + pg, pg
+	}
+}
+
+// pgPID is the PID of the stack's Postgres server, 0 when it has none.
+func (b *runner) pgPID() int {
+	if b.stack.PG == nil {
+		return 0
+	}
+	return b.stack.PG.PID()
+}

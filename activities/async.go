@@ -11,38 +11,28 @@ import (
 // Open tracks asynchronous attempts (see Activities.Completer).
 type Open struct {
 	wg sync.WaitGroup
-	// stop is closed when the worker stops (Drain): waits for an
-	// endpoint's share end, with nothing sent, and no request starts.
-	mu    sync.Mutex
-	stop  chan struct{}
-	drain sync.Once
+	// stopped ends when the worker stops (Drain): waits for an endpoint's
+	// share end, with nothing sent, and no request starts.
+	once    sync.Once
+	stopped context.Context
+	stop    context.CancelFunc
 }
 
-// stopping is closed once Drain began.
-func (o *Open) stopping() chan struct{} {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.stop == nil {
-		o.stop = make(chan struct{})
-	}
-	return o.stop
+// stopping is a context that ends once Drain began.
+func (o *Open) stopping() context.Context {
+	o.once.Do(func() { o.stopped, o.stop = context.WithCancel(context.Background()) })
+	return o.stopped
 }
 
 // draining reports whether Drain began: no request starts any more.
-func (o *Open) draining() bool {
-	select {
-	case <-o.stopping():
-		return true
-	default:
-		return false
-	}
-}
+func (o *Open) draining() bool { return o.stopping().Err() != nil }
 
 // Drain ends the waits for an endpoint's share (their attempts send
 // nothing), then waits until every asynchronous attempt completed or ctx
 // ended.
 func (o *Open) Drain(ctx context.Context) {
-	o.drain.Do(func() { close(o.stopping()) })
+	o.stopping()
+	o.stop()
 	done := make(chan struct{})
 	go func() { o.wg.Wait(); close(done) }()
 	select {

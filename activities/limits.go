@@ -65,13 +65,6 @@ func (a *Activities) sleepUntil(ctx context.Context, at time.Time) bool {
 	}
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // unavailable fills res when t's endpoint takes no request now (disabled,
 // deleted or paused): nothing is sent.
 func unavailable(t store.Target, res *SendResult) bool {

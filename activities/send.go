@@ -187,7 +187,11 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	// The last check before the request is written: the delivery must
 	// still be in flight and its endpoint enabled. The claim's lease also
 	// covers what is left to wait for the slot.
-	until := later(a.now(), slot).Add(req.Timeout + FlightSlack).Truncate(time.Microsecond)
+	from := a.now()
+	if slot.After(from) {
+		from = slot
+	}
+	until := from.Add(req.Timeout + FlightSlack).Truncate(time.Microsecond)
 	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, until); {
 	case err != nil:
 		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)

@@ -43,10 +43,10 @@ type Shares struct {
 }
 
 // acquire takes one request of endpointID's share, waiting for a place
-// until ctx ends, stop closes (the worker stops) or until passes; release
+// until ctx or stop (the worker stops) ends or until passes; release
 // gives it back. waited is true when it waited for a place; ok is false
 // when no place came, or the worker is full.
-func (s *Shares) acquire(ctx context.Context, stop <-chan struct{}, endpointID string, until time.Time) (release func(), waited, ok bool) {
+func (s *Shares) acquire(ctx, stop context.Context, endpointID string, until time.Time) (release func(), waited, ok bool) {
 	if s == nil {
 		return func() {}, false, true
 	}
@@ -58,13 +58,7 @@ func (s *Shares) acquire(ctx context.Context, stop <-chan struct{}, endpointID s
 		}
 		wctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		go func() {
-			select {
-			case <-stop:
-				cancel()
-			case <-wctx.Done():
-			}
-		}()
+		defer context.AfterFunc(stop, cancel)()
 		if !s.places().Enter(wctx, endpointID, until) {
 			return nil, true, false
 		}

@@ -40,6 +40,12 @@ const (
 	FirstAttemptsCarrier = "carrier"
 )
 
+// Compressions of requests to Temporal (Config.TemporalCompression).
+const (
+	TemporalGzip         = "gzip" // TemporalGzip compresses them with gzip.
+	TemporalUncompressed = "none" // TemporalUncompressed sends them as they are.
+)
+
 // Config holds every setting of every subcommand.
 type Config struct {
 	// Dev is true for `hookrelay dev`: private targets allowed, embedded
@@ -82,10 +88,9 @@ type Config struct {
 	// TemporalAPIKey is a Temporal Cloud API key, sent as a bearer token
 	// over TLS. Env HOOKRELAY_TEMPORAL_API_KEY.
 	TemporalAPIKey string
-	// TemporalCompression is how requests to Temporal are compressed:
-	// "gzip" or "none". Defaults to gzip; `hookrelay dev` always sends
-	// none (its embedded server is on loopback, where gzip only costs CPU).
-	// Env HOOKRELAY_TEMPORAL_COMPRESSION.
+	// TemporalCompression is TemporalGzip or TemporalUncompressed. Defaults
+	// to gzip; `hookrelay dev` always sends none (loopback, where gzip only
+	// costs CPU). Env HOOKRELAY_TEMPORAL_COMPRESSION.
 	TemporalCompression string
 	// TemporalUIAddr is the embedded Web UI's address (dev); empty disables
 	// it. Env HOOKRELAY_TEMPORAL_UI_ADDR.
@@ -275,7 +280,7 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 	b.str(&c.TemporalTLSCert, "temporal-tls-cert", "HOOKRELAY_TEMPORAL_TLS_CERT", "", "PEM file of the client certificate hookrelay presents to Temporal (mTLS)")
 	b.str(&c.TemporalTLSKey, "temporal-tls-key", "HOOKRELAY_TEMPORAL_TLS_KEY", "", "PEM file of that certificate's private key")
 	b.str(&c.TemporalTLSServerName, "temporal-tls-server-name", "HOOKRELAY_TEMPORAL_TLS_SERVER_NAME", "", "name the Temporal frontend's certificate must carry")
-	b.str(&c.TemporalCompression, "temporal-compression", "HOOKRELAY_TEMPORAL_COMPRESSION", "gzip", "how requests to Temporal are compressed: gzip or none (none saves CPU where the network is not the bottleneck)")
+	b.str(&c.TemporalCompression, "temporal-compression", "HOOKRELAY_TEMPORAL_COMPRESSION", TemporalGzip, "how requests to Temporal are compressed: gzip or none (none saves CPU where the network is not the bottleneck)")
 	b.str(&c.TemporalAPIKey, "temporal-api-key", "HOOKRELAY_TEMPORAL_API_KEY", "", "Temporal Cloud API key, sent as a bearer token over TLS (prefer the variable: flags show in ps)")
 
 	b.uses(dev, apiCmd)
@@ -363,8 +368,8 @@ func Load(name string, dev bool, args []string, getenv func(string) string, base
 	if c.FirstAttempts != FirstAttemptsSender && c.FirstAttempts != FirstAttemptsCarrier {
 		errs = append(errs, fmt.Sprintf("first-attempts %q: want %s or %s", c.FirstAttempts, FirstAttemptsSender, FirstAttemptsCarrier))
 	}
-	if c.TemporalCompression != "gzip" && c.TemporalCompression != "none" && !dev {
-		errs = append(errs, fmt.Sprintf("temporal-compression %q: want gzip or none", c.TemporalCompression))
+	if c.TemporalCompression != TemporalGzip && c.TemporalCompression != TemporalUncompressed && !dev {
+		errs = append(errs, fmt.Sprintf("temporal-compression %q: want %s or %s", c.TemporalCompression, TemporalGzip, TemporalUncompressed))
 	}
 	if (c.TemporalTLSCert == "") != (c.TemporalTLSKey == "") {
 		errs = append(errs, "temporal-tls-cert and temporal-tls-key go together: set both or neither")

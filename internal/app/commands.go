@@ -19,7 +19,7 @@ func temporalSettings(cfg config.Config) temporalconn.Settings {
 		Address: cfg.TemporalAddress, Namespace: cfg.TemporalNamespace, TLS: cfg.TemporalTLS,
 		CAFile: cfg.TemporalTLSCA, CertFile: cfg.TemporalTLSCert, KeyFile: cfg.TemporalTLSKey,
 		ServerName: cfg.TemporalTLSServerName, APIKey: cfg.TemporalAPIKey,
-		Uncompressed: cfg.Dev || cfg.TemporalCompression == "none",
+		Uncompressed: cfg.Dev || cfg.TemporalCompression == config.TemporalUncompressed,
 	}
 }
 

@@ -126,9 +126,6 @@ type Config struct {
 	// are never logged. Defaults to none.
 	// Env HOOKRELAY_EGRESS_PROXY_USER, HOOKRELAY_EGRESS_PROXY_PASSWORD.
 	EgressProxyUser, EgressProxyPassword string
-	// LocalActivity runs SendSigned as a local activity.
-	// Env HOOKRELAY_LOCAL_ACTIVITY.
-	LocalActivity bool
 	// EagerStart starts delivery workflows eagerly on the dispatcher's own
 	// worker. Env HOOKRELAY_EAGER_START.
 	EagerStart bool
@@ -301,7 +298,6 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 	b.str(&c.EgressProxy, "egress-proxy", "HOOKRELAY_EGRESS_PROXY", "", "forward proxy every attempt goes through with CONNECT, http:// or https://; the address guard checks each target before the CONNECT; an endpoint's egress_proxy (admin key) overrides it")
 	b.str(&c.EgressProxyUser, "egress-proxy-user", "HOOKRELAY_EGRESS_PROXY_USER", "", "user sent to the egress proxy (Proxy-Authorization: Basic)")
 	b.str(&c.EgressProxyPassword, "egress-proxy-password", "HOOKRELAY_EGRESS_PROXY_PASSWORD", "", "password sent to the egress proxy (prefer the variable: flags show in ps); never logged")
-	b.boolean(&c.LocalActivity, "local-activity", "HOOKRELAY_LOCAL_ACTIVITY", true, "run SendSigned as a local activity")
 	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")
 	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", base.DispatchBatch, "outbox rows claimed per dispatcher round")
 	b.str(&c.FirstAttempts, "first-attempts", "HOOKRELAY_FIRST_ATTEMPTS", FirstAttemptsSender, "how first attempts are made: sender (from the outbox at their due time) or carrier (carried many to a workflow)")

@@ -27,22 +27,21 @@ func TestDefaults(t *testing.T) {
 	require.Equal(t, config.TemporalUIAddrDefault, c.TemporalUIAddr)
 	require.Equal(t, config.ShutdownTimeoutDefault, c.ShutdownTimeout)
 	require.True(t, c.AllowPrivateTargets, "dev mode allows private targets")
-	require.True(t, c.LocalActivity)
 	require.True(t, c.EagerStart)
 }
 
 func TestFlagsWinOverEnvironment(t *testing.T) {
-	e := env(map[string]string{"HOOKRELAY_HTTP_ADDR": "127.0.0.1:1", "HOOKRELAY_DATABASE_URL": "postgres://env", "HOOKRELAY_SHUTDOWN_TIMEOUT": "5s", "HOOKRELAY_LOCAL_ACTIVITY": "false"})
+	e := env(map[string]string{"HOOKRELAY_HTTP_ADDR": "127.0.0.1:1", "HOOKRELAY_DATABASE_URL": "postgres://env", "HOOKRELAY_SHUTDOWN_TIMEOUT": "5s", "HOOKRELAY_EAGER_START": "false"})
 	c, err := config.Load("api", false, []string{"--http-addr", "127.0.0.1:2"}, e, defaults.Components())
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1:2", c.HTTPAddr)
 	require.Equal(t, "postgres://env", c.DatabaseURL)
 	require.Equal(t, 5*time.Second, c.ShutdownTimeout)
-	require.True(t, c.LocalActivity, "the API does not read the worker's settings")
+	require.True(t, c.EagerStart, "the API does not read the worker's settings")
 	require.False(t, c.AllowPrivateTargets, "production refuses private targets by default")
 	c, err = config.Load("worker", false, nil, e, defaults.Components())
 	require.NoError(t, err)
-	require.False(t, c.LocalActivity)
+	require.False(t, c.EagerStart)
 }
 
 // TestEachCommandHasItsOwnFlags: `hookrelay <command> -h` lists only what

@@ -72,8 +72,6 @@ type Dispatcher struct {
 	// PollInterval is the safety-net poll when no NOTIFY arrives. Defaults
 	// to PollIntervalDefault.
 	PollInterval time.Duration
-	// LocalActivity is passed to every workflow.
-	LocalActivity bool
 	// TaskQueue defaults to workflows.TaskQueue.
 	TaskQueue string
 	// NoEagerStart turns off eager workflow start (the starter's own worker

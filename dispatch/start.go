@@ -132,7 +132,7 @@ func (d *Dispatcher) tracedCarrier(ctx context.Context, rows []outbox.Row, id st
 func (d *Dispatcher) input(it outbox.Row) workflows.Input {
 	return workflows.Input{
 		DeliveryID: it.DeliveryID, AppID: it.AppID, EventID: it.EventID, EventType: it.EventType, EndpointID: it.EndpointID,
-		EndpointHost: workflows.EndpointHost(it.EndpointURL), AppName: it.AppName, Settings: it.Settings, Cycle: max(it.Cycle, 1), AcceptedAt: it.CreatedAt, LocalActivity: d.LocalActivity,
+		EndpointHost: workflows.EndpointHost(it.EndpointURL), AppName: it.AppName, Settings: it.Settings, Cycle: max(it.Cycle, 1), AcceptedAt: it.CreatedAt,
 		Sequence: it.Sequence, Sequencer: sequencerOf(it),
 	}
 }

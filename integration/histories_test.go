@@ -63,6 +63,15 @@ func (h *harness) requireDelayedHandOff(id string) {
 	require.Positive(h.t, start.GetFirstWorkflowTaskBackoff().AsDuration(), "the retry's wait is the run's start delay")
 	for _, e := range hist.Events {
 		require.NotEqual(h.t, enums.EVENT_TYPE_TIMER_STARTED, e.GetEventType(), "no timer: the run began when the retry was due")
+		if m := e.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "Version" {
+			for _, p := range m.GetDetails()["change-id"].GetPayloads() {
+				require.NotContains(h.t, string(p.GetData()), "send-async", "a new run makes every attempt a regular activity without asking")
+			}
+		}
+		if u := e.GetUpsertWorkflowSearchAttributesEventAttributes(); u != nil {
+			state := u.GetSearchAttributes().GetIndexedFields()[workflows.SAState.GetName()]
+			require.NotEqual(h.t, `"delivering"`, string(state.GetData()), "the start set HookrelayState delivering; the run does not say it again")
+		}
 	}
 }
 
@@ -140,6 +149,10 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	// planned time as the run's start delay: no timer, and attempt 2 not
 	// before that time (the schedule's 1 s, less its 10 % jitter).
 	h.keepHistory("v8-retry-then-success", retried, "")
+	// v9: no send-async marker (a new run carries LocalActivity false), and
+	// the delayed run keeps the HookrelayState its start set (planned-retry
+	// version 2): two upserts fewer, each a visibility write.
+	h.keepHistory("v9-retry-then-success", retried, "")
 	h.requireDelayedHandOff(retried)
 	tries := h.attempts(appID, retried)
 	require.Len(t, tries, 2)
@@ -153,6 +166,7 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	h.keepHistory("v4-throttled-then-success", throttled, "")
 	h.keepHistory("v7-throttled-then-success", throttled, "")
 	h.keepHistory("v8-throttled-then-success", throttled, "")
+	h.keepHistory("v9-throttled-then-success", throttled, "")
 	h.requireDelayedHandOff(throttled)
 
 	deadEp := endpoint("p.dead", "code=404", "0s")
@@ -163,12 +177,14 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	require.Eventually(t, func() bool { return h.runID(dead) != first && len(h.attempts(appID, dead)) == 2 }, 20*time.Second, 50*time.Millisecond)
 	h.waitDelivery(appID, dead, 20*time.Second, delivery.StatusDeadLettered)
 	h.keepHistory("v4-dead-letter-then-replay", dead, first)
+	h.keepHistory("v9-dead-letter-then-replay", dead, first)
 
 	// The replayed cycle's run, ended by a cancel while it is parked: the
 	// endpoint is deleted.
 	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID+"/endpoints/"+deadEp, nil, nil))
 	require.Eventually(t, func() bool { return !h.workflowOpen(dead) }, 20*time.Second, 50*time.Millisecond)
 	h.keepHistory("v4-replayed-cycle-canceled-while-parked", dead, "")
+	h.keepHistory("v9-replayed-cycle-canceled-while-parked", dead, "")
 
 	waitingEp := endpoint("p.wait", "code=503", "0s", "1h")
 	waiting := send("p.wait")
@@ -176,6 +192,7 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	h.patchEndpoint(appID, waitingEp, map[string]any{"disabled": true})
 	wait(waiting, delivery.StatusCanceled)
 	h.keepHistory("v4-canceled-while-waiting", waiting, "")
+	h.keepHistory("v9-canceled-while-waiting", waiting, "")
 
 	// v8: a disable while the run of a failed first attempt waits out its
 	// start delay (the retry's 5 s). The signal reaches the run when the
@@ -201,6 +218,7 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	close(release)
 	wait(slow, delivery.StatusSucceeded)
 	h.keepHistory("v4-success-during-cancel", slow, "")
+	h.keepHistory("v9-success-during-cancel", slow, "")
 
 	// Retention: a run of the same delivery under another workflow ID with
 	// a 2 s retention parks its dead letter, then completes.

@@ -242,8 +242,12 @@ func OutboxRowQueued(ctx context.Context, q outbox.Querier, id int64) (bool, err
 	return queued, nil
 }
 
-// OutboxDone deletes rows whose work is done.
+// OutboxDone deletes rows whose work is done (no statement for none: most
+// dispatcher rounds have none).
 func OutboxDone(ctx context.Context, q outbox.Querier, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, ids); err != nil {
 		return fmt.Errorf("delete dispatched rows: %w", err)
 	}

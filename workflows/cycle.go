@@ -116,7 +116,11 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 // waitScheduled waits for the attempt in hand's scheduled time.
 func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
 	var next delivery.Next
-	if !c.due.IsZero() && workflow.GetVersion(ctx, versionPlannedRetry, workflow.DefaultVersion, 1) == 1 {
+	planned := workflow.DefaultVersion
+	if !c.due.IsZero() {
+		planned = workflow.GetVersion(ctx, versionPlannedRetry, workflow.DefaultVersion, plannedRetryStateKept)
+	}
+	if planned >= plannedRetry {
 		// The record of the attempt before planned this one from the
 		// failure, its deadline checked, as Postgres shows it; planned
 		// again from this run's start (which the dispatcher may have
@@ -127,6 +131,13 @@ func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
 		next = delivery.Plan(r.set, r.in.DeliveryID, c.number, c.throttle, workflow.Now(ctx), c.deadline)
 	}
 	c.throttle, c.due = nil, time.Time{}
+	if planned >= plannedRetryStateKept && r.state.Status != delivery.StatusDelivering {
+		// The dispatcher started this run of a failed first attempt with
+		// HookrelayState delivering already: no upsert (a visibility write)
+		// to say it again.
+		r.state.Status = delivery.StatusDelivering
+		r.showDetails(ctx)
+	}
 	if next.DeadLetter != "" {
 		reason := next.DeadLetter
 		if c.number > len(r.set.Schedule) && r.lastFailure != "" {

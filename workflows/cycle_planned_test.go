@@ -9,8 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
 	"hookrelay/activities"
 	"hookrelay/delivery"
@@ -94,4 +98,79 @@ func TestInputWithPlannedTimeReplaysATimerRecordedByAnOlderWorker(t *testing.T) 
 	r := worker.NewWorkflowReplayer()
 	r.RegisterWorkflow(workflows.DeliveryWorkflow)
 	require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
+}
+
+// TestDelayedRunKeepsTheStateItsStartSet: the dispatcher starts a failed
+// first attempt's run with HookrelayState delivering, so the run upserts no
+// delivering before attempt 2 (each upsert is a visibility write); a run
+// whose history has planned-retry version 1 (an older worker's) still does,
+// and a run an older dispatcher started (LocalActivity set, so send-async is
+// asked too) taken by today's worker does not.
+func TestDelayedRunKeepsTheStateItsStartSet(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		version workflow.Version
+		local   bool
+		want    []string
+	}{
+		{"today", 0, false, []string{"succeeded"}},
+		{"recorded by an older worker", 1, false, []string{"delivering", "succeeded"}},
+		{"started by an older dispatcher", 0, true, []string{"succeeded"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			env, s, in := setup(t, tc.local, ok())
+			if tc.version != 0 {
+				env.OnGetVersion("planned-retry", workflow.DefaultVersion, 2).Return(tc.version)
+			}
+			var states []string
+			recordStates(env, &states)
+			set := delivery.Settings{Schedule: []time.Duration{0, time.Second}}
+			t0 := env.Now()
+			next := delivery.Plan(set, dlv, 2, nil, t0, t0.Add(set.WithDefaults().Deadline))
+			env.SetStartTime(next.At)
+			s.start = next.At
+			in.Settings, in.AcceptedAt = set, t0
+			first := fail(502)
+			first.Number, first.StartedAt, first.NextAttemptAt = 1, t0, next.At
+			in.Resume = &workflows.Resume{Result: first}
+			env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+			require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
+			require.Len(t, s.reqs, 1)
+			require.Equal(t, tc.want, states)
+		})
+	}
+}
+
+// TestPlannedRetryOnATimerKeepsTheStartState: a retry planned further out
+// than the start delay's bound waits on the run's timer; the run still
+// keeps the state its start set (the query says delivering while it waits),
+// and a cancel during the wait is its only upsert.
+func TestPlannedRetryOnATimerKeepsTheStartState(t *testing.T) {
+	t.Parallel()
+	env, s, in := setup(t, false, ok())
+	in.Settings.Schedule = []time.Duration{0, time.Hour}
+	failed := fail(503)
+	failed.Number, failed.StartedAt, failed.NextAttemptAt = 1, env.Now().Add(-time.Second), env.Now().Add(time.Hour)
+	in.Resume = &workflows.Resume{Result: failed}
+	var states []string
+	recordStates(env, &states)
+	mid := queryAt(t, env, time.Minute)
+	env.RegisterDelayedCallback(func() { env.SignalWorkflow(workflows.SignalCancel, nil) }, 2*time.Minute)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusCanceled, result(t, env).Status)
+	require.Empty(t, s.reqs, "canceled before attempt 2")
+	require.Equal(t, []string{"canceled"}, states)
+	require.Equal(t, delivery.StatusDelivering, mid.Status)
+	require.NotNil(t, mid.NextAttemptAt)
+}
+
+// recordStates appends each HookrelayState the run upserts to states.
+func recordStates(env *testsuite.TestWorkflowEnvironment, states *[]string) {
+	env.OnUpsertTypedSearchAttributes(mock.Anything).Run(func(args mock.Arguments) {
+		if v, ok := args.Get(0).(temporal.SearchAttributes).GetKeyword(workflows.SAState); ok {
+			*states = append(*states, v)
+		}
+	}).Return(nil)
 }

@@ -65,6 +65,16 @@ const (
 	versionPlannedRetry = "planned-retry"
 )
 
+// Versions of versionPlannedRetry.
+const (
+	// plannedRetry: the run waits for the time the record planned.
+	plannedRetry workflow.Version = 1
+	// plannedRetryStateKept: as plannedRetry, and the run keeps the
+	// HookrelayState (delivering) its start set, where it used to upsert it
+	// again before attempt 2.
+	plannedRetryStateKept workflow.Version = 2
+)
+
 // HistoryBound is the most history events a run gathers while its
 // attempts send nothing (its endpoint busy, paused or rate-limited); past
 // it, the run continues as new with its progress, so a delivery that waits

@@ -52,8 +52,12 @@ type Input struct {
 	// ReplayID is the replay (its outbox row ID) this cycle runs; a replay
 	// signal with an ID at or below it has already been run.
 	ReplayID int64
-	// LocalActivity runs SendSigned as a local activity (fewer server round
-	// trips; still recorded in history as a marker).
+	// LocalActivity is set only in runs older dispatchers started (and the
+	// runs those continue as): with it set, a run asks versionAsyncSend
+	// whether to make its attempts local activities (histories recorded
+	// before async completion). Dispatchers leave it false, so a new run
+	// makes every attempt a regular activity without that version's marker
+	// and its TemporalChangeVersion upsert.
 	LocalActivity bool
 	// Resume carries the first attempt a sender or a carrier made: the run
 	// judges it and goes on from attempt 2. Nil for a run that makes its own

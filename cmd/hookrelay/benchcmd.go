@@ -25,7 +25,6 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Concurrency, "concurrency", 8, "ingest clients")
 	fs.IntVar(&o.FailFirst, "fail-first", 0, "percentage of deliveries whose first request the receivers answer 502 (the retry is accepted)")
 	schedule := fs.String("schedule", "0s,5s,30s,2m,10m,1h", "every endpoint's retry schedule (first wait first)")
-	fs.BoolVar(&o.LocalActivity, "local-activity", true, "run SendSigned as a local activity")
 	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")
 	fs.BoolVar(&o.Carriers, "carriers", true, "also measure carrier workflows before the sender (the default shape: first attempts straight from the outbox), on the same server; false measures only the sender")
 	noisy := fs.Bool("noisy", false, "measure app B's first-attempt lateness alone and beside an app A whose endpoint answers after 5 s, then never (--rate is B's rate, default 80/s; --events B's events per phase)")

@@ -40,7 +40,7 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 		Completer: tc,
 		Tracing:   st.Tracing,
 	}
-	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch, LocalActivity: cfg.LocalActivity,
+	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch,
 		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
 		Metrics: series, Tracing: st.Tracing, Sequencer: acts}
 	if cfg.FirstAttempts != config.FirstAttemptsCarrier {

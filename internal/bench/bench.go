@@ -40,8 +40,6 @@ type Options struct {
 	Schedule []string
 	// CeilingWorkflows is how many trivial workflows the ceiling runs.
 	CeilingWorkflows int
-	// LocalActivity runs SendSigned as a local activity.
-	LocalActivity bool
 	// NoEagerStart turns eager workflow start off.
 	NoEagerStart bool
 	// Carriers measures the carrier shape before the sender shape (the
@@ -136,7 +134,7 @@ func startStackWith(ctx context.Context, o Options, opts app.Options) (stack *ap
 	}
 	cfg := config.Config{
 		Dev: true, DataDir: dir, HTTPAddr: "127.0.0.1:0", PostgresPort: pgPort, TemporalAddress: "127.0.0.1:0",
-		TemporalNamespace: "default", AllowPrivateTargets: true, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart,
+		TemporalNamespace: "default", AllowPrivateTargets: true, EagerStart: !o.NoEagerStart,
 		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: dispatch.BatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: map[bool]int{false: config.MaxBacklogDefault, true: 0}[o.NoShed],
 		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin", IngestRate: -1,
 	}
@@ -167,7 +165,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer rs.stop()
 	b := &runner{o: o, stack: stack, rs: rs, sink: s, api: "http://" + stack.APIAddr, key: cfg.AdminKey}
 	rep := &Report{FailFirst: o.FailFirst, Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Events: o.Events, Receivers: o.Receivers,
-		Rate: o.Rate, Schedule: o.Schedule, LocalActivity: o.LocalActivity, EagerStart: !o.NoEagerStart, Shards: cmp.Or(o.Shards, 4),
+		Rate: o.Rate, Schedule: o.Schedule, EagerStart: !o.NoEagerStart, Shards: cmp.Or(o.Shards, 4),
 		TemporalStore: map[bool]string{true: "sqlite-wal", false: "postgres"}[o.TemporalSQLite]}
 	if err := b.setup(ctx); err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ func TestSmokeSQLite(t *testing.T) {
 	if _, err := pgcluster.FindBinDir(); err != nil {
 		t.Skip(err)
 	}
-	rep, err := Run(context.Background(), Options{Events: 50, CeilingWorkflows: 20, Concurrency: 4, LocalActivity: true, TemporalSQLite: true})
+	rep, err := Run(context.Background(), Options{Events: 50, CeilingWorkflows: 20, Concurrency: 4, TemporalSQLite: true})
 	require.NoError(t, err)
 	require.Equal(t, "sqlite-wal", rep.TemporalStore)
 	require.Zero(t, rep.Lost)
@@ -31,7 +31,7 @@ func TestSmoke(t *testing.T) {
 	if _, err := pgcluster.FindBinDir(); err != nil {
 		t.Skip(err)
 	}
-	rep, err := Run(context.Background(), Options{Events: 300, CeilingWorkflows: 100, Concurrency: 8, LocalActivity: true, Carriers: true})
+	rep, err := Run(context.Background(), Options{Events: 300, CeilingWorkflows: 100, Concurrency: 8, Carriers: true})
 	require.NoError(t, err)
 	require.Equal(t, 300, rep.Delivered)
 	require.Zero(t, rep.Lost)

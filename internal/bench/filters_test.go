@@ -38,7 +38,7 @@ func TestFiltersSmoke(t *testing.T) {
 	if _, err := pgcluster.FindBinDir(); err != nil {
 		t.Skip(err)
 	}
-	rep, err := RunFilters(context.Background(), Options{Events: 40, Rate: 200, Concurrency: 4, LocalActivity: true, TemporalSQLite: true}, 3)
+	rep, err := RunFilters(context.Background(), Options{Events: 40, Rate: 200, Concurrency: 4, TemporalSQLite: true}, 3)
 	require.NoError(t, err)
 	require.Len(t, rep.Shapes, 2)
 	for _, s := range rep.Shapes {

@@ -26,7 +26,6 @@ type Report struct {
 	Receivers     int      `json:"receivers"`
 	Rate          float64  `json:"rate"`
 	Schedule      []string `json:"schedule"`
-	LocalActivity bool     `json:"local_activity"`
 	EagerStart    bool     `json:"eager_start"`
 	Shards        int      `json:"temporal_shards"`
 	TemporalStore string   `json:"temporal_store"`
@@ -86,7 +85,6 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	row("ingest rate", rate)
 	row("schedule", strings.Join(r.Schedule, ","))
-	row("SendSigned", map[bool]string{true: "local activity", false: "activity"}[r.LocalActivity])
 	if p := r.Compared; p != nil {
 		row("shape", "carriers → sender (same server, same run)")
 		row("deliveries/s (steady)", fmt.Sprintf("%.1f → %.1f (× %.2f)", p.DeliveriesPerSecond, r.DeliveriesPerSecond, r.SpeedupVsCompared))

@@ -50,17 +50,9 @@ func TestDelayedRunKeepsTheRetryItsRecordPlanned(t *testing.T) {
 			env, s, in := setup(t, false, ok())
 			accepted := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 			t0 := accepted.Add(100 * time.Millisecond)
-			// What activities.nextAttempt records for the failed attempt.
-			next := delivery.Plan(tc.set, dlv, 2, tc.throttle, t0, accepted.Add(tc.set.Deadline))
+			next := handOffDelayed(env, s, &in, tc.set, tc.first, tc.throttle, accepted, t0)
 			require.Empty(t, next.DeadLetter, "the record plans attempt 2")
 			require.LessOrEqual(t, next.At.Sub(t0), 30*time.Second, "within StartDelayMax: the dispatcher delays the run to it")
-			// The run's first task comes when its start delay ends.
-			env.SetStartTime(next.At)
-			s.start = next.At
-			in.Settings, in.AcceptedAt = tc.set, accepted
-			first := tc.first
-			first.Number, first.StartedAt, first.NextAttemptAt = 1, t0, next.At
-			in.Resume = &workflows.Resume{Result: first}
 			env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 			st := result(t, env)
 			require.Equal(t, delivery.StatusSucceeded, st.Status, "dead letter reason: %q", st.DeadLetterReason)
@@ -126,15 +118,7 @@ func TestDelayedRunKeepsTheStateItsStartSet(t *testing.T) {
 			}
 			var states []string
 			recordStates(env, &states)
-			set := delivery.Settings{Schedule: []time.Duration{0, time.Second}}
-			t0 := env.Now()
-			next := delivery.Plan(set, dlv, 2, nil, t0, t0.Add(set.WithDefaults().Deadline))
-			env.SetStartTime(next.At)
-			s.start = next.At
-			in.Settings, in.AcceptedAt = set, t0
-			first := fail(502)
-			first.Number, first.StartedAt, first.NextAttemptAt = 1, t0, next.At
-			in.Resume = &workflows.Resume{Result: first}
+			handOffDelayed(env, s, &in, delivery.Settings{Schedule: []time.Duration{0, time.Second}}, fail(502), nil, env.Now(), env.Now())
 			env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 			require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
 			require.Len(t, s.reqs, 1)
@@ -173,4 +157,20 @@ func recordStates(env *testsuite.TestWorkflowEnvironment, states *[]string) {
 			*states = append(*states, v)
 		}
 	}).Return(nil)
+}
+
+// handOffDelayed makes in the hand-off of a sender's first attempt first,
+// made at t0 for a delivery accepted at accepted: attempt 2 planned as the
+// attempt's record plans it (delivery.Plan, what activities.nextAttempt
+// records), and the run's first task at that time, where the dispatcher's
+// start delay ends. It returns the plan.
+func handOffDelayed(env *testsuite.TestWorkflowEnvironment, s *scripted, in *workflows.Input, set delivery.Settings,
+	first activities.SendResult, throttle *time.Duration, accepted, t0 time.Time) delivery.Next {
+	next := delivery.Plan(set, dlv, 2, throttle, t0, accepted.Add(set.WithDefaults().Deadline))
+	env.SetStartTime(next.At)
+	s.start = next.At
+	in.Settings, in.AcceptedAt = set, accepted
+	first.Number, first.StartedAt, first.NextAttemptAt = 1, t0, next.At
+	in.Resume = &workflows.Resume{Result: first}
+	return next
 }

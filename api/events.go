@@ -94,6 +94,9 @@ func (s *Server) createEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	if s.dispatcher != nil && !pub.Notified && !pub.ClaimBy.IsZero() {
+		s.dispatcher.Wake(pub.ClaimBy)
+	}
 	status := http.StatusAccepted
 	outcome := metrics.IngestAccepted
 	if pub.Duplicate {

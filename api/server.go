@@ -52,6 +52,14 @@ type Server struct {
 	svc *service.Service
 	// tracing traces ingest requests; nil is off.
 	tracing *tracing.Tracing
+	// dispatcher is this process's dispatcher; nil when it has none.
+	dispatcher Waker
+}
+
+// Waker is a dispatcher in the API's process (dispatch.Dispatcher).
+type Waker interface {
+	// Wake asks for a round by at.
+	Wake(at time.Time)
 }
 
 // Options configures the API.
@@ -108,6 +116,12 @@ type Options struct {
 	// Tracing makes each ingest request a span, continuing a traceparent
 	// the producer sent, and stores it with the event; nil is off.
 	Tracing *tracing.Tracing
+	// Dispatcher is the dispatcher of the API's own process: an ingest
+	// whose publish sent no NOTIFY asks it for a round by its rows' claim
+	// time once they committed (see dispatch.Dispatcher.Wake). Defaults to
+	// nil: an API in a process of its own, whose dispatchers find such
+	// rows by their look after each round.
+	Dispatcher Waker
 	// Service serves the operations; nil builds one of Store, Engine,
 	// Logger, AllowPrivateTargets, Retention and LinkSigner (give the
 	// portal the same one).
@@ -129,7 +143,7 @@ func New(opts Options) *Server {
 		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
 		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
 		metrics:      opts.Metrics, gatherer: opts.Gatherer, publicBase: opts.PublicURL,
-		publisher: svc.Publisher(), svc: svc, tracing: opts.Tracing}
+		publisher: svc.Publisher(), svc: svc, tracing: opts.Tracing, dispatcher: opts.Dispatcher}
 }
 
 // Handler returns the HTTP handler with every route.

@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -47,7 +46,9 @@ const (
 	// ingest overlapped the round (and saw its rows still unleased) is
 	// found by that look instead of waiting for the poll. A look, not a
 	// round: at everyday rates a round per event would cost a claim
-	// statement per event. A NOTIFY during the linger is served at once.
+	// statement per event. A NOTIFY during the linger is served at once,
+	// and so is a Wake: an API in this process asks for that round itself
+	// once such rows committed; the look finds other processes' rows.
 	linger = 10 * time.Millisecond
 	// heldWait is how often a dispatcher whose sender holds HeldMax rows
 	// looks again.
@@ -95,6 +96,10 @@ type Dispatcher struct {
 	Sequencer *activities.Activities
 	// bells ring this process's sequencer runs (see RunSequence).
 	bells bells
+	// rounds holds the rounds asked for (NOTIFY, Wake, the looks), made on
+	// first use.
+	rounds     *wakeup
+	roundsOnce sync.Once
 	// firsts tracks first attempts in progress; firstDone and
 	// firstHandedOff count those that ended the delivery and those handed
 	// to a DeliveryWorkflow.
@@ -174,7 +179,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.firsts.Wait()
 	d.lanes = slots.New(cmp.Or(d.AppShare, AppShareDefault))
 	heldMax := int64(cmp.Or(d.HeldMax, HeldMaxDefault))
-	w := &wakeup{signal: make(chan struct{}, 1)}
+	w := d.waker()
 	go d.listen(ctx, w)
 	backoff := time.Duration(0)
 	// owed: a round ended with its look for overlapping ingests not made
@@ -247,17 +252,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // deliveries found together (at least CarrierMin) go to carrier workflows
 // of at most CarrierSize; every other row is sent on its own.
 func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
-	tx, err := d.Pool.Begin(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("begin: %w", err)
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after commit
 	// Rows of one delivery are handled in order: only its oldest row is
 	// claimed per round, so a cancel is signaled before a later replay.
-	items, err := store.ClaimOutbox(ctx, tx, batch)
+	// The round's writes go out with its COMMIT.
+	round, items, err := store.BeginRound(ctx, d.Pool, batch)
 	if err != nil {
 		return 0, err
 	}
+	defer round.Close()
 	if len(items) == 0 {
 		return 0, nil
 	}
@@ -294,9 +296,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			singles = append(singles, it)
 		}
 	}
-	if err := store.LeaseOutbox(ctx, tx, leaseIDs, leaseUntil); err != nil {
-		return 0, err
-	}
+	round.Lease(leaseIDs, leaseUntil)
 	size := int(d.carrierSize.Load())
 	if size <= 1 || len(fresh) < cmp.Or(d.CarrierMin, CarrierMinDefault) {
 		singles, fresh = append(singles, fresh...), nil
@@ -313,24 +313,20 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			stampIDs, stampNames = append(stampIDs, it.ID), append(stampNames, id)
 		}
 	}
-	if err := store.StampCarriers(ctx, tx, stampIDs, stampNames); err != nil {
-		return 0, err
-	}
+	round.Stamp(stampIDs, stampNames)
 	// A batch stamped before (a dispatcher that died before deleting it) is
 	// read whole, so it restarts with exactly its rows.
 	if len(stamped) > 0 {
-		again, err := store.CarrierRows(ctx, tx, slices.Collect(maps.Keys(stamped)))
+		again, err := round.CarrierRows(ctx, slices.Collect(maps.Keys(stamped)))
 		if err != nil {
 			return 0, err
 		}
 		carried = append(carried, again...)
 	}
 	sent, sendErr := d.sendEach(ctx, singles)
-	if err := store.OutboxDone(ctx, tx, append(done, sent...)); err != nil {
+	round.Done(append(done, sent...))
+	if err := round.Commit(ctx); err != nil {
 		return 0, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, fmt.Errorf("commit dispatched rows: %w", err)
 	}
 	d.sendFirsts(ctx, firsts)
 	wakeErr := d.wake(ctx, ordered)

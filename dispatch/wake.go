@@ -30,6 +30,20 @@ type wakeup struct {
 	signal chan struct{}
 }
 
+// Wake asks for a round by at. This process's API calls it once an
+// ingest's rows committed without a NOTIFY (outbox.Published.Notified):
+// the publish counted on the round of an unleased row it saw, and when
+// that round had already claimed, its linger's look would be the first to
+// find them. Woken, the dispatcher claims them as soon as the round ends.
+func (d *Dispatcher) Wake(at time.Time) { d.waker().request(at) }
+
+// waker is the dispatcher's wakeup, made on first use (Wake may come
+// before Run).
+func (d *Dispatcher) waker() *wakeup {
+	d.roundsOnce.Do(func() { d.rounds = &wakeup{signal: make(chan struct{}, 1)} })
+	return d.rounds
+}
+
 // request asks for a round by at.
 func (w *wakeup) request(at time.Time) {
 	w.mu.Lock()

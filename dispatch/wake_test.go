@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -30,4 +31,37 @@ func TestLingerEndsForARoundAskedNow(t *testing.T) {
 	require.True(t, w.due())
 	w.take()
 	require.False(t, w.due())
+}
+
+// TestWakeClaimsARowNoNotifyAnnounced: a row that became claimable with no
+// NOTIFY (its publish counted on a round that had already claimed) waits
+// for the poll, here an hour, unless this process's API asks for a round
+// by its claim time (Wake); then the dispatcher takes it.
+func TestWakeClaimsARowNoNotifyAnnounced(t *testing.T) {
+	t.Parallel()
+	f := newRound(t)
+	ctx := context.Background()
+	_, ids := f.app(t, "woken", 1)
+	// Leased, the row is not claimable: the first rounds find nothing.
+	_, err := f.st.Pool().Exec(ctx, `UPDATE outbox SET leased_until = now() + interval '1 hour'`)
+	require.NoError(t, err)
+	f.d.PollInterval = time.Hour
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.d.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	started := func() bool {
+		f.fc.mu.Lock()
+		defer f.fc.mu.Unlock()
+		return slices.Contains(f.fc.starts, ids[0])
+	}
+	require.Never(t, started, 300*time.Millisecond, 20*time.Millisecond, "a leased row was started")
+
+	// Claimable now, announced by no NOTIFY: no round comes for it.
+	var claimBy time.Time
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `UPDATE outbox SET leased_until = NULL RETURNING claim_by`).Scan(&claimBy))
+	require.Never(t, started, 300*time.Millisecond, 20*time.Millisecond, "a round came with no NOTIFY, no poll and no Wake")
+
+	f.d.Wake(claimBy)
+	require.Eventually(t, started, 10*time.Second, 20*time.Millisecond, "Wake asked for the round that takes it")
 }

@@ -97,6 +97,15 @@ type Published struct {
 	// Duplicate is true when the ID was published before with the same
 	// content; nothing new was written.
 	Duplicate bool `json:"-"`
+	// ClaimBy is when a dispatcher must claim the event's new outbox rows;
+	// zero when it wrote none a dispatcher can claim (a duplicate, no
+	// subscribed endpoint, only paused ones).
+	ClaimBy time.Time `json:"-"`
+	// Notified is true when the publish woke the dispatchers (NOTIFY).
+	// False when an unleased row to claim no later was waiting: its round
+	// takes these rows too, unless that round had claimed before they
+	// committed (see dispatch.Dispatcher.Wake).
+	Notified bool `json:"-"`
 }
 
 // envelope is the frozen body (docs/contract.md#2-envelope); field order is fixed here.
@@ -177,13 +186,14 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 		if err != nil {
 			return Published{}, err
 		}
-		var inserted, stale int
+		var inserted, stale, woke int
 		var dlvIDs, endpoints []string
 		var skipped []FilteredOut
+		var claimBy *time.Time
 		err = q.QueryRow(ctx, publishSQL,
 			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
-			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey).Scan(&inserted, &stale, new(int), &dlvIDs, &endpoints, &skipped)
+			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey).Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &skipped, &claimBy)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "23503" {
@@ -207,6 +217,10 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: endpoints[i], Status: delivery.StatusPending})
 		}
 		out.FilteredOut = skipped
+		out.Notified = woke > 0
+		if claimBy != nil {
+			out.ClaimBy = *claimBy
+		}
 		return out, nil
 	}
 }
@@ -277,6 +291,7 @@ const publishSQL = `
 	  -- A paused endpoint's row is held (store.HoldRows).
 	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held)
 	  SELECT dl.id, $9, $1, (SELECT at FROM cb), e.paused FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
+	  RETURNING held
 	), wake AS (
 	  -- Only a dispatcher that would not claim these rows in time needs
 	  -- waking: one with an unleased start row (of an endpoint that is
@@ -292,7 +307,7 @@ const publishSQL = `
 	)
 	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
 	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),
-	       (SELECT filtered_out FROM ev)
+	       (SELECT filtered_out FROM ev), (SELECT at FROM cb WHERE EXISTS (SELECT 1 FROM ob WHERE NOT held))
 	FROM dl`
 
 // repeat answers a second Publish of the same ID.

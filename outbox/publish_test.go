@@ -223,8 +223,9 @@ func TestClaimByFollowsTheFirstWait(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	notified := listen(t, b)
-	_, err := publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	p, err := publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
+	require.True(t, p.Notified, "nothing waited: the publish woke the dispatchers")
 	var ahead time.Duration
 	var ms int64
 	require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT (extract(epoch FROM max(claim_by - created_at)) * 1000)::bigint FROM outbox`).Scan(&ms))
@@ -237,11 +238,45 @@ func TestClaimByFollowsTheFirstWait(t *testing.T) {
 	at, err := strconv.ParseInt(n.Payload, 10, 64)
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now().Add(want), time.UnixMilli(at), time.Second)
+	// The payload is rounded to the millisecond.
+	require.InDelta(t, at, p.ClaimBy.UnixMilli(), 1, "Published says the claim time the NOTIFY said")
 
-	_, err = publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	p, err = publish(t, b, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	_, err = notified(300 * time.Millisecond)
 	require.Error(t, err, "a row claimed with an earlier one wakes nobody")
+	require.False(t, p.Notified, "Published says it woke nobody")
+	var claimBy time.Time
+	require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT o.claim_by FROM outbox o JOIN deliveries d ON d.id = o.delivery_id WHERE d.event_id = $1`, p.ID).Scan(&claimBy))
+	require.True(t, claimBy.Equal(p.ClaimBy), "Published's claim time %s is its row's %s", p.ClaimBy, claimBy)
+
+	// A repeat writes no row: nothing to claim, nobody to wake.
+	again, err := publish(t, b, outbox.Event{ID: p.ID, Type: "order.paid", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.True(t, again.Duplicate)
+	require.True(t, again.ClaimBy.IsZero())
+	require.False(t, again.Notified)
+}
+
+// TestHeldRowsHaveNoClaimTime: an event whose only deliveries go to a
+// paused endpoint writes held rows, which no round claims: Published has
+// no claim time, so the API asks its dispatcher for no round.
+func TestHeldRowsHaveNoClaimTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	_, err := b.st.Pool().Exec(ctx, `UPDATE endpoints SET paused = true WHERE app_id = $1`, b.app.ID)
+	require.NoError(t, err)
+	p, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.Len(t, p.Deliveries, 2)
+	require.True(t, p.ClaimBy.IsZero(), "held rows have no claim time: %s", p.ClaimBy)
+
+	_, err = b.st.Pool().Exec(ctx, `UPDATE endpoints SET paused = false WHERE id = $1`, b.all.ID)
+	require.NoError(t, err)
+	p, err = publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.False(t, p.ClaimBy.IsZero(), "one of its rows is claimable")
 }
 
 // TestPausedRowsDoNotSilenceTheWake: a start row of a paused endpoint waits

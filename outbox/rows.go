@@ -63,7 +63,7 @@ type Row struct {
 	// Settings are the endpoint's now.
 	Settings delivery.Settings
 	// CarrierID names the carrier workflow a start row was given to, once
-	// stamped (see store.StampCarriers); empty otherwise.
+	// stamped (see store.Round.Stamp); empty otherwise.
 	CarrierID string
 	// Outcome is the recorded first attempt of a start row (JSON of the
 	// sender's result), nil until it is recorded: a row with an outcome is

@@ -57,11 +57,19 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 // one app delays another app's rows by at most one round. Rows of one
 // delivery are handled in order: only its oldest row is claimed, so a
 // cancel is dispatched after the start a sender holds and before a later
-// replay of the same delivery. Rows leased to a sender (see LeaseOutbox) are
+// replay of the same delivery. Rows leased to a sender (see Round.Lease) are
 // left alone until their lease lapses; starts and replays of a paused
 // endpoint wait in the outbox.
 func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error) {
-	rows, err := tx.Query(ctx, `
+	rows, err := tx.Query(ctx, claimSQL, limit, outbox.KindCancel)
+	if err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	return collectRows(rows)
+}
+
+// claimSQL is ClaimOutbox's statement: $1 the batch, $2 outbox.KindCancel.
+const claimSQL = `
 		WITH RECURSIVE queued(app_id) AS (
 		  (SELECT app_id FROM outbox ORDER BY app_id LIMIT 1)
 		  UNION ALL
@@ -76,23 +84,18 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 		    WHERE o.app_id = queued.app_id AND NOT o.held
 		      AND (o.leased_until IS NULL OR o.leased_until < now())
 		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
-		      AND NOT (o.kind <> $2 AND COALESCE(`+holding+`, false))
+		      AND NOT (o.kind <> $2 AND COALESCE(` + holding + `, false))
 		    ORDER BY o.id LIMIT $1
 		  ) c
 		  WHERE queued.app_id IS NOT NULL
 		  ORDER BY c.rn, c.id LIMIT $1
-		)`+rowSelect+`
+		)` + rowSelect + `
 		WHERE o.id IN (SELECT id FROM picked)
 		  -- Checked again on the locked row: another dispatcher may have
 		  -- leased it since this statement's snapshot.
 		  AND (o.leased_until IS NULL OR o.leased_until < now())
 		ORDER BY o.id
-		FOR UPDATE OF o SKIP LOCKED`, limit, outbox.KindCancel)
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox: %w", err)
-	}
-	return collectRows(rows)
-}
+		FOR UPDATE OF o SKIP LOCKED`
 
 // NextOutboxClaim is the earliest claim_by of the rows a round could claim (not
 // leased, not held by a paused endpoint); ok is false when there are none.
@@ -112,18 +115,6 @@ func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bo
 	return *next, true, nil
 }
 
-// LeaseOutbox leases start rows (ids) to a sender, each until its until, in tx:
-// no dispatcher claims them before their lease lapses.
-func LeaseOutbox(ctx context.Context, tx pgx.Tx, ids []int64, until []time.Time) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	if _, err := tx.Exec(ctx, `UPDATE outbox o SET leased_until = v.until FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, until) WHERE o.id = v.id`, ids, until); err != nil {
-		return fmt.Errorf("lease outbox rows: %w", err)
-	}
-	return nil
-}
-
 // ReleaseOutbox ends the lease of a start row whose first attempt was not made
 // or not handed off, so the next dispatcher round takes it again.
 func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
@@ -131,32 +122,6 @@ func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
 		return fmt.Errorf("release outbox row %d: %w", id, err)
 	}
 	return WakeDispatcher(ctx, q)
-}
-
-// StampCarriers gives start rows (ids) to carriers (carrierIDs, one per row), in
-// one statement in tx: once tx commits, each batch is named, and a
-// dispatcher that restarts it (CarrierRows) starts the same carrier with the
-// same rows.
-func StampCarriers(ctx context.Context, tx pgx.Tx, ids []int64, carrierIDs []string) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	_, err := tx.Exec(ctx, `UPDATE outbox o SET carrier_id = v.carrier FROM unnest($1::bigint[], $2::text[]) AS v(id, carrier) WHERE o.id = v.id`,
-		ids, carrierIDs)
-	if err != nil {
-		return fmt.Errorf("stamp carriers: %w", err)
-	}
-	return nil
-}
-
-// CarrierRows reads every row of the given carriers, locking them (waiting
-// for another dispatcher's lock, so a batch is never read in part).
-func CarrierRows(ctx context.Context, tx pgx.Tx, carrierIDs []string) ([]outbox.Row, error) {
-	rows, err := tx.Query(ctx, rowSelect+` WHERE o.carrier_id = ANY ($1) ORDER BY o.id FOR UPDATE OF o`, carrierIDs)
-	if err != nil {
-		return nil, fmt.Errorf("carrier rows: %w", err)
-	}
-	return collectRows(rows)
 }
 
 // DoneCarriers deletes the rows of carriers that started.
@@ -248,11 +213,14 @@ func OutboxDone(ctx context.Context, q outbox.Querier, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE id = ANY ($1)`, ids); err != nil {
+	if _, err := q.Exec(ctx, doneSQL, ids); err != nil {
 		return fmt.Errorf("delete dispatched rows: %w", err)
 	}
 	return nil
 }
+
+// doneSQL is OutboxDone's statement.
+const doneSQL = `DELETE FROM outbox WHERE id = ANY ($1)`
 
 // ReplayDeliveries records a replay of each delivery (by whom), sets it pending and
 // queues it, in one statement that wakes the dispatcher. Only finished

@@ -77,6 +77,11 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 func (st *Stack) startAPI() error {
 	cfg, logger, series := st.Config, st.Logger, st.series
 	engine := dispatch.Engine{Client: st.Client, Namespace: cfg.TemporalNamespace}
+	var local api.Waker
+	if st.Dispatcher != nil {
+		// The worker role runs in this process: ingest wakes its dispatcher.
+		local = st.Dispatcher
+	}
 	// The REST API and the portal validate, authorize and audit through it.
 	svc := service.New(service.Options{Store: st.Store, Engine: engine, Logger: logger.With("component", "service"),
 		AllowPrivateTargets: cfg.AllowPrivateTargets, Retention: cfg.Retention, LinkSigner: linkSigner(cfg.SecretKey)})
@@ -84,7 +89,7 @@ func (st *Stack) startAPI() error {
 		AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Metrics: series, Gatherer: st.Metrics, Retention: cfg.Retention,
 		LinkSigner: linkSigner(cfg.SecretKey), PublicURL: cfg.PublicURL,
-		IngestRate: cfg.IngestRate, IngestBurst: cfg.IngestBurst, TrustedProxies: cfg.TrustedProxies, Tracing: st.Tracing})
+		IngestRate: cfg.IngestRate, IngestBurst: cfg.IngestBurst, TrustedProxies: cfg.TrustedProxies, Tracing: st.Tracing, Dispatcher: local})
 	st.services.start(watcher("backlog watcher", srv.WatchBacklog))
 	st.services.start(watcher("revocation watcher", srv.WatchRevocations))
 	apiHandler := srv.Handler()

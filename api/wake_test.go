@@ -1,0 +1,78 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/api"
+	"hookrelay/delivery"
+	"hookrelay/store"
+)
+
+// askedRounds records the rounds ingest asks its process's dispatcher for.
+type askedRounds struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+func (a *askedRounds) Wake(at time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.at = append(a.at, at)
+}
+
+func (a *askedRounds) asked() []time.Time {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]time.Time(nil), a.at...)
+}
+
+// TestIngestWakesItsDispatcherWhenNoNotifyDid: an event whose publish
+// woke the dispatchers (NOTIFY) asks its process's dispatcher for nothing
+// more; one that counted on an earlier waiting row asks it for a round by
+// its own row's claim time, once committed; a repeat, and an event whose
+// only endpoint is paused, ask for nothing.
+func TestIngestWakesItsDispatcherWhenNoNotifyDid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, app, key := tenant(t, "wake")
+	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/w", Environment: "live", EventTypes: []string{},
+		Headers: map[string]string{}, RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	rounds := &askedRounds{}
+	h := api.New(api.Options{Store: st, AllowPrivateTargets: true, Dispatcher: rounds}).Handler()
+	ingest := func(body map[string]any) string {
+		rec := send(t, h, key, "POST", "/v1/apps/"+app.ID+"/events", body)
+		require.Contains(t, []int{http.StatusAccepted, http.StatusOK}, rec.Code, rec.Body.String())
+		var out struct{ ID string }
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+		return out.ID
+	}
+	claimBy := func(eventID string) time.Time {
+		var at time.Time
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT o.claim_by FROM outbox o JOIN deliveries d ON d.id = o.delivery_id WHERE d.event_id = $1`, eventID).Scan(&at))
+		return at
+	}
+
+	ingest(event("order.paid", 1))
+	require.Empty(t, rounds.asked(), "its NOTIFY woke the dispatchers")
+
+	second := ingest(event("order.paid", 2))
+	asked := rounds.asked()
+	require.Len(t, asked, 1, "the first event's row waited unleased: no NOTIFY, so a round is asked for")
+	require.True(t, asked[0].Equal(claimBy(second)), "asked by %s, the row's claim time %s", asked[0], claimBy(second))
+
+	ingest(map[string]any{"id": second, "type": "order.paid", "data": map[string]any{"i": 2}})
+	require.Len(t, rounds.asked(), 1, "a repeat wrote no row")
+
+	_, err = st.Pool().Exec(ctx, `UPDATE endpoints SET paused = true WHERE id = $1`, ep.ID)
+	require.NoError(t, err)
+	ingest(event("order.paid", 3))
+	require.Len(t, rounds.asked(), 1, "a held row is claimed by no round")
+}

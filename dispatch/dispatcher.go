@@ -46,9 +46,10 @@ const (
 	// ingest overlapped the round (and saw its rows still unleased) is
 	// found by that look instead of waiting for the poll. A look, not a
 	// round: at everyday rates a round per event would cost a claim
-	// statement per event. A NOTIFY during the linger is served at once,
-	// and so is a Wake: an API in this process asks for that round itself
-	// once such rows committed; the look finds other processes' rows.
+	// statement per event. A NOTIFY during the linger for a round due
+	// now is served at once, and so is a Wake: an API in this process
+	// asks for that round itself once such rows committed; the look finds
+	// other processes' rows.
 	linger = 10 * time.Millisecond
 	// heldWait is how often a dispatcher whose sender holds HeldMax rows
 	// looks again.

@@ -34,7 +34,8 @@ type wakeup struct {
 // ingest's rows committed without a NOTIFY (outbox.Published.Notified):
 // the publish counted on the round of an unleased row it saw, and when
 // that round had already claimed, its linger's look would be the first to
-// find them. Woken, the dispatcher claims them as soon as the round ends.
+// find them. Woken, the dispatcher claims them once the round has ended
+// and their claim time has come (at once, for a first wait of 0s).
 func (d *Dispatcher) Wake(at time.Time) { d.waker().request(at) }
 
 // waker is the dispatcher's wakeup, made on first use (Wake may come
@@ -47,10 +48,15 @@ func (d *Dispatcher) waker() *wakeup {
 // request asks for a round by at.
 func (w *wakeup) request(at time.Time) {
 	w.mu.Lock()
-	if w.at.IsZero() || at.Before(w.at) {
+	earlier := w.at.IsZero() || at.Before(w.at)
+	if earlier {
 		w.at = at
 	}
 	w.mu.Unlock()
+	if !earlier {
+		// The sleeper already wakes by w.at.
+		return
+	}
 	select {
 	case w.signal <- struct{}{}:
 	default:

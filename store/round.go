@@ -15,13 +15,15 @@ import (
 // statements pipelined: BEGIN goes out with the claim, and the round's
 // writes (Lease, Stamp, Done) wait to go out with COMMIT. A round that
 // claims and leases costs two round trips, where a transaction of one
-// statement each cost four. Its claim is ClaimOutbox's, whose locks it
+// statement each cost four (a round that reads a restarted carrier's rows
+// costs one more). Its claim is ClaimOutbox's, whose locks it
 // holds until it ends.
 type Round struct {
 	conn *pgxpool.Conn
 	// writes are queued until CarrierRows or Commit sends them.
 	writes pgx.Batch
-	done   bool
+	// ended: committed or rolled back, its connection given back.
+	ended bool
 }
 
 // BeginRound begins a round on a connection of pool and claims up to limit
@@ -42,7 +44,7 @@ func BeginRound(ctx context.Context, pool *pgxpool.Pool, limit int) (*Round, []o
 	})
 	if err := conn.SendBatch(ctx, b).Close(); err != nil {
 		r.Close()
-		return nil, nil, fmt.Errorf("claim outbox: %w", err)
+		return nil, nil, fmt.Errorf("begin the round and claim outbox rows: %w", err)
 	}
 	return r, rows, nil
 }
@@ -90,13 +92,17 @@ func (r *Round) CarrierRows(ctx context.Context, carrierIDs []string) ([]outbox.
 	return rows, nil
 }
 
-// Commit sends the queued writes and COMMIT in one round trip.
+// Commit sends the queued writes and COMMIT in one round trip and gives
+// the connection back to the pool, as a pgx.Tx's Commit does: what the
+// round does next (workflow starts, carriers, sequencers' wakes) takes
+// connections of its own.
 func (r *Round) Commit(ctx context.Context) error {
 	r.writes.Queue("COMMIT")
 	if err := r.send(ctx); err != nil {
-		return fmt.Errorf("commit dispatched rows: %w", err)
+		return fmt.Errorf("write the round's leases, stamps and deletes and commit: %w", err)
 	}
-	r.done = true
+	r.ended = true
+	r.conn.Release()
 	return nil
 }
 
@@ -106,16 +112,17 @@ func (r *Round) send(ctx context.Context) error {
 	return r.conn.SendBatch(ctx, &b).Close()
 }
 
-// Close rolls the round back unless it committed, and gives its connection
+// Close rolls the round back unless it ended, and gives its connection
 // back (a connection that cannot roll back is closed instead).
 func (r *Round) Close() {
-	if !r.done {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := r.conn.Exec(ctx, "ROLLBACK"); err != nil {
-			_ = r.conn.Conn().Close(ctx)
-		}
-		r.done = true
+	if r.ended {
+		return
+	}
+	r.ended = true
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := r.conn.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = r.conn.Conn().Close(ctx)
 	}
 	r.conn.Release()
 }

@@ -51,6 +51,13 @@ const (
 	// asks for that round itself once such rows committed; the look finds
 	// other processes' rows.
 	linger = 10 * time.Millisecond
+	// lingerLoaded is how many rows a round claims when ingest is fast
+	// enough that waiting out the whole linger costs each row less than
+	// the claim statement a round per few rows would: after such a round,
+	// nothing asked meanwhile cuts the linger short. At full speed a Wake
+	// per ingest did, and rounds of two or three rows took 10–15 % off
+	// the deliveries per second.
+	lingerLoaded = 8
 	// heldWait is how often a dispatcher whose sender holds HeldMax rows
 	// looks again.
 	heldWait = 10 * time.Millisecond
@@ -224,8 +231,14 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// unleased and woke nobody (see outbox.Publish); once that
 			// overlap has passed, ask for a round by the earliest row left
 			// (at once when the batch left rows behind). A round asked for
-			// meanwhile runs at once, and the look is owed after it.
-			if !w.sleep(ctx, time.Now().Add(linger), 0) {
+			// meanwhile runs at once, and the look is owed after it; after
+			// a round of lingerLoaded rows or more, only once the linger
+			// has passed.
+			lingered := sleepCtx
+			if n < lingerLoaded {
+				lingered = func(ctx context.Context, d time.Duration) bool { return w.sleep(ctx, time.Now().Add(d), 0) }
+			}
+			if !lingered(ctx, linger) {
 				return nil
 			}
 			if owed = w.due(); owed {

@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -39,15 +38,31 @@ func idle(t *testing.T, p *pgxpool.Pool) {
 	require.Equal(t, byte('I'), c.Conn().PgConn().TxStatus(), "the connection is inside a transaction")
 }
 
-// waitingForLock waits until a backend of f's database waits for a lock.
-func waitingForLock(t *testing.T, f fixture) {
+// cancelWhileLocked runs call with a context it cancels once a backend of
+// f's database waits for a lock, and requires that call failed with the
+// context's error.
+func cancelWhileLocked(t *testing.T, f fixture, call func(ctx context.Context) error) {
 	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	failed := make(chan error, 1)
+	go func() { failed <- call(ctx) }()
 	require.Eventually(t, func() bool {
 		var n int
 		require.NoError(t, f.st.Pool().QueryRow(context.Background(),
 			`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
 		return n > 0
 	}, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.ErrorIs(t, <-failed, context.Canceled, "wraps the context's error")
+}
+
+// claimAgain requires that a round on p claims n rows, and that p is in
+// no transaction after it.
+func claimAgain(t *testing.T, p *pgxpool.Pool, n int, msg string) {
+	t.Helper()
+	r, _ := beginRound(t, p, n, msg)
+	r.Close()
+	idle(t, p)
 }
 
 // TestRoundCanceledWhileWaitingLeavesNoTransaction: a round whose context
@@ -70,21 +85,12 @@ func TestRoundCanceledWhileWaitingLeavesNoTransaction(t *testing.T) {
 	var lockedID int64
 	require.NoError(t, blocker.QueryRow(ctx, `SELECT id FROM outbox ORDER BY id DESC LIMIT 1 FOR UPDATE`).Scan(&lockedID))
 
-	r, rows, err := store.BeginRound(ctx, one, 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 1, "the locked row is skipped")
+	r, rows := beginRound(t, one, 1, "the locked row is skipped")
 	r.Lease([]int64{rows[0].ID}, []time.Time{time.Now().Add(time.Hour)})
-	rctx, cancel := context.WithCancel(ctx)
-	failed := make(chan error, 1)
-	go func() {
-		_, err := r.CarrierRows(rctx, []string{"carrier_1"})
-		failed <- err
-	}()
-	waitingForLock(t, f)
-	cancel()
-	err = <-failed
-	require.Error(t, err)
-	require.True(t, errors.Is(err, context.Canceled), "wraps the context's error: %v", err)
+	cancelWhileLocked(t, f, func(ctx context.Context) error {
+		_, err := r.CarrierRows(ctx, []string{"carrier_1"})
+		return err
+	})
 	r.Close()
 	r.Close() // twice: no panic, nothing more
 	require.NoError(t, blocker.Rollback(ctx))
@@ -93,11 +99,7 @@ func TestRoundCanceledWhileWaitingLeavesNoTransaction(t *testing.T) {
 	var leased int
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE leased_until IS NOT NULL`).Scan(&leased))
 	require.Zero(t, leased, "the queued lease was not written")
-	again, rows, err := store.BeginRound(ctx, one, 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 2, "no lock of the canceled round is left")
-	again.Close()
-	idle(t, one)
+	claimAgain(t, one, 2, "no lock of the canceled round is left")
 }
 
 // TestRoundCanceledInItsClaim: a round whose context ends while its
@@ -114,27 +116,16 @@ func TestRoundCanceledInItsClaim(t *testing.T) {
 	defer blocker.Rollback(ctx) //nolint:errcheck
 	_, err = blocker.Exec(ctx, `LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE`)
 	require.NoError(t, err)
-	rctx, cancel := context.WithCancel(ctx)
-	failed := make(chan error, 1)
-	go func() {
-		r, _, err := store.BeginRound(rctx, one, 10)
+	cancelWhileLocked(t, f, func(ctx context.Context) error {
+		r, _, err := store.BeginRound(ctx, one, 10)
 		if err == nil {
 			r.Close()
 		}
-		failed <- err
-	}()
-	waitingForLock(t, f)
-	cancel()
-	err = <-failed
-	require.Error(t, err)
-	require.True(t, errors.Is(err, context.Canceled), "wraps the context's error: %v", err)
+		return err
+	})
 	require.NoError(t, blocker.Rollback(ctx))
 	idle(t, one)
-	r, rows, err := store.BeginRound(ctx, one, 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 1)
-	r.Close()
-	idle(t, one)
+	claimAgain(t, one, 1, "the canceled claim holds nothing")
 }
 
 // TestRoundCommitWithEndedContext: a commit whose context already ended
@@ -146,9 +137,7 @@ func TestRoundCommitWithEndedContext(t *testing.T) {
 	ctx := context.Background()
 	f.publish(t)
 	one := onePool(t, f)
-	r, rows, err := store.BeginRound(ctx, one, 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 1)
+	r, rows := beginRound(t, one, 1)
 	r.Done([]int64{rows[0].ID})
 	ended, cancel := context.WithCancel(ctx)
 	cancel()
@@ -159,9 +148,7 @@ func TestRoundCommitWithEndedContext(t *testing.T) {
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n))
 	require.Equal(t, 1, n, "the delete was not committed")
 
-	r, rows, err = store.BeginRound(ctx, one, 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 1)
+	r, rows = beginRound(t, one, 1)
 	r.Done([]int64{rows[0].ID})
 	require.NoError(t, r.Commit(ctx))
 	r.Close()
@@ -186,12 +173,8 @@ func TestRoundOnTheSimpleProtocol(t *testing.T) {
 	simple, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(simple.Close)
-	r, rows, err := store.BeginRound(ctx, simple, 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 3)
-	other, none, err := store.BeginRound(ctx, f.st.Pool(), 10)
-	require.NoError(t, err)
-	require.Empty(t, none, "the simple round's claim holds its locks")
+	r, rows := beginRound(t, simple, 3)
+	other, _ := beginRound(t, f.st.Pool(), 0, "the simple round's claim holds its locks")
 	other.Close()
 	idOf := map[string]int64{}
 	for _, row := range rows {
@@ -227,17 +210,12 @@ func TestRoundFailedCommitGivesBackAnIdleConnection(t *testing.T) {
 	ctx := context.Background()
 	f.publish(t)
 	one := onePool(t, f)
-	r, rows, err := store.BeginRound(ctx, one, 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 1)
+	r, rows := beginRound(t, one, 1)
 	r.Lease([]int64{rows[0].ID}, []time.Time{time.Now().Add(time.Hour)})
 	r.Stamp([]int64{rows[0].ID}, []string{"carrier\x00"})
 	r.Done([]int64{rows[0].ID})
 	require.Error(t, r.Commit(ctx))
 	r.Close()
 	idle(t, one)
-	again, rows, err := store.BeginRound(ctx, one, 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 1, "nothing of the failed round was written")
-	again.Close()
+	claimAgain(t, one, 1, "nothing of the failed round was written")
 }

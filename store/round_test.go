@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/outbox"
@@ -34,24 +35,18 @@ func TestRoundIsOneTransaction(t *testing.T) {
 		return rows, leasedUntil
 	}
 
-	first, rows, err := store.BeginRound(ctx, f.st.Pool(), 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 2)
+	first, rows := beginRound(t, f.st.Pool(), 2)
 	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 	first.Lease([]int64{idOf(rows, leased)}, []time.Time{until})
 	first.Done([]int64{idOf(rows, deleted)})
-	second, others, err := store.BeginRound(ctx, f.st.Pool(), 10)
-	require.NoError(t, err)
-	require.Empty(t, others, "the open round's rows are locked")
+	second, _ := beginRound(t, f.st.Pool(), 0, "the open round's rows are locked")
 	second.Close()
 	n, lease := state()
 	require.Equal(t, 2, n, "nothing written before the commit")
 	require.Nil(t, lease)
 	first.Close()
 
-	again, rows, err := store.BeginRound(ctx, f.st.Pool(), 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 2, "a round closed without its commit wrote nothing and holds nothing")
+	again, rows := beginRound(t, f.st.Pool(), 2, "a round closed without its commit wrote nothing and holds nothing")
 	again.Lease([]int64{idOf(rows, leased)}, []time.Time{until})
 	again.Done([]int64{idOf(rows, deleted)})
 	require.NoError(t, again.Commit(ctx))
@@ -61,33 +56,15 @@ func TestRoundIsOneTransaction(t *testing.T) {
 	require.NotNil(t, lease)
 	require.True(t, until.Equal(*lease), "leased until %s, not %s", *lease, until)
 
-	after, rows, err := store.BeginRound(ctx, f.st.Pool(), 10)
-	require.NoError(t, err)
-	require.Empty(t, rows, "the leased row is not claimed")
+	after, _ := beginRound(t, f.st.Pool(), 0, "the leased row is not claimed")
 	after.Close()
 }
 
-// TestRoundFailedWriteCommitsNothing: when a queued write fails, the
-// commit fails, nothing of the round is written, and its connection goes
-// back usable.
-func TestRoundFailedWriteCommitsNothing(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	ctx := context.Background()
-	f.publish(t)
-	r, rows, err := store.BeginRound(ctx, f.st.Pool(), 10)
+// beginRound begins a round on p and requires that it claimed n rows.
+func beginRound(t *testing.T, p *pgxpool.Pool, n int, msgAndArgs ...any) (*store.Round, []outbox.Row) {
+	t.Helper()
+	r, rows, err := store.BeginRound(context.Background(), p, 10)
 	require.NoError(t, err)
-	require.Len(t, rows, 1)
-	r.Done([]int64{rows[0].ID})
-	// Postgres refuses a NUL byte in text: the stamp fails on the server.
-	r.Stamp([]int64{rows[0].ID}, []string{"carrier\x00"})
-	require.Error(t, r.Commit(ctx))
-	r.Close()
-	var n int
-	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE leased_until IS NULL`).Scan(&n))
-	require.Equal(t, 1, n, "the delete queued before the failed write was rolled back")
-	again, rows, err := store.BeginRound(ctx, f.st.Pool(), 10)
-	require.NoError(t, err)
-	require.Len(t, rows, 1, "the row is claimed again")
-	again.Close()
+	require.Len(t, rows, n, msgAndArgs...)
+	return r, rows
 }

@@ -234,11 +234,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			// meanwhile runs at once, and the look is owed after it; after
 			// a round of lingerLoaded rows or more, only once the linger
 			// has passed.
-			lingered := sleepCtx
-			if n < lingerLoaded {
-				lingered = func(ctx context.Context, d time.Duration) bool { return w.sleep(ctx, time.Now().Add(d), 0) }
+			lingered := false
+			if n >= lingerLoaded {
+				lingered = sleepCtx(ctx, linger)
+			} else {
+				lingered = w.sleep(ctx, time.Now().Add(linger), 0)
 			}
-			if !lingered(ctx, linger) {
+			if !lingered {
 				return nil
 			}
 			if owed = w.due(); owed {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
+
+	"hookrelay/internal/testenv"
 )
 
 // TestRoundGivesItsConnectionBackAtCommit: once a round committed, its
@@ -20,13 +22,7 @@ func TestRoundGivesItsConnectionBackAtCommit(t *testing.T) {
 	t.Parallel()
 	f := newRound(t)
 	_, _ = f.app(t, "carried", 3)
-	cfg, err := pgxpool.ParseConfig(f.st.Pool().Config().ConnString())
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	one, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(one.Close)
-	f.d.Pool = one
+	f.d.Pool = testenv.PoolLike(t, f.st.Pool(), func(c *pgxpool.Config) { c.MaxConns = 1 })
 	f.d.SetCarrierSize(10) // the three fresh rows go to one carrier
 	// A guard, not a measure: a round that waits for its own connection
 	// fails when it ends.

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/delivery"
+	"hookrelay/internal/testenv"
 	"hookrelay/outbox"
 	"hookrelay/store"
 )
@@ -84,23 +85,21 @@ func TestHotPoolPlansUseKeys(t *testing.T) {
 	f := setup(t)
 	seedReview(t, f, 20_000)
 	ctx := context.Background()
-	cfg := f.st.Pool().Config().Copy()
-	cfg.MaxConns = 1
 	var mu sync.Mutex
 	var plans []string
-	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message+"\n"+n.Detail)
-	}
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, store.HotPoolSetup+`; LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = notice;
+	pool := testenv.PoolLike(t, f.st.Pool(), func(cfg *pgxpool.Config) {
+		cfg.MaxConns = 1
+		cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+			mu.Lock()
+			defer mu.Unlock()
+			plans = append(plans, n.Message+"\n"+n.Detail)
+		}
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, store.HotPoolSetup+`; LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = notice;
 			SET auto_explain.log_analyze = on; SET auto_explain.log_nested_statements = on`)
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	defer pool.Close()
+			return err
+		}
+	})
 	f.st.UseHotPool(pool)
 	hot := f.st
 	pub := outbox.NewPublisher()

@@ -9,20 +9,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"hookrelay/internal/testenv"
 	"hookrelay/store"
 )
 
 // onePool opens a pool of one connection on f's database: whatever a
 // round leaves on its connection, the next user of the pool finds.
 func onePool(t *testing.T, f fixture) *pgxpool.Pool {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(f.st.Pool().Config().ConnString())
-	require.NoError(t, err)
-	cfg.MaxConns = 1
-	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(p.Close)
-	return p
+	return testenv.PoolLike(t, f.st.Pool(), func(c *pgxpool.Config) { c.MaxConns = 1 })
 }
 
 // idle requires that the pool's next connection is in no transaction.
@@ -36,6 +30,19 @@ func idle(t *testing.T, p *pgxpool.Pool) {
 	_, err = c.Exec(ctx, `SELECT 1`)
 	require.NoError(t, err)
 	require.Equal(t, byte('I'), c.Conn().PgConn().TxStatus(), "the connection is inside a transaction")
+}
+
+// holdLock runs lock (a statement that takes locks) in a transaction of
+// f's pool, left open: the test rolls it back, or its end does.
+func holdLock(t *testing.T, f fixture, lock string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, lock)
+	require.NoError(t, err)
+	return tx
 }
 
 // cancelWhileLocked runs call with a context it cancels once a backend of
@@ -79,11 +86,7 @@ func TestRoundCanceledWhileWaitingLeavesNoTransaction(t *testing.T) {
 	require.NoError(t, err)
 	one := onePool(t, f)
 
-	blocker, err := f.st.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer blocker.Rollback(ctx) //nolint:errcheck
-	var lockedID int64
-	require.NoError(t, blocker.QueryRow(ctx, `SELECT id FROM outbox ORDER BY id DESC LIMIT 1 FOR UPDATE`).Scan(&lockedID))
+	blocker := holdLock(t, f, `SELECT id FROM outbox ORDER BY id DESC LIMIT 1 FOR UPDATE`)
 
 	r, rows := beginRound(t, one, 1, "the locked row is skipped")
 	r.Lease([]int64{rows[0].ID}, []time.Time{time.Now().Add(time.Hour)})
@@ -111,11 +114,7 @@ func TestRoundCanceledInItsClaim(t *testing.T) {
 	ctx := context.Background()
 	f.publish(t)
 	one := onePool(t, f)
-	blocker, err := f.st.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer blocker.Rollback(ctx) //nolint:errcheck
-	_, err = blocker.Exec(ctx, `LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE`)
-	require.NoError(t, err)
+	blocker := holdLock(t, f, `LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE`)
 	cancelWhileLocked(t, f, func(ctx context.Context) error {
 		r, _, err := store.BeginRound(ctx, one, 10)
 		if err == nil {
@@ -167,12 +166,7 @@ func TestRoundOnTheSimpleProtocol(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	leased, stamped, deleted := f.publish(t), f.publish(t), f.publish(t)
-	cfg, err := pgxpool.ParseConfig(f.st.Pool().Config().ConnString())
-	require.NoError(t, err)
-	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol
-	simple, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(simple.Close)
+	simple := testenv.PoolLike(t, f.st.Pool(), func(c *pgxpool.Config) { c.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeSimpleProtocol })
 	r, rows := beginRound(t, simple, 3)
 	other, _ := beginRound(t, f.st.Pool(), 0, "the simple round's claim holds its locks")
 	other.Close()

@@ -172,6 +172,21 @@ func (p *Postgres) Pool(tb testing.TB, prefix string, migrated bool) *pgxpool.Po
 	return pool
 }
 
+// PoolLike opens another pool on pool's database with its config changed
+// by change (one connection, another query mode, hooks); it is closed when
+// tb ends.
+func PoolLike(tb testing.TB, pool *pgxpool.Pool, change func(*pgxpool.Config)) *pgxpool.Pool {
+	tb.Helper()
+	cfg := pool.Config().Copy()
+	change(cfg)
+	like, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(like.Close)
+	return like
+}
+
 // Store opens a store, with a fresh sealing key, on a new migrated
 // database for tb (see Pool).
 func (p *Postgres) Store(tb testing.TB, prefix string) *store.Store {

@@ -77,6 +77,7 @@ type Store interface {
 	AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error)
 	ReleaseFlight(ctx context.Context, lease string) error
 	ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (store.Claim, error)
+	ClaimTarget(ctx context.Context, deliveryID string, now, until time.Time) (store.Target, bool, error)
 	ReleaseClaim(ctx context.Context, deliveryID string, until time.Time) error
 	RecordAttempts(ctx context.Context, as []store.Attempt) ([]error, error)
 	MarkDelivery(ctx context.Context, m store.Mark) (store.Marked, error)

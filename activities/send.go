@@ -47,11 +47,11 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 // endpoint share is waited for until shareBy (zero: not at all).
 func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, shareBy time.Time) (SendResult, error) {
 	started := a.now()
-	t, err := a.Store.LoadTarget(ctx, req.DeliveryID, started)
+	t, claimed, err := a.load(ctx, req, started)
 	if err != nil {
 		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 	}
-	res, rec, err := a.attempt(ctx, req, t, started, shareBy)
+	res, rec, err := a.attempt(ctx, req, t, started, shareBy, claimed)
 	if err != nil || rec == nil {
 		return res, err
 	}
@@ -75,6 +75,29 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, 
 	return res, nil
 }
 
+// load loads req's target at started and, when the attempt needs no slot
+// (none reserved) and the worker is not stopping, claims it in the same
+// statement if its endpoint has no limits to wait for (store.ClaimTarget):
+// claimed is then the claim's end, else zero.
+func (a *Activities) load(ctx context.Context, req SendRequest, started time.Time) (t store.Target, claimed time.Time, err error) {
+	if !req.Slot.IsZero() || a.Open.draining() {
+		t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started)
+		return t, time.Time{}, err
+	}
+	until := claimEnd(req, started)
+	t, ok, err := a.Store.ClaimTarget(ctx, req.DeliveryID, started, until)
+	if !ok {
+		until = time.Time{}
+	}
+	return t, until, err
+}
+
+// claimEnd is how long an attempt of req whose request starts at from is
+// marked on the wire: its timeout and FlightSlack.
+func claimEnd(req SendRequest, from time.Time) time.Time {
+	return from.Add(req.Timeout + FlightSlack).Truncate(time.Microsecond)
+}
+
 // SendFirst makes a delivery's first attempt for a sender that holds its
 // outbox row (outboxID) and records the attempt and its outcome on that row
 // in one statement: once the row has an outcome, the attempt is never made
@@ -91,15 +114,15 @@ func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int
 // tracing on, the attempt is a span (its request carries it as W3C
 // traceparent); its attributes name the attempt and its outcome, never a
 // header, a secret, a signature or the payload.
-func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time) (SendResult, *store.Attempt, error) {
+func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started, shareBy, claimed time.Time) (SendResult, *store.Attempt, error) {
 	if a.Tracing == nil {
-		return a.try(ctx, req, t, started, shareBy)
+		return a.try(ctx, req, t, started, shareBy, claimed)
 	}
 	ctx, span := a.Tracing.Start(ctx, tracing.SpanAttempt, trace.SpanKindClient,
 		tracing.App(t.AppID), tracing.Endpoint(t.EndpointID), tracing.Event(t.EventID), tracing.Delivery(req.DeliveryID),
 		tracing.Cycle(req.Cycle), tracing.Attempt(req.Number))
 	defer span.End()
-	res, rec, err := a.try(ctx, req, t, started, shareBy)
+	res, rec, err := a.try(ctx, req, t, started, shareBy, claimed)
 	switch {
 	case err != nil:
 		span.SetStatus(codes.Error, "attempt not made")
@@ -115,9 +138,19 @@ func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Targe
 	return res, rec, err
 }
 
-// try is attempt without its span.
-func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time) (SendResult, *store.Attempt, error) {
+// try is attempt without its span. An attempt claimed with its target
+// (claimed is the claim's end, see load) is sent at once when its
+// endpoint's share has room; otherwise its claim is given back and it goes
+// the long way.
+func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, started, shareBy, claimed time.Time) (SendResult, *store.Attempt, error) {
 	res := SendResult{Number: req.Number, StartedAt: started}
+	if !claimed.IsZero() {
+		if release, _, ok := a.Shares.acquire(ctx, a.Open.stopping(), t.EndpointID, time.Time{}); ok {
+			defer release()
+			return a.request(ctx, req, t, res, time.Time{}, claimed)
+		}
+		a.releaseClaim(ctx, req.DeliveryID, claimed)
+	}
 	if unavailable(t, &res) {
 		return res, nil, nil
 	}
@@ -191,7 +224,7 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	if slot.After(from) {
 		from = slot
 	}
-	until := from.Add(req.Timeout + FlightSlack).Truncate(time.Microsecond)
+	until := claimEnd(req, from)
 	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, until); {
 	case err != nil:
 		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)
@@ -204,18 +237,22 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 		res.Error = "delivery canceled, or endpoint disabled or deleted; nothing sent"
 		return res, nil, nil
 	}
+	return a.request(ctx, req, t, res, slot, until)
+}
+
+// request makes the claimed (until until) attempt req to t at its slot
+// (zero: now) and returns its result and the record to store.
+func (a *Activities) request(ctx context.Context, req SendRequest, t store.Target, res SendResult, slot, until time.Time) (SendResult, *store.Attempt, error) {
 	// What is left of the slot's wait comes last, so no database round
 	// trip lies between the slot and the request: requests leave on their
 	// slots, not bunched by the claims' latency.
 	if !a.sleepUntil(ctx, slot) {
-		if err := a.Store.ReleaseClaim(context.WithoutCancel(ctx), req.DeliveryID, until); err != nil {
-			a.logger().Warn("claim of an attempt not sent not released; it lapses", "delivery_id", req.DeliveryID, "err", err)
-		}
+		a.releaseClaim(ctx, req.DeliveryID, until)
 		return SendResult{}, nil, ctx.Err()
 	}
 	// The request starts now: its signature's time, its start and its
 	// duration leave out the waits and statements before it.
-	started = a.now()
+	started := a.now()
 	res.StartedAt = started
 	hdr, err := signing.Sign(t.EventID, started, t.Payload, t.Keys)
 	if err != nil {
@@ -238,6 +275,13 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	}
 	rec.NextAttemptAt = nextAttempt(req, res, a.now())
 	return res, rec, nil
+}
+
+// releaseClaim gives back the claim (until until) of an attempt not sent.
+func (a *Activities) releaseClaim(ctx context.Context, deliveryID string, until time.Time) {
+	if err := a.Store.ReleaseClaim(context.WithoutCancel(ctx), deliveryID, until); err != nil {
+		a.logger().Warn("claim of an attempt not sent not released; it lapses", "delivery_id", deliveryID, "err", err)
+	}
 }
 
 // recorded counts and logs an attempt once its record is stored.

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,6 +33,9 @@ type flakyStore struct {
 	// loads and batchLoads count LoadTarget and LoadTargets calls;
 	// recordCalls RecordAttempts calls.
 	loads, batchLoads, recordCalls int
+	// claimsAlone count ClaimAttempt calls, released ReleaseClaim calls
+	// (attempts may make them at once).
+	claimsAlone, released atomic.Int32
 }
 
 func (f *flakyStore) LoadTarget(context.Context, string, time.Time) (store.Target, error) {
@@ -53,11 +57,22 @@ func (f *flakyStore) LoadTargets(_ context.Context, ids []string, _ time.Time) (
 	return out, f.loadErr
 }
 
+// ClaimTarget loads the target and claims as the statement does: an
+// enabled, unpaused endpoint with no limits and a key.
+func (f *flakyStore) ClaimTarget(ctx context.Context, id string, now, _ time.Time) (store.Target, bool, error) {
+	t, err := f.LoadTarget(ctx, id, now)
+	return t, err == nil && !t.Inactive && !t.Paused && t.RateLimit == 0 && t.MaxInFlight == 0 && len(t.Keys) > 0, err
+}
+
 func (f *flakyStore) ClaimAttempt(context.Context, string, time.Time) (store.Claim, error) {
+	f.claimsAlone.Add(1)
 	return store.Claimed, nil
 }
 
-func (f *flakyStore) ReleaseClaim(context.Context, string, time.Time) error { return nil }
+func (f *flakyStore) ReleaseClaim(context.Context, string, time.Time) error {
+	f.released.Add(1)
+	return nil
+}
 
 func (f *flakyStore) RecordAttempts(_ context.Context, as []store.Attempt) ([]error, error) {
 	f.recordCalls++
@@ -100,6 +115,35 @@ func send(t *testing.T, st activities.Store, req activities.SendRequest) (activi
 	req.DeliveryID, req.Cycle, req.Number = "dlv_1", 1, max(req.Number, 1)
 	req.Timeout = time.Second
 	return a.SendSigned(context.Background(), req)
+}
+
+// TestAttemptClaimsWithItsTarget: an attempt to an endpoint with no limits
+// is claimed in the statement that loads its target; one with a rate limit
+// or max_in_flight is claimed on its own once its slot and lease are
+// taken.
+func TestAttemptClaimsWithItsTarget(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		limit       func(*store.Target)
+		claimsAlone int32
+	}{
+		"no limits":     {limit: func(*store.Target) {}},
+		"rate limit":    {limit: func(t *store.Target) { t.RateLimit = 100 }, claimsAlone: 1},
+		"max in flight": {limit: func(t *store.Target) { t.MaxInFlight = 2 }, claimsAlone: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			st := &flakyStore{target: target(t, 200)}
+			c.limit(&st.target)
+			res, err := send(t, st, activities.SendRequest{})
+			require.NoError(t, err)
+			require.Equal(t, activities.ClassSuccess, res.Class)
+			require.Equal(t, 1, st.loads, "one load")
+			require.Equal(t, c.claimsAlone, st.claimsAlone.Load())
+			require.Zero(t, st.released.Load())
+			require.Len(t, st.records, 1)
+		})
+	}
 }
 
 // TestRecordSurvivesAShortOutage: the request was sent, so its record is

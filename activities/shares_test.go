@@ -27,6 +27,12 @@ func (l *lockedStore) LoadTarget(ctx context.Context, id string, now time.Time) 
 	return l.flakyStore.LoadTarget(ctx, id, now)
 }
 
+func (l *lockedStore) ClaimTarget(ctx context.Context, id string, now, until time.Time) (store.Target, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.flakyStore.ClaimTarget(ctx, id, now, until)
+}
+
 func (l *lockedStore) RecordAttempts(ctx context.Context, as []store.Attempt) ([]error, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -84,4 +90,9 @@ func TestFullShareIsWaitedFor(t *testing.T) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	require.Len(t, st.records, 2, "the busy tries sent and recorded nothing")
+	// Each try after the first was claimed with its target and found the
+	// place in use: it gave its claim back; the one that waited for the
+	// place claimed again, on its own, once it had it.
+	require.EqualValues(t, 3, st.released.Load())
+	require.EqualValues(t, 1, st.claimsAlone.Load())
 }

@@ -15,7 +15,8 @@ import (
 )
 
 // An attempt's statements, in the order it runs them: its target
-// (LoadTargets), its claim (ClaimAttempt) and its record (RecordAttempts).
+// (LoadTargets), its claim (ClaimAttempt), or both at once (ClaimTarget),
+// and its record (RecordAttempts).
 
 // Target is everything one attempt needs: where to send, what, and with
 // which keys.
@@ -64,14 +65,16 @@ const targetQuery = `
 		) k ON true
 		WHERE d.id = ANY ($1)`
 
-// scanTarget reads one row of targetQuery and opens its sealed parts.
-func (s *Store) scanTarget(r pgx.Row) (Target, error) {
+// scanTarget reads one row of targetQuery, and into extra the columns a
+// statement adds after it, and opens its sealed parts.
+func (s *Store) scanTarget(r pgx.Row, extra ...any) (Target, error) {
 	var t Target
 	var headers, sealed []byte
 	var keyIDs []string
 	var keysSealed [][]byte
-	if err := r.Scan(&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit,
-		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &keyIDs, &keysSealed, &t.Sequence); err != nil {
+	dest := []any{&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit,
+		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &keyIDs, &keysSealed, &t.Sequence}
+	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Target{}, err
 	}
 	var err error

@@ -9,13 +9,14 @@ import (
 )
 
 // Batched is a Store whose hot attempt statements (LoadTarget,
-// ClaimAttempt, RecordAttempts) are coalesced across concurrent attempts:
+// ClaimAttempt, ClaimTarget, RecordAttempts) are coalesced across concurrent attempts:
 // under load hundreds of attempts load, claim and record in one statement
 // each; at low rates each runs at once. Close stops it.
 type Batched struct {
 	*Store
 	loads   *coalesce.Coalescer[string, Target]
 	claims  *coalesce.Coalescer[claim, Claim]
+	both    *coalesce.Coalescer[claim, ClaimedTarget]
 	records *coalesce.Coalescer[[]Attempt, []error]
 }
 
@@ -29,6 +30,7 @@ func NewBatched(s *Store) *Batched {
 	b := &Batched{Store: s}
 	b.loads = coalesce.New(b.loadBatch)
 	b.claims = coalesce.New(b.claimBatch)
+	b.both = coalesce.New(b.claimTargetBatch)
 	b.records = coalesce.New(b.recordBatch)
 	return b
 }
@@ -37,6 +39,7 @@ func NewBatched(s *Store) *Batched {
 func (b *Batched) Close() {
 	b.loads.Close()
 	b.claims.Close()
+	b.both.Close()
 	b.records.Close()
 }
 
@@ -81,11 +84,59 @@ func (b *Batched) claimBatch(ctx context.Context, cs []claim) ([]Claim, []error,
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]Claim, len(cs))
+	out, first := make([]Claim, len(cs)), firsts(cs)
 	for i, c := range cs {
 		out[i] = claimed[c.deliveryID]
+		if !first[i] && out[i] == Claimed {
+			// One statement claimed the delivery once, for the first call
+			// that named it: the other's request would be a second one on
+			// the wire.
+			out[i] = ClaimOnTheWire
+		}
 	}
 	return out, nil, nil
+}
+
+// firsts says of each call of cs whether it is the first to name its
+// delivery.
+func firsts(cs []claim) []bool {
+	seen := make(map[string]bool, len(cs))
+	out := make([]bool, len(cs))
+	for i, c := range cs {
+		out[i] = !seen[c.deliveryID]
+		seen[c.deliveryID] = true
+	}
+	return out
+}
+
+// ClaimTarget is Store.ClaimTarget, loaded and claimed with the concurrent
+// ones in one statement (keys valid when the statement runs).
+func (b *Batched) ClaimTarget(ctx context.Context, deliveryID string, _, until time.Time) (Target, bool, error) {
+	ct, err := b.both.Do(ctx, claim{deliveryID: deliveryID, until: until})
+	return ct.Target, ct.Claimed, err
+}
+
+func (b *Batched) claimTargetBatch(ctx context.Context, cs []claim) ([]ClaimedTarget, []error, error) {
+	ids, untils := make([]string, len(cs)), make([]time.Time, len(cs))
+	for i, c := range cs {
+		ids[i], untils[i] = c.deliveryID, c.until
+	}
+	got, err := b.Store.claimTargets(ctx, ids, time.Now(), untils)
+	if err != nil {
+		return nil, nil, err
+	}
+	out, errs, first := make([]ClaimedTarget, len(cs)), make([]error, len(cs)), firsts(cs)
+	for i, c := range cs {
+		ct, ok := got[c.deliveryID]
+		if !ok {
+			errs[i] = fmt.Errorf("load delivery %s: %w", c.deliveryID, ErrNotFound)
+		}
+		// A repeat goes the long way: its ClaimAttempt finds the first
+		// call's request on the wire.
+		ct.Claimed = ct.Claimed && first[i]
+		out[i] = ct
+	}
+	return out, errs, nil
 }
 
 // RecordAttempts is Store.RecordAttempts, recorded with the concurrent

@@ -37,7 +37,7 @@ func (a *Activities) SendGroup(ctx context.Context, reqs []SendRequest) ([]SendO
 			continue
 		}
 		wg.Go(func() {
-			res, rec, err := a.attempt(ctx, req, t, a.now(), time.Time{}, time.Time{})
+			res, rec, err := a.attempt(ctx, req, t, a.now(), time.Time{}, nil)
 			outs[i], recs[i] = Outcome(res, err), rec
 		})
 	}

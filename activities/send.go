@@ -75,21 +75,39 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, 
 	return res, nil
 }
 
-// load loads req's target at started and, when the attempt needs no slot
-// (none reserved) and the worker is not stopping, claims it in the same
-// statement if its endpoint has no limits to wait for (store.ClaimTarget):
-// claimed is then the claim's end, else zero.
-func (a *Activities) load(ctx context.Context, req SendRequest, started time.Time) (t store.Target, claimed time.Time, err error) {
-	if !req.Slot.IsZero() || a.Open.draining() {
+// load loads req's target at started. When req names its endpoint, needs
+// no slot (none reserved), the worker is not stopping and the endpoint's
+// share has a place free now, it takes the place and claims the attempt in
+// the same statement if the endpoint has no limits to wait for
+// (store.ClaimTarget): claimed then holds the claim and the place, for the
+// request to be made at once. Otherwise claimed is nil and the attempt goes
+// the long way (its share, slot and flight, then ClaimAttempt), nothing
+// claimed and no place held: a delivery waiting for its share stays
+// pending, as nothing of it is on the wire.
+func (a *Activities) load(ctx context.Context, req SendRequest, started time.Time) (t store.Target, claimed *claim, err error) {
+	if req.EndpointID == "" || !req.Slot.IsZero() || a.Open.draining() {
 		t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started)
-		return t, time.Time{}, err
+		return t, nil, err
 	}
-	until := claimEnd(req, started)
-	t, ok, err := a.Store.ClaimTarget(ctx, req.DeliveryID, started, until)
+	release, _, ok := a.Shares.acquire(ctx, a.Open.stopping(), req.EndpointID, time.Time{})
 	if !ok {
-		until = time.Time{}
+		t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started)
+		return t, nil, err
 	}
-	return t, until, err
+	c := &claim{until: claimEnd(req, started), release: release}
+	t, ok, err = a.Store.ClaimTarget(ctx, req.DeliveryID, started, c.until)
+	if err != nil || !ok {
+		release()
+		return t, nil, err
+	}
+	return t, c, nil
+}
+
+// claim is an attempt claimed with its target: on the wire until until,
+// with a place of its endpoint's share that release gives back.
+type claim struct {
+	until   time.Time
+	release func()
 }
 
 // claimEnd is how long an attempt of req whose request starts at from is
@@ -114,7 +132,7 @@ func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int
 // tracing on, the attempt is a span (its request carries it as W3C
 // traceparent); its attributes name the attempt and its outcome, never a
 // header, a secret, a signature or the payload.
-func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started, shareBy, claimed time.Time) (SendResult, *store.Attempt, error) {
+func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time, claimed *claim) (SendResult, *store.Attempt, error) {
 	if a.Tracing == nil {
 		return a.try(ctx, req, t, started, shareBy, claimed)
 	}
@@ -139,17 +157,12 @@ func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Targe
 }
 
 // try is attempt without its span. An attempt claimed with its target
-// (claimed is the claim's end, see load) is sent at once when its
-// endpoint's share has room; otherwise its claim is given back and it goes
-// the long way.
-func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, started, shareBy, claimed time.Time) (SendResult, *store.Attempt, error) {
+// (claimed, see load) is made at once.
+func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time, claimed *claim) (SendResult, *store.Attempt, error) {
 	res := SendResult{Number: req.Number, StartedAt: started}
-	if !claimed.IsZero() {
-		if release, _, ok := a.Shares.acquire(ctx, a.Open.stopping(), t.EndpointID, time.Time{}); ok {
-			defer release()
-			return a.request(ctx, req, t, res, time.Time{}, claimed)
-		}
-		a.releaseClaim(ctx, req.DeliveryID, claimed)
+	if claimed != nil {
+		defer claimed.release()
+		return a.request(ctx, req, t, res, time.Time{}, claimed.until)
 	}
 	if unavailable(t, &res) {
 		return res, nil, nil

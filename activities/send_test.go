@@ -117,25 +117,32 @@ func send(t *testing.T, st activities.Store, req activities.SendRequest) (activi
 	return a.SendSigned(context.Background(), req)
 }
 
-// TestAttemptClaimsWithItsTarget: an attempt to an endpoint with no limits
-// is claimed in the statement that loads its target; one with a rate limit
-// or max_in_flight is claimed on its own once its slot and lease are
-// taken.
+// TestAttemptClaimsWithItsTarget: an attempt that names its endpoint, to
+// an endpoint with no limits, is claimed in the statement that loads its
+// target; one with a rate limit or max_in_flight is claimed on its own once
+// its slot and lease are taken, and so is one that does not name its
+// endpoint.
 func TestAttemptClaimsWithItsTarget(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]struct {
 		limit       func(*store.Target)
 		claimsAlone int32
+		unnamed     bool
 	}{
 		"no limits":     {limit: func(*store.Target) {}},
 		"rate limit":    {limit: func(t *store.Target) { t.RateLimit = 100 }, claimsAlone: 1},
 		"max in flight": {limit: func(t *store.Target) { t.MaxInFlight = 2 }, claimsAlone: 1},
+		"endpoint not named": {limit: func(*store.Target) {}, claimsAlone: 1, unnamed: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			st := &flakyStore{target: target(t, 200)}
 			c.limit(&st.target)
-			res, err := send(t, st, activities.SendRequest{})
+			req := activities.SendRequest{EndpointID: st.target.EndpointID}
+			if c.unnamed {
+				req.EndpointID = ""
+			}
+			res, err := send(t, st, req)
 			require.NoError(t, err)
 			require.Equal(t, activities.ClassSuccess, res.Class)
 			require.Equal(t, 1, st.loads, "one load")

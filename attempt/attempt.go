@@ -60,6 +60,11 @@ const ShareWaitMax = 30 * time.Second
 // SendRequest asks for one attempt of a delivery.
 type SendRequest struct {
 	DeliveryID string
+	// EndpointID is the delivery's endpoint, when the caller knows it: an
+	// attempt whose endpoint's share has room then is claimed in the
+	// statement that loads its target. Empty: the target names it, and the
+	// attempt loads and claims in two.
+	EndpointID string
 	Cycle      int
 	Number     int
 	// Timeout bounds the whole request: connect, TLS, headers and body.

@@ -166,7 +166,7 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 		return firstEnd{handOff: true}
 	}
 	req := activities.SendRequest{
-		DeliveryID: f.row.DeliveryID, Cycle: 1, Number: 1, Timeout: f.set.RequestTimeout, Settings: f.set, Deadline: f.deadline,
+		DeliveryID: f.row.DeliveryID, EndpointID: f.row.EndpointID, Cycle: 1, Number: 1, Timeout: f.set.RequestTimeout, Settings: f.set, Deadline: f.deadline,
 	}
 	// The request runs to its own timeout even while the worker stops.
 	// A full endpoint share is waited for no longer than a full app lane:

@@ -42,6 +42,6 @@ func (r *run) send(ctx workflow.Context, number int, deadline, slot time.Time) (
 // sendRequest is attempt n of a cycle that must end by deadline.
 func sendRequest(in Input, set delivery.Settings, cycle, n int, deadline time.Time) attempt.SendRequest {
 	return attempt.SendRequest{
-		DeliveryID: in.DeliveryID, Cycle: cycle, Number: n, Timeout: set.RequestTimeout, Settings: set, Deadline: deadline,
+		DeliveryID: in.DeliveryID, EndpointID: in.EndpointID, Cycle: cycle, Number: n, Timeout: set.RequestTimeout, Settings: set, Deadline: deadline,
 	}
 }

@@ -129,9 +129,9 @@ func TestAttemptClaimsWithItsTarget(t *testing.T) {
 		claimsAlone int32
 		unnamed     bool
 	}{
-		"no limits":     {limit: func(*store.Target) {}},
-		"rate limit":    {limit: func(t *store.Target) { t.RateLimit = 100 }, claimsAlone: 1},
-		"max in flight": {limit: func(t *store.Target) { t.MaxInFlight = 2 }, claimsAlone: 1},
+		"no limits":          {limit: func(*store.Target) {}},
+		"rate limit":         {limit: func(t *store.Target) { t.RateLimit = 100 }, claimsAlone: 1},
+		"max in flight":      {limit: func(t *store.Target) { t.MaxInFlight = 2 }, claimsAlone: 1},
 		"endpoint not named": {limit: func(*store.Target) {}, claimsAlone: 1, unnamed: true},
 	} {
 		t.Run(name, func(t *testing.T) {

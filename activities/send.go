@@ -96,6 +96,13 @@ func (a *Activities) load(ctx context.Context, req SendRequest, started time.Tim
 	}
 	c := &claim{until: claimEnd(req, started), release: release}
 	t, ok, err = a.Store.ClaimTarget(ctx, req.DeliveryID, started, c.until)
+	if ok && t.EndpointID != req.EndpointID {
+		// The place taken is another endpoint's (a delivery never changes
+		// endpoint; a caller named the wrong one): the long way takes the
+		// right one.
+		a.releaseClaim(ctx, req.DeliveryID, c.until)
+		ok = false
+	}
 	if err != nil || !ok {
 		release()
 		return t, nil, err

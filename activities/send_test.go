@@ -121,33 +121,42 @@ func send(t *testing.T, st activities.Store, req activities.SendRequest) (activi
 // an endpoint with no limits, is claimed in the statement that loads its
 // target; one with a rate limit or max_in_flight is claimed on its own once
 // its slot and lease are taken, and so is one that does not name its
-// endpoint.
+// endpoint, or names another (its claim with the target given back: the
+// place it took was the other endpoint's).
 func TestAttemptClaimsWithItsTarget(t *testing.T) {
 	t.Parallel()
 	for name, c := range map[string]struct {
 		limit       func(*store.Target)
 		claimsAlone int32
-		unnamed     bool
+		// named is the endpoint the request names ("-": none; "": its own);
+		// released the claims given back.
+		named    string
+		released int32
 	}{
 		"no limits":          {limit: func(*store.Target) {}},
 		"rate limit":         {limit: func(t *store.Target) { t.RateLimit = 100 }, claimsAlone: 1},
 		"max in flight":      {limit: func(t *store.Target) { t.MaxInFlight = 2 }, claimsAlone: 1},
-		"endpoint not named": {limit: func(*store.Target) {}, claimsAlone: 1, unnamed: true},
+		"endpoint not named": {limit: func(*store.Target) {}, claimsAlone: 1, named: "-"},
+		"endpoint misnamed":  {limit: func(*store.Target) {}, claimsAlone: 1, named: "ep_other", released: 1},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			st := &flakyStore{target: target(t, 200)}
 			c.limit(&st.target)
 			req := activities.SendRequest{EndpointID: st.target.EndpointID}
-			if c.unnamed {
+			switch c.named {
+			case "-":
 				req.EndpointID = ""
+			case "":
+			default:
+				req.EndpointID = c.named
 			}
 			res, err := send(t, st, req)
 			require.NoError(t, err)
 			require.Equal(t, activities.ClassSuccess, res.Class)
 			require.Equal(t, 1, st.loads, "one load")
 			require.Equal(t, c.claimsAlone, st.claimsAlone.Load())
-			require.Zero(t, st.released.Load())
+			require.Equal(t, c.released, st.released.Load())
 			require.Len(t, st.records, 1)
 		})
 	}

@@ -65,24 +65,43 @@ const targetQuery = `
 		) k ON true
 		WHERE d.id = ANY ($1)`
 
-// scanTarget reads one row of targetQuery, and into extra the columns a
-// statement adds after it, and opens its sealed parts.
-func (s *Store) scanTarget(r pgx.Row, extra ...any) (Target, error) {
-	var t Target
-	var headers, sealed []byte
-	var keyIDs []string
-	var keysSealed [][]byte
-	dest := []any{&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &headers, &sealed, &t.Inactive, &t.Paused, &t.RateLimit,
-		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &keyIDs, &keysSealed, &t.Sequence}
-	if err := r.Scan(append(dest, extra...)...); err != nil {
+// scanTarget reads one row of targetQuery and opens its sealed parts.
+func (s *Store) scanTarget(r pgx.Row) (Target, error) {
+	st, err := scanSealed(r)
+	if err != nil {
 		return Target{}, err
 	}
+	return s.open(st)
+}
+
+// sealedTarget is a row of targetQuery with its sealed parts not opened.
+type sealedTarget struct {
+	Target
+	headers, sealed []byte
+	keyIDs          []string
+	keysSealed      [][]byte
+}
+
+// scanSealed reads one row of targetQuery, and into extra the columns a
+// statement adds after it.
+func scanSealed(r pgx.Row, extra ...any) (sealedTarget, error) {
+	var st sealedTarget
+	t := &st.Target
+	dest := []any{&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &st.headers, &st.sealed, &t.Inactive, &t.Paused, &t.RateLimit,
+		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &st.keyIDs, &st.keysSealed, &t.Sequence}
+	err := r.Scan(append(dest, extra...)...)
+	return st, err
+}
+
+// open opens st's sealed headers and keys.
+func (s *Store) open(st sealedTarget) (Target, error) {
+	t := st.Target
 	var err error
-	if t.Headers, err = s.openHeaders(t.EndpointID, sealed, headers); err != nil {
+	if t.Headers, err = s.openHeaders(t.EndpointID, st.sealed, st.headers); err != nil {
 		return Target{}, err
 	}
-	for i, id := range keyIDs {
-		key, err := s.openSecret(id, keysSealed[i])
+	for i, id := range st.keyIDs {
+		key, err := s.openSecret(id, st.keysSealed[i])
 		if err != nil {
 			return Target{}, err
 		}
@@ -310,7 +329,9 @@ const (
 func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.Time) (map[string]Claim, error) {
 	rows, err := s.HotPool().Query(ctx, `
 		WITH v AS (
-		  SELECT * FROM unnest($1::text[], $2::timestamptz[]) AS v(id, until)
+		  -- A delivery named twice is claimed until its first until.
+		  SELECT DISTINCT ON (id) id, until FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS v(id, until, n)
+		  ORDER BY id, n
 		), l AS MATERIALIZED (
 		  -- Locked first, by key: the kept (generic) plan then reaches
 		  -- each row and its endpoint by key too.

@@ -121,14 +121,17 @@ func (b *Batched) claimTargetBatch(ctx context.Context, cs []claim) ([]ClaimedTa
 	for i, c := range cs {
 		ids[i], untils[i] = c.deliveryID, c.until
 	}
-	got, err := b.Store.claimTargets(ctx, ids, time.Now(), untils)
+	got, opened, err := b.Store.claimTargets(ctx, ids, time.Now(), untils)
 	if err != nil {
 		return nil, nil, err
 	}
 	out, errs, first := make([]ClaimedTarget, len(cs)), make([]error, len(cs)), firsts(cs)
 	for i, c := range cs {
 		ct, ok := got[c.deliveryID]
-		if !ok {
+		switch {
+		case opened[c.deliveryID] != nil:
+			errs[i] = opened[c.deliveryID]
+		case !ok:
 			errs[i] = fmt.Errorf("load delivery %s: %w", c.deliveryID, ErrNotFound)
 		}
 		// A repeat goes the long way: its ClaimAttempt finds the first

@@ -17,9 +17,14 @@ import (
 // the delivery may be sent (see ClaimAttempt). claimed is false when any of
 // that does not hold; the caller then goes the long way (its share, slot
 // and flight, then ClaimAttempt) with the target returned. One round trip
-// fewer on every attempt of an endpoint with no limits.
+// fewer on every attempt of an endpoint with no limits. A target whose
+// sealed parts do not open is an error, as with LoadTarget, and its claim
+// is given back before ClaimTarget returns: nothing of it is on the wire.
 func (s *Store) ClaimTarget(ctx context.Context, deliveryID string, now, until time.Time) (t Target, claimed bool, err error) {
-	ts, err := s.claimTargets(ctx, []string{deliveryID}, now, []time.Time{until})
+	ts, errs, err := s.claimTargets(ctx, []string{deliveryID}, now, []time.Time{until})
+	if err == nil {
+		err = errs[deliveryID]
+	}
 	if err != nil {
 		return Target{}, false, err
 	}
@@ -60,22 +65,52 @@ const claimTargetSQL = `
 		SELECT t.*, t.id IN (SELECT id FROM upd) FROM t`
 
 // claimTargets is ClaimTarget for many deliveries in one statement;
-// deliveries not found are left out.
-func (s *Store) claimTargets(ctx context.Context, ids []string, now time.Time, untils []time.Time) (map[string]ClaimedTarget, error) {
+// deliveries not found are left out. errs holds the deliveries whose
+// targets did not open; their claims are given back before it returns.
+func (s *Store) claimTargets(ctx context.Context, ids []string, now time.Time, untils []time.Time) (map[string]ClaimedTarget, map[string]error, error) {
 	rows, err := s.HotPool().Query(ctx, claimTargetSQL, ids, now, untils, delivery.To(delivery.EventClaim), delivery.From(delivery.EventClaim))
 	if err != nil {
-		return nil, fmt.Errorf("claim %d targets: %w", len(ids), transitionError(err))
+		return nil, nil, fmt.Errorf("claim %d targets: %w", len(ids), transitionError(err))
 	}
-	out := make(map[string]ClaimedTarget, len(ids))
-	_, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct{}, error) {
-		var ct ClaimedTarget
+	type scanned struct {
+		sealedTarget
+		claimed bool
+	}
+	sts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (scanned, error) {
+		var sc scanned
 		var err error
-		ct.Target, err = s.scanTarget(r, &ct.Claimed)
-		out[ct.DeliveryID] = ct
-		return struct{}{}, err
+		sc.sealedTarget, err = scanSealed(r, &sc.claimed)
+		return sc, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim %d targets: %w", len(ids), err)
+		return nil, nil, fmt.Errorf("claim %d targets: %w", len(ids), err)
 	}
-	return out, nil
+	until := make(map[string]time.Time, len(ids))
+	for i, id := range ids {
+		if _, ok := until[id]; !ok {
+			until[id] = untils[i]
+		}
+	}
+	out, errs := make(map[string]ClaimedTarget, len(sts)), map[string]error{}
+	var back []string
+	var backUntil []time.Time
+	for _, sc := range sts {
+		t, err := s.open(sc.sealedTarget)
+		if err != nil {
+			errs[sc.DeliveryID] = fmt.Errorf("load delivery %s: %w", sc.DeliveryID, err)
+			if sc.claimed {
+				back, backUntil = append(back, sc.DeliveryID), append(backUntil, until[sc.DeliveryID])
+			}
+			continue
+		}
+		out[t.DeliveryID] = ClaimedTarget{Target: t, Claimed: sc.claimed}
+	}
+	if len(back) > 0 {
+		// Claimed but not to be sent: the claim is given back at once (the
+		// delivery stays delivering, as a claim given back does).
+		if err := s.releaseClaims(ctx, back, backUntil); err != nil {
+			return nil, nil, fmt.Errorf("claim %d targets: %d did not open and their claims lapse: %w", len(ids), len(back), err)
+		}
+	}
+	return out, errs, nil
 }

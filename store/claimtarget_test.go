@@ -88,7 +88,8 @@ func TestBatchedClaimsOnceForCallsAtOnce(t *testing.T) {
 	t.Cleanup(b.Close)
 	for _, targets := range []bool{true, false} {
 		dlv, other := f.publish(t), f.publish(t)
-		claimed, err := b.ClaimAsOneBatch(ctx, []string{dlv, other, dlv, dlv}, time.Now().Add(time.Minute), targets)
+		until := time.Now().Add(time.Minute)
+		claimed, _, err := b.ClaimAsOneBatch(ctx, []string{dlv, other, dlv, dlv}, []time.Time{until, until, until, until}, targets)
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, true, false, false}, claimed, "ClaimTarget: %v", targets)
 	}

@@ -82,9 +82,17 @@ func (s *Store) ReleaseFlight(ctx context.Context, lease string) error {
 // its rate-limit slot): the delivery's next attempt need not wait for the
 // claim to lapse. A claim made since (the old one lapsed) is left alone.
 func (s *Store) ReleaseClaim(ctx context.Context, deliveryID string, until time.Time) error {
-	if _, err := s.HotPool().Exec(ctx, `UPDATE deliveries SET inflight_until = NULL WHERE id = $1 AND inflight_until = $2`,
-		deliveryID, until); err != nil {
-		return fmt.Errorf("release claim of %s: %w", deliveryID, err)
+	return s.releaseClaims(ctx, []string{deliveryID}, []time.Time{until})
+}
+
+// releaseClaims is ReleaseClaim for many deliveries, each with its own
+// claim's end.
+func (s *Store) releaseClaims(ctx context.Context, ids []string, untils []time.Time) error {
+	if _, err := s.HotPool().Exec(ctx, `
+		UPDATE deliveries d SET inflight_until = NULL
+		FROM unnest($1::text[], $2::timestamptz[]) AS v(id, until)
+		WHERE d.id = v.id AND d.inflight_until = v.until`, ids, untils); err != nil {
+		return fmt.Errorf("release claims of %d deliveries: %w", len(ids), err)
 	}
 	return nil
 }

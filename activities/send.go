@@ -75,54 +75,6 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, 
 	return res, nil
 }
 
-// load loads req's target at started. When req names its endpoint, needs
-// no slot (none reserved), the worker is not stopping and the endpoint's
-// share has a place free now, it takes the place and claims the attempt in
-// the same statement if the endpoint has no limits to wait for
-// (store.ClaimTarget): claimed then holds the claim and the place, for the
-// request to be made at once. Otherwise claimed is nil and the attempt goes
-// the long way (its share, slot and flight, then ClaimAttempt), nothing
-// claimed and no place held: a delivery waiting for its share stays
-// pending, as nothing of it is on the wire.
-func (a *Activities) load(ctx context.Context, req SendRequest, started time.Time) (t store.Target, claimed *claim, err error) {
-	if req.EndpointID == "" || !req.Slot.IsZero() || a.Open.draining() {
-		t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started)
-		return t, nil, err
-	}
-	release, _, ok := a.Shares.acquire(ctx, a.Open.stopping(), req.EndpointID, time.Time{})
-	if !ok {
-		t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started)
-		return t, nil, err
-	}
-	c := &claim{until: claimEnd(req, started), release: release}
-	t, ok, err = a.Store.ClaimTarget(ctx, req.DeliveryID, started, c.until)
-	if ok && t.EndpointID != req.EndpointID {
-		// The place taken is another endpoint's (a delivery never changes
-		// endpoint; a caller named the wrong one): the long way takes the
-		// right one.
-		a.releaseClaim(ctx, req.DeliveryID, c.until)
-		ok = false
-	}
-	if err != nil || !ok {
-		release()
-		return t, nil, err
-	}
-	return t, c, nil
-}
-
-// claim is an attempt claimed with its target: on the wire until until,
-// with a place of its endpoint's share that release gives back.
-type claim struct {
-	until   time.Time
-	release func()
-}
-
-// claimEnd is how long an attempt of req whose request starts at from is
-// marked on the wire: its timeout and FlightSlack.
-func claimEnd(req SendRequest, from time.Time) time.Time {
-	return from.Add(req.Timeout + FlightSlack).Truncate(time.Microsecond)
-}
-
 // SendFirst makes a delivery's first attempt for a sender that holds its
 // outbox row (outboxID) and records the attempt and its outcome on that row
 // in one statement: once the row has an outcome, the attempt is never made
@@ -295,13 +247,6 @@ func (a *Activities) request(ctx context.Context, req SendRequest, t store.Targe
 	}
 	rec.NextAttemptAt = nextAttempt(req, res, a.now())
 	return res, rec, nil
-}
-
-// releaseClaim gives back the claim (until until) of an attempt not sent.
-func (a *Activities) releaseClaim(ctx context.Context, deliveryID string, until time.Time) {
-	if err := a.Store.ReleaseClaim(context.WithoutCancel(ctx), deliveryID, until); err != nil {
-		a.logger().Warn("claim of an attempt not sent not released; it lapses", "delivery_id", deliveryID, "err", err)
-	}
 }
 
 // recorded counts and logs an attempt once its record is stored.

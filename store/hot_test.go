@@ -102,8 +102,10 @@ func TestHotPoolPlansUseKeys(t *testing.T) {
 	})
 	f.st.UseHotPool(pool)
 	hot := f.st
+	batched := store.NewBatched(hot)
+	t.Cleanup(batched.Close)
 	pub := outbox.NewPublisher()
-	for range 3 {
+	for i := range 6 {
 		p, err := pub.PublishNow(ctx, pool, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{"n":1}`)})
 		require.NoError(t, err)
 		var dlv string
@@ -112,10 +114,18 @@ func TestHotPoolPlansUseKeys(t *testing.T) {
 				dlv = d.ID
 			}
 		}
-		_, err = hot.LoadTarget(ctx, dlv, time.Now())
-		require.NoError(t, err)
-		_, err = hot.ClaimAttempt(ctx, dlv, time.Now().Add(time.Minute))
-		require.NoError(t, err)
+		// The two ways an attempt loads and claims: apart, and in one
+		// statement (ClaimTarget, coalesced as the worker runs it).
+		if i%2 == 0 {
+			_, err = hot.LoadTarget(ctx, dlv, time.Now())
+			require.NoError(t, err)
+			_, err = hot.ClaimAttempt(ctx, dlv, time.Now().Add(time.Minute))
+			require.NoError(t, err)
+		} else {
+			_, claimed, err := batched.ClaimTarget(ctx, dlv, time.Now(), time.Now().Add(time.Minute))
+			require.NoError(t, err)
+			require.True(t, claimed)
+		}
 		code := 200
 		require.NoError(t, hot.RecordAttempt(ctx, store.Attempt{DeliveryID: dlv, Cycle: 1, Number: 1, StartedAt: time.Now(), StatusCode: &code, Class: string(delivery.ClassSuccess)}))
 	}

@@ -83,8 +83,10 @@ func TestClaimTargetClaimsWhatNeedsNoWait(t *testing.T) {
 }
 
 // TestBatchedClaimsOnceForCallsAtOnce: calls that name one delivery in one
-// coalesced statement claim it once between them, through ClaimTarget and
-// through ClaimAttempt; calls of other deliveries in it are claimed too.
+// coalesced statement claim it once between them, for the first call and
+// until that call's until (so that call gives its claim back with it:
+// ReleaseClaim matches inflight_until), through ClaimTarget and through
+// ClaimAttempt; calls of other deliveries in it are claimed too.
 func TestBatchedClaimsOnceForCallsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -93,10 +95,18 @@ func TestBatchedClaimsOnceForCallsAtOnce(t *testing.T) {
 	t.Cleanup(b.Close)
 	for _, targets := range []bool{true, false} {
 		dlv, other := f.publish(t), f.publish(t)
-		until := time.Now().Add(time.Minute)
-		claimed, _, err := b.ClaimAsOneBatch(ctx, []string{dlv, other, dlv, dlv}, []time.Time{until, until, until, until}, targets)
+		first := time.Now().Add(time.Minute).Truncate(time.Microsecond)
+		later := func(h int) time.Time { return first.Add(time.Duration(h) * time.Hour) }
+		claimed, _, err := b.ClaimAsOneBatch(ctx, []string{dlv, other, dlv, dlv}, []time.Time{first, later(1), later(2), later(3)}, targets)
 		require.NoError(t, err)
 		require.Equal(t, []bool{true, true, false, false}, claimed, "ClaimTarget: %v", targets)
+		var until time.Time
+		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT inflight_until FROM deliveries WHERE id = $1`, dlv).Scan(&until))
+		require.True(t, first.Equal(until), "ClaimTarget %v: claimed for the first call until %v, marked until %v", targets, first, until)
+		require.NoError(t, f.st.ReleaseClaim(ctx, dlv, first))
+		c, err := f.st.ClaimAttempt(ctx, dlv, time.Now().Add(time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, store.Claimed, c, "ClaimTarget %v: the claim given back by the first call still holds the delivery", targets)
 	}
 }
 
@@ -170,36 +180,6 @@ func onTheWire(t *testing.T, f fixture, dlv string) bool {
 	require.NoError(t, f.st.Pool().QueryRow(context.Background(),
 		`SELECT COALESCE(inflight_until > now(), false) FROM deliveries WHERE id = $1`, dlv).Scan(&on))
 	return on
-}
-
-// TestBatchedClaimIsTheFirstCallsUntil: a batch naming one delivery twice
-// claims it for the first call (the others hear on the wire), so the mark
-// must be the first call's until: that call gives its claim back with it
-// (ReleaseClaim matches inflight_until), and its request is covered for
-// its own timeout, not another call's.
-func TestBatchedClaimIsTheFirstCallsUntil(t *testing.T) {
-	t.Parallel()
-	f := setup(t)
-	ctx := context.Background()
-	b := store.NewBatched(f.st)
-	t.Cleanup(b.Close)
-	for _, targets := range []bool{true, false} {
-		dlv := f.publish(t)
-		first := time.Now().Add(time.Minute).Truncate(time.Microsecond)
-		second := time.Now().Add(time.Hour).Truncate(time.Microsecond)
-		claimed, _, err := b.ClaimAsOneBatch(ctx, []string{dlv, dlv}, []time.Time{first, second}, targets)
-		require.NoError(t, err)
-		require.Equal(t, []bool{true, false}, claimed, "ClaimTarget: %v", targets)
-		var until time.Time
-		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT inflight_until FROM deliveries WHERE id = $1`, dlv).Scan(&until))
-		require.True(t, first.Equal(until), "ClaimTarget %v: claimed for the first call until %v, marked until %v", targets, first, until)
-		// The first call's request is not made (its slot's wait ended): it
-		// gives the claim back, and the delivery may be sent again.
-		require.NoError(t, f.st.ReleaseClaim(ctx, dlv, first))
-		c, err := f.st.ClaimAttempt(ctx, dlv, time.Now().Add(time.Minute))
-		require.NoError(t, err)
-		require.Equal(t, store.Claimed, c, "ClaimTarget %v: the claim given back by the first call still holds the delivery", targets)
-	}
 }
 
 // TestBatchedClaimIsTheFirstCallsUntilHot is the same on the hot pool

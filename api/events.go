@@ -94,8 +94,8 @@ func (s *Server) createEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	if s.dispatcher != nil && !pub.Notified && !pub.ClaimBy.IsZero() {
-		s.dispatcher.Wake(pub.ClaimBy)
+	if at, ok := pub.WakeAt(); ok && s.dispatcher != nil {
+		s.dispatcher.Wake(at)
 	}
 	status := http.StatusAccepted
 	outcome := metrics.IngestAccepted

@@ -57,10 +57,7 @@ type Server struct {
 }
 
 // Waker is a dispatcher in the API's process (dispatch.Dispatcher).
-type Waker interface {
-	// Wake asks for a round by at.
-	Wake(at time.Time)
-}
+type Waker = service.Waker
 
 // Options configures the API.
 type Options struct {
@@ -134,7 +131,7 @@ func New(opts Options) *Server {
 	svc := opts.Service
 	if svc == nil {
 		svc = service.New(service.Options{Store: opts.Store, Engine: opts.Engine, Logger: logger, AllowPrivateTargets: opts.AllowPrivateTargets,
-			Retention: opts.Retention, LinkSigner: opts.LinkSigner})
+			Retention: opts.Retention, LinkSigner: opts.LinkSigner, Dispatcher: opts.Dispatcher})
 	}
 	return &Server{store: opts.Store, engine: opts.Engine, logger: logger,
 		backlogs:     newBacklogs(opts.Store, opts.MaxBacklog),

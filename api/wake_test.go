@@ -76,3 +76,25 @@ func TestIngestWakesItsDispatcherWhenNoNotifyDid(t *testing.T) {
 	ingest(event("order.paid", 3))
 	require.Len(t, rounds.asked(), 1, "a held row is claimed by no round")
 }
+
+// TestTestEventWakesItsDispatcher: a test event ("send test event", API
+// and portal) asks its process's dispatcher for a round as an ingest
+// does, when its publish sent no NOTIFY.
+func TestTestEventWakesItsDispatcher(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, app, key := tenant(t, "wake-test")
+	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/w", Environment: "live", EventTypes: []string{},
+		Headers: map[string]string{}, RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	rounds := &askedRounds{}
+	h := api.New(api.Options{Store: st, AllowPrivateTargets: true, Dispatcher: rounds}).Handler()
+	test := func() {
+		rec := send(t, h, key, "POST", "/v1/apps/"+app.ID+"/endpoints/"+ep.ID+"/test", nil)
+		require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	}
+	test()
+	require.Empty(t, rounds.asked(), "its NOTIFY woke the dispatchers")
+	test()
+	require.Len(t, rounds.asked(), 1, "the first test's row waited unleased: no NOTIFY, so a round is asked for")
+}

@@ -108,6 +108,15 @@ type Published struct {
 	Notified bool `json:"-"`
 }
 
+// WakeAt is when a dispatcher must claim the event's new rows, when no
+// NOTIFY announced them; ok is false when nobody need be asked (they were
+// announced, or none can be claimed). An API or operation in a worker's
+// process asks that worker's dispatcher for a round by then, once the
+// publish committed.
+func (p Published) WakeAt() (at time.Time, ok bool) {
+	return p.ClaimBy, !p.Notified && !p.ClaimBy.IsZero()
+}
+
 // envelope is the frozen body (docs/contract.md#2-envelope); field order is fixed here.
 type envelope struct {
 	ID         string          `json:"id"`

@@ -328,6 +328,9 @@ func (s *Service) SendTest(ctx context.Context, p principal, appID, id string) (
 	if err != nil {
 		return pub, typed(err)
 	}
+	if at, ok := pub.WakeAt(); ok && s.dispatcher != nil {
+		s.dispatcher.Wake(at)
+	}
 	s.record(ctx, p, appID, actTestEndpoint, endpointPath(appID, id)+"/test")
 	return pub, nil
 }

@@ -52,6 +52,17 @@ type Options struct {
 	// Publisher publishes events and keeps each app's compiled filters.
 	// Defaults to a new outbox.Publisher.
 	Publisher *outbox.Publisher
+	// Dispatcher is the dispatcher of the service's own process: a test
+	// event whose publish sent no NOTIFY asks it for a round (see
+	// outbox.Published.WakeAt). Defaults to nil: a process with no worker
+	// role, whose rows the dispatchers find by their look after a round.
+	Dispatcher Waker
+}
+
+// Waker is a dispatcher in the process (dispatch.Dispatcher).
+type Waker interface {
+	// Wake asks for a round by at.
+	Wake(at time.Time)
 }
 
 // Service holds what the operations need; it is safe for concurrent use.
@@ -63,6 +74,7 @@ type Service struct {
 	retention    time.Duration
 	links        access.Signer
 	publisher    *outbox.Publisher
+	dispatcher   Waker
 }
 
 // New returns the service.
@@ -73,7 +85,7 @@ func New(opts Options) *Service {
 	}
 	return &Service{store: opts.Store, engine: opts.Engine, logger: cmp.Or(opts.Logger, slog.Default()),
 		allowPrivate: opts.AllowPrivateTargets, retention: cmp.Or(opts.Retention, store.RetentionDefault),
-		links: opts.LinkSigner, publisher: pub}
+		links: opts.LinkSigner, publisher: pub, dispatcher: opts.Dispatcher}
 }
 
 // Store is the service's database, for what lies outside the service

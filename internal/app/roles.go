@@ -84,7 +84,7 @@ func (st *Stack) startAPI() error {
 	}
 	// The REST API and the portal validate, authorize and audit through it.
 	svc := service.New(service.Options{Store: st.Store, Engine: engine, Logger: logger.With("component", "service"),
-		AllowPrivateTargets: cfg.AllowPrivateTargets, Retention: cfg.Retention, LinkSigner: linkSigner(cfg.SecretKey)})
+		AllowPrivateTargets: cfg.AllowPrivateTargets, Retention: cfg.Retention, LinkSigner: linkSigner(cfg.SecretKey), Dispatcher: local})
 	srv := api.New(api.Options{Store: st.Store, Engine: engine, Logger: logger.With("component", "api"), Service: svc,
 		AllowPrivateTargets: cfg.AllowPrivateTargets, MaxBacklog: cfg.MaxBacklog, AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Metrics: series, Gatherer: st.Metrics, Retention: cfg.Retention,

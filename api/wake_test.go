@@ -36,8 +36,8 @@ func (a *askedRounds) asked() []time.Time {
 // TestIngestWakesItsDispatcherWhenNoNotifyDid: an event whose publish
 // woke the dispatchers (NOTIFY) asks its process's dispatcher for nothing
 // more; one that counted on an earlier waiting row asks it for a round by
-// its own row's claim time, once committed; a repeat, and an event whose
-// only endpoint is paused, ask for nothing.
+// its own row's claim time, once committed, and so does a test event; a
+// repeat, and an event whose only endpoint is paused, ask for nothing.
 func TestIngestWakesItsDispatcherWhenNoNotifyDid(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -71,30 +71,15 @@ func TestIngestWakesItsDispatcherWhenNoNotifyDid(t *testing.T) {
 	ingest(map[string]any{"id": second, "type": "order.paid", "data": map[string]any{"i": 2}})
 	require.Len(t, rounds.asked(), 1, "a repeat wrote no row")
 
+	// A test event ("send test event", API and portal) asks as an ingest
+	// does.
+	rec := send(t, h, key, "POST", "/v1/apps/"+app.ID+"/endpoints/"+ep.ID+"/test", nil)
+	require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+	require.Len(t, rounds.asked(), 2, "the test event's row counted on the waiting ones: a round is asked for")
+
 	_, err = st.Pool().Exec(ctx, `UPDATE endpoints SET paused = true WHERE id = $1`, ep.ID)
 	require.NoError(t, err)
 	ingest(event("order.paid", 3))
-	require.Len(t, rounds.asked(), 1, "a held row is claimed by no round")
+	require.Len(t, rounds.asked(), 2, "a held row is claimed by no round")
 }
 
-// TestTestEventWakesItsDispatcher: a test event ("send test event", API
-// and portal) asks its process's dispatcher for a round as an ingest
-// does, when its publish sent no NOTIFY.
-func TestTestEventWakesItsDispatcher(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st, app, key := tenant(t, "wake-test")
-	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/w", Environment: "live", EventTypes: []string{},
-		Headers: map[string]string{}, RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
-	require.NoError(t, err)
-	rounds := &askedRounds{}
-	h := api.New(api.Options{Store: st, AllowPrivateTargets: true, Dispatcher: rounds}).Handler()
-	test := func() {
-		rec := send(t, h, key, "POST", "/v1/apps/"+app.ID+"/endpoints/"+ep.ID+"/test", nil)
-		require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
-	}
-	test()
-	require.Empty(t, rounds.asked(), "its NOTIFY woke the dispatchers")
-	test()
-	require.Len(t, rounds.asked(), 1, "the first test's row waited unleased: no NOTIFY, so a round is asked for")
-}

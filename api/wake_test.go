@@ -82,4 +82,3 @@ func TestIngestWakesItsDispatcherWhenNoNotifyDid(t *testing.T) {
 	ingest(event("order.paid", 3))
 	require.Len(t, rounds.asked(), 2, "a held row is claimed by no round")
 }
-

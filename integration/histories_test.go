@@ -151,8 +151,10 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	h.keepHistory("v8-retry-then-success", retried, "")
 	// v9: no send-async marker (a new run carries LocalActivity false), and
 	// the delayed run keeps the HookrelayState its start set (planned-retry
-	// version 2): two upserts fewer, each a visibility write.
-	h.keepHistory("v9-retry-then-success", retried, "")
+	// version 2): two upserts fewer, each a visibility write. v10: the same
+	// commands, each SendSigned input naming its endpoint (EndpointID), so
+	// the attempt claims with its target.
+	h.keepHistory("v10-retry-then-success", retried, "")
 	h.requireDelayedHandOff(retried)
 	tries := h.attempts(appID, retried)
 	require.Len(t, tries, 2)
@@ -166,7 +168,7 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	h.keepHistory("v4-throttled-then-success", throttled, "")
 	h.keepHistory("v7-throttled-then-success", throttled, "")
 	h.keepHistory("v8-throttled-then-success", throttled, "")
-	h.keepHistory("v9-throttled-then-success", throttled, "")
+	h.keepHistory("v10-throttled-then-success", throttled, "")
 	h.requireDelayedHandOff(throttled)
 
 	deadEp := endpoint("p.dead", "code=404", "0s")
@@ -177,14 +179,14 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	require.Eventually(t, func() bool { return h.runID(dead) != first && len(h.attempts(appID, dead)) == 2 }, 20*time.Second, 50*time.Millisecond)
 	h.waitDelivery(appID, dead, 20*time.Second, delivery.StatusDeadLettered)
 	h.keepHistory("v4-dead-letter-then-replay", dead, first)
-	h.keepHistory("v9-dead-letter-then-replay", dead, first)
+	h.keepHistory("v10-dead-letter-then-replay", dead, first)
 
 	// The replayed cycle's run, ended by a cancel while it is parked: the
 	// endpoint is deleted.
 	require.Equal(t, http.StatusNoContent, h.do("DELETE", "/v1/apps/"+appID+"/endpoints/"+deadEp, nil, nil))
 	require.Eventually(t, func() bool { return !h.workflowOpen(dead) }, 20*time.Second, 50*time.Millisecond)
 	h.keepHistory("v4-replayed-cycle-canceled-while-parked", dead, "")
-	h.keepHistory("v9-replayed-cycle-canceled-while-parked", dead, "")
+	h.keepHistory("v10-replayed-cycle-canceled-while-parked", dead, "")
 
 	waitingEp := endpoint("p.wait", "code=503", "0s", "1h")
 	waiting := send("p.wait")
@@ -192,7 +194,7 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	h.patchEndpoint(appID, waitingEp, map[string]any{"disabled": true})
 	wait(waiting, delivery.StatusCanceled)
 	h.keepHistory("v4-canceled-while-waiting", waiting, "")
-	h.keepHistory("v9-canceled-while-waiting", waiting, "")
+	h.keepHistory("v10-canceled-while-waiting", waiting, "")
 
 	// v8: a disable while the run of a failed first attempt waits out its
 	// start delay (the retry's 5 s). The signal reaches the run when the
@@ -218,7 +220,7 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	close(release)
 	wait(slow, delivery.StatusSucceeded)
 	h.keepHistory("v4-success-during-cancel", slow, "")
-	h.keepHistory("v9-success-during-cancel", slow, "")
+	h.keepHistory("v10-success-during-cancel", slow, "")
 
 	// Retention: a run of the same delivery under another workflow ID with
 	// a 2 s retention parks its dead letter, then completes.

@@ -102,8 +102,7 @@ func TestHotPoolPlansUseKeys(t *testing.T) {
 	})
 	f.st.UseHotPool(pool)
 	hot := f.st
-	batched := store.NewBatched(hot)
-	t.Cleanup(batched.Close)
+	batched := f.batched(t)
 	pub := outbox.NewPublisher()
 	for i := range 6 {
 		p, err := pub.PublishNow(ctx, pool, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{"n":1}`)})

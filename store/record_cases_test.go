@@ -88,8 +88,7 @@ func TestBatchedSendersEndTheirOwnRows(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	b := store.NewBatched(f.st)
-	t.Cleanup(b.Close)
+	b := f.batched(t)
 	const n = 40
 	dlvs, rows := make([]string, n), make([]int64, n)
 	for i := range n {

@@ -40,6 +40,15 @@ func setup(t *testing.T) fixture {
 	return fixture{st: st, app: app, ep: ep}
 }
 
+// batched is f's store with its attempt statements coalesced, closed when
+// the test ends.
+func (f fixture) batched(t *testing.T) *store.Batched {
+	t.Helper()
+	b := store.NewBatched(f.st)
+	t.Cleanup(b.Close)
+	return b
+}
+
 // publish accepts one event and returns its delivery's ID.
 func (f fixture) publish(t *testing.T) string {
 	t.Helper()

@@ -91,8 +91,7 @@ func TestBatchedClaimsOnceForCallsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	b := store.NewBatched(f.st)
-	t.Cleanup(b.Close)
+	b := f.batched(t)
 	for _, targets := range []bool{true, false} {
 		dlv, other := f.publish(t), f.publish(t)
 		first := time.Now().Add(time.Minute).Truncate(time.Microsecond)
@@ -158,8 +157,7 @@ func TestClaimTargetBatchOneBadTarget(t *testing.T) {
 	_, err = f.st.Pool().Exec(ctx, `UPDATE endpoint_secrets SET sealed = '\x00'::bytea WHERE endpoint_id = $1`, ep2.ID)
 	require.NoError(t, err)
 
-	b := store.NewBatched(f.st)
-	t.Cleanup(b.Close)
+	b := f.batched(t)
 	until := time.Now().Add(time.Minute)
 	claimed, errs, err := b.ClaimAsOneBatch(ctx, []string{okID, badID}, []time.Time{until, until}, true)
 	require.NoError(t, err, "one bad target does not fail the batch")
@@ -196,8 +194,7 @@ func TestBatchedClaimIsTheFirstCallsUntilHot(t *testing.T) {
 		}
 	})
 	f.st.UseHotPool(pool)
-	b := store.NewBatched(f.st)
-	t.Cleanup(b.Close)
+	b := f.batched(t)
 	for round := range 6 {
 		targets := round%2 == 0
 		var ids []string

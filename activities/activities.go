@@ -108,6 +108,9 @@ type Activities struct {
 	// Shares bounds open requests per endpoint and per worker; nil bounds
 	// nothing.
 	Shares *Shares
+	// Breaker holds the attempts of endpoints that stopped answering; nil
+	// holds nothing.
+	Breaker *Breaker
 	// Completer completes SendSigned activities asynchronously: with it, a
 	// regular SendSigned activity returns at once (freeing its task slot)
 	// and its request is made in a goroutine, so a slow receiver holds a

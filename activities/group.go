@@ -36,6 +36,10 @@ func (a *Activities) SendGroup(ctx context.Context, reqs []SendRequest) ([]SendO
 			outs[i] = Outcome(SendResult{}, gone(fmt.Errorf("send %s: load delivery %s: %w", req.DeliveryID, req.DeliveryID, store.ErrNotFound)))
 			continue
 		}
+		if res, held := a.held(ctx, req, t.EndpointID, false, time.Time{}); held {
+			outs[i] = Outcome(res, nil)
+			continue
+		}
 		wg.Go(func() {
 			res, rec, err := a.attempt(ctx, req, t, a.now(), time.Time{}, nil)
 			outs[i], recs[i] = Outcome(res, err), rec

@@ -46,6 +46,9 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 // records its outcome on its outbox row in the same statement. A full
 // endpoint share is waited for until shareBy (zero: not at all).
 func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, shareBy time.Time) (SendResult, error) {
+	if res, held := a.held(ctx, req, req.EndpointID, outboxID == 0, shareBy); held {
+		return res, nil
+	}
 	started := a.now()
 	t, claimed, err := a.load(ctx, req, started)
 	if err != nil {
@@ -93,13 +96,16 @@ func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int
 // header, a secret, a signature or the payload.
 func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time, claimed *claim) (SendResult, *store.Attempt, error) {
 	if a.Tracing == nil {
-		return a.try(ctx, req, t, started, shareBy, claimed)
+		res, rec, err := a.try(ctx, req, t, started, shareBy, claimed)
+		a.observe(ctx, t.EndpointID, res, rec)
+		return res, rec, err
 	}
 	ctx, span := a.Tracing.Start(ctx, tracing.SpanAttempt, trace.SpanKindClient,
 		tracing.App(t.AppID), tracing.Endpoint(t.EndpointID), tracing.Event(t.EventID), tracing.Delivery(req.DeliveryID),
 		tracing.Cycle(req.Cycle), tracing.Attempt(req.Number))
 	defer span.End()
 	res, rec, err := a.try(ctx, req, t, started, shareBy, claimed)
+	a.observe(ctx, t.EndpointID, res, rec)
 	switch {
 	case err != nil:
 		span.SetStatus(codes.Error, "attempt not made")

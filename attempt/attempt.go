@@ -98,6 +98,9 @@ type SendResult struct {
 	// DeliveryWorkflow it is handed to waits for that time instead of
 	// planning the wait again from its own start.
 	NextAttemptAt time.Time `json:",omitzero"`
+	// HeldUntil is when a ClassEndpointBusy result's endpoint, which
+	// stopped answering, is next tried (zero for any other result).
+	HeldUntil time.Time `json:",omitzero"`
 }
 
 // MarkRequest records a state the workflow decided.

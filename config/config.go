@@ -158,6 +158,11 @@ type Config struct {
 	// one worker at once. Defaults to activities.EndpointShareDefault.
 	// Env HOOKRELAY_ENDPOINT_SHARE.
 	EndpointShare int
+	// BreakerMisses is how many requests in a row to one endpoint may get
+	// no answer before a worker holds that endpoint's attempts until a
+	// probe gets one (0 turns the breaker off). Defaults to
+	// activities.BreakerMissesDefault. Env HOOKRELAY_BREAKER_MISSES.
+	BreakerMisses int
 	// MaxBacklog is one app's outbox backlog past which that app's ingest
 	// answers 429 with Retry-After (0 disables). Defaults to
 	// MaxBacklogDefault. Env HOOKRELAY_MAX_BACKLOG.
@@ -304,6 +309,7 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", base.CarrierSize, "most first attempts one carrier workflow makes, at most 50 (1 = one workflow per delivery)")
 	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", base.CarrierMin, "fewest new deliveries a dispatcher round carries together")
 	b.num(&c.EndpointShare, "endpoint-share", "HOOKRELAY_ENDPOINT_SHARE", base.EndpointShare, "requests one endpoint may have open from one worker at once")
+	b.num(&c.BreakerMisses, "breaker-misses", "HOOKRELAY_BREAKER_MISSES", base.BreakerMisses, "requests in a row with no answer (timeouts, failed connections) after which a worker holds an endpoint's attempts until a probe gets one (0: never)")
 	b.num(&c.WorkerConcurrency, "worker-concurrency", "HOOKRELAY_WORKER_CONCURRENCY", base.WorkerConcurrency, "concurrent attempts per worker")
 	b.num(&c.FailingAfter, "failing-after", "HOOKRELAY_FAILING_AFTER", base.FailingAfter, "consecutive dead letters that make an endpoint failing (endpoint.failing operational webhook)")
 	b.duration(&c.AutoDisableAfter, "auto-disable-after", "HOOKRELAY_AUTO_DISABLE_AFTER", base.AutoDisableAfter, "disable an endpoint whose deliveries all failed this long (at least 10 dead letters)")
@@ -378,6 +384,9 @@ func Load(name string, dev bool, args []string, getenv func(string) string, base
 	}
 	if c.EndpointShare <= 0 {
 		errs = append(errs, "endpoint-share must be positive")
+	}
+	if c.BreakerMisses < 0 {
+		errs = append(errs, "breaker-misses must be 0 (off) or more")
 	}
 	if len(errs) > 0 {
 		return c, fmt.Errorf("config: %s", strings.Join(errs, "; "))

@@ -110,9 +110,10 @@ type Dispatcher struct {
 	roundsOnce sync.Once
 	// firsts tracks first attempts in progress; firstDone and
 	// firstHandedOff count those that ended the delivery and those handed
-	// to a DeliveryWorkflow.
-	firsts                    sync.WaitGroup
-	firstDone, firstHandedOff atomic.Int64
+	// to a DeliveryWorkflow, firstHeld the rows held back with nothing
+	// sent (see hold).
+	firsts                               sync.WaitGroup
+	firstDone, firstHandedOff, firstHeld atomic.Int64
 	// carrying turns the Sender off while running (see UseCarriers).
 	carrying atomic.Bool
 	// AppShare is how many first attempts of one app the Sender makes at
@@ -160,6 +161,11 @@ func (d *Dispatcher) UseCarriers(on bool) { d.carrying.Store(on) }
 func (d *Dispatcher) Counts() (own, carried, direct int64) {
 	return d.started.Load(), d.carried.Load(), d.firstDone.Load() + d.firstHandedOff.Load()
 }
+
+// Held returns how many times a first attempt went back to the outbox
+// with nothing sent (its endpoint's or app's share in use, or its endpoint
+// not answering) since the dispatcher began.
+func (d *Dispatcher) Held() int64 { return d.firstHeld.Load() }
 
 // Name names the dispatcher among a process's services.
 func (*Dispatcher) Name() string { return "dispatcher" }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,15 +123,16 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 			d.release(f.row.ID)
 			return
 		}
-		busy := activities.SendOutcome{Result: activities.SendResult{Number: 1, StartedAt: time.Now(), Class: activities.ClassEndpointBusy,
-			Error: "this worker's share of the app's first attempts was in use; nothing sent yet"}}
-		d.handOff(ctx, f.row, &busy)
+		// This worker's share of the app's first attempts is in use.
+		d.hold(f, busyRecheck(f))
 		return
 	}
 	defer d.lanes.Leave(f.row.AppID)
 	switch e := d.makeFirst(ctx, d.Sender, f); {
 	case e.retry:
 		d.release(f.row.ID)
+	case !e.hold.IsZero():
+		d.hold(f, e.hold)
 	case e.handOff:
 		d.handOff(ctx, f.row, e.outcome)
 	case e.deleteRow:
@@ -156,6 +158,9 @@ type firstEnd struct {
 	deleteRow bool
 	// retry: its cancel was not recorded; the row goes back to the outbox.
 	retry bool
+	// hold: nothing was sent (the endpoint's share in use, or the endpoint
+	// not answering) and the row waits in the outbox until then.
+	hold time.Time
 }
 
 // makeFirst checks f's deadline (every wait is followed by it), makes its
@@ -189,6 +194,8 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 	switch {
 	case err == nil && res.Class == activities.ClassSuccess:
 		return firstEnd{}
+	case err == nil && res.Class == activities.ClassEndpointBusy:
+		return firstEnd{hold: cmp.Or(res.HeldUntil, busyRecheck(f))}
 	case err == nil && res.Class == activities.ClassEndpointDisabled,
 		errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone:
 		return firstEnd{deleteRow: true}
@@ -214,6 +221,31 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 		return
 	}
 	d.firstHandedOff.Add(1)
+}
+
+// hold leaves f's row in the outbox, leased until at (no later than its
+// deadline), with nothing sent: a first attempt held back by its
+// endpoint's or its app's share, or by an endpoint that stopped answering,
+// is not an attempt and costs no workflow. The round that takes the row
+// again makes the attempt, or hands the delivery to its workflow once its
+// deadline has passed.
+func (d *Dispatcher) hold(f first, at time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if at.After(f.deadline) {
+		at = f.deadline
+	}
+	if err := store.HoldOutbox(ctx, d.Pool, f.row.ID, at); err != nil {
+		d.Logger.Warn("held first attempt's row not leased until its recheck; its lease lapses", "row", f.row.ID, "err", err)
+		return
+	}
+	d.firstHeld.Add(1)
+}
+
+// busyRecheck is when f's first attempt, held back by a share in use, is
+// tried again.
+func busyRecheck(f first) time.Time {
+	return time.Now().Add(delivery.Jitter(delivery.BusyRecheck, f.row.DeliveryID, 1))
 }
 
 // release ends row id's lease so the next round takes it.

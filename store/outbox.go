@@ -124,6 +124,16 @@ func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
 	return WakeDispatcher(ctx, q)
 }
 
+// HoldOutbox leases start row id until until: its first attempt was held
+// back with nothing sent (its endpoint's share in use, or the endpoint not
+// answering), and no round takes the row before then.
+func HoldOutbox(ctx context.Context, q outbox.Querier, id int64, until time.Time) error {
+	if _, err := q.Exec(ctx, `UPDATE outbox SET leased_until = $2 WHERE id = $1`, id, until); err != nil {
+		return fmt.Errorf("hold outbox row %d: %w", id, err)
+	}
+	return nil
+}
+
 // DoneCarriers deletes the rows of carriers that started.
 func DoneCarriers(ctx context.Context, q outbox.Querier, carrierIDs []string) error {
 	if _, err := q.Exec(ctx, `DELETE FROM outbox WHERE carrier_id = ANY ($1)`, carrierIDs); err != nil {

@@ -37,6 +37,7 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 		Logger:    logger.With("component", "delivery"),
 		Metrics:   series,
 		Shares:    &activities.Shares{PerEndpoint: cfg.EndpointShare},
+		Breaker:   &activities.Breaker{Misses: cfg.BreakerMisses},
 		Completer: tc,
 		Tracing:   st.Tracing,
 	}

@@ -52,6 +52,10 @@ type NoisyPhase struct {
 	// and Postgres used while the phase's events were sent and B's last
 	// first attempts made: B's work, and A's beside it.
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// Held is how many times a first attempt (A's, as B's endpoint
+	// answers at once) went back to the outbox with nothing sent during
+	// the phase: its endpoint's share in use, or its endpoint not answering.
+	Held int64 `json:"held"`
 }
 
 // RunNoisy runs the noisy-neighbour measurement on one server: app B at
@@ -128,8 +132,10 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			}
 		}
 		cpu := stackCPU(b.pgPID())
+		held := b.stack.Dispatcher.Held()
 		p, err := b.noisyPhase(ctx, appB, ph.noisy)
 		p.CPUSeconds, _ = cpu()
+		p.Held = b.stack.Dispatcher.Held() - held
 		if profiling {
 			pprof.StopCPUProfile()
 		}
@@ -203,13 +209,13 @@ func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase
 func (r *NoisyReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\nhookrelay bench --noisy — %s, %s\n", r.Date, r.Machine)
 	fmt.Fprintf(w, "  app B at %.0f events/s, app A at %.0f events/s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n\n", r.RateB, r.RateA, r.Seconds, noisyWarmUp, r.Schedule)
-	fmt.Fprintf(w, "  %-44s %28s %10s %12s %8s\n", "phase", "B lateness p50/p95/p99 (ms)", "p99 ratio", "B delivered", "CPU s")
+	fmt.Fprintf(w, "  %-44s %28s %10s %12s %8s %6s\n", "phase", "B lateness p50/p95/p99 (ms)", "p99 ratio", "B delivered", "CPU s", "held")
 	for _, p := range r.Phases {
 		ratio := "—"
 		if p.RatioP99 > 0 {
 			ratio = fmt.Sprintf("× %.2f", p.RatioP99)
 		}
-		fmt.Fprintf(w, "  %-44s %28s %10s %12s %8.1f\n", p.Name,
-			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, fmt.Sprintf("%d/%d", p.Delivered, p.Sent), p.CPUSeconds)
+		fmt.Fprintf(w, "  %-44s %28s %10s %12s %8.1f %6d\n", p.Name,
+			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, fmt.Sprintf("%d/%d", p.Delivered, p.Sent), p.CPUSeconds, p.Held)
 	}
 }

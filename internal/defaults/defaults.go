@@ -22,6 +22,7 @@ func Components() config.Config {
 		CarrierSize:           dispatch.CarrierSizeDefault,
 		CarrierMin:            dispatch.CarrierMinDefault,
 		EndpointShare:         activities.EndpointShareDefault,
+		BreakerMisses:         activities.BreakerMissesDefault,
 		IngestRate:            api.IngestRateDefault,
 		IngestBurst:           api.IngestBurstDefault,
 		HTTPHeaderTimeout:     api.HeaderTimeoutDefault,

@@ -1,0 +1,190 @@
+package activities
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"hookrelay/store"
+)
+
+// Defaults of Breaker.
+const (
+	// BreakerMissesDefault is how many requests in a row to one endpoint
+	// may get no answer (a timeout, a refused or reset connection, a DNS
+	// or TLS failure) before the worker stops sending to it.
+	BreakerMissesDefault = 5
+	// BreakerCooldown is how long an endpoint that stopped answering is
+	// left alone before one request probes it; each probe that gets no
+	// answer doubles it, up to BreakerCooldownMax.
+	BreakerCooldown = 10 * time.Second
+	// BreakerCooldownMax bounds the cool-down.
+	BreakerCooldownMax = 5 * time.Minute
+)
+
+// Breaker stops a worker sending to an endpoint that stopped answering,
+// so its requests (each open until the request timeout) and their retries'
+// workflows do not take the CPU, sockets and shares other endpoints need.
+// After Misses requests in a row got no answer, the endpoint is down on
+// this worker for a cool-down; then one request probes it (half-open).
+// Any answer, whatever its status, closes the breaker: an endpoint that
+// answers 500 is up, and its failures are the schedule's business. An
+// attempt the breaker holds sends nothing: it is not an attempt, its
+// delivery keeps its deadline, and it is made once the endpoint is probed
+// up (ClassEndpointBusy with HeldUntil). Each worker learns on its own;
+// nothing is stored.
+type Breaker struct {
+	// Misses is how many requests in a row with no answer open the
+	// breaker; 0 turns it off (a zero Breaker holds nothing). The
+	// configuration's default is BreakerMissesDefault.
+	Misses int
+	// Cooldown is how long the breaker stays open before its first probe.
+	// Defaults to BreakerCooldown.
+	Cooldown time.Duration
+
+	mu       sync.Mutex
+	circuits map[string]*circuit
+}
+
+// circuit is one endpoint's state; an endpoint with none is closed.
+type circuit struct {
+	// misses counts requests in a row with no answer.
+	misses int
+	// openUntil is the end of the cool-down (zero: closed); cooldown its
+	// length, doubled by each failed probe.
+	openUntil time.Time
+	cooldown  time.Duration
+	// probeUntil: a probe is out until then (past it, its sender is taken
+	// to have sent nothing, and another may probe).
+	probeUntil time.Time
+}
+
+// admit says whether an attempt to endpointID may be sent at now; when the
+// breaker is open it says until when not (a probe's end, while one is
+// out). Past the cool-down the first attempt admitted is the probe, out
+// for at most probeFor.
+func (b *Breaker) admit(endpointID string, now time.Time, probeFor time.Duration) (until time.Time, ok bool) {
+	if b == nil || b.Misses <= 0 {
+		return time.Time{}, true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.circuits[endpointID]
+	switch {
+	case c == nil || c.openUntil.IsZero():
+		return time.Time{}, true
+	case now.Before(c.openUntil):
+		return c.openUntil, false
+	case now.Before(c.probeUntil):
+		return c.probeUntil, false
+	}
+	c.probeUntil = now.Add(probeFor)
+	return time.Time{}, true
+}
+
+// observe counts the answer (or none) a request to endpointID sent at
+// sent got; it reports the end of a cool-down it began (zero: none), and
+// closed when an answer closed an open breaker.
+func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time) (opened time.Time, closed bool) {
+	if b == nil || b.Misses <= 0 {
+		return time.Time{}, false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.circuits[endpointID]
+	if answered {
+		delete(b.circuits, endpointID)
+		return time.Time{}, c != nil && !c.openUntil.IsZero()
+	}
+	if c == nil {
+		if b.circuits == nil {
+			b.circuits = map[string]*circuit{}
+		}
+		c = &circuit{}
+		b.circuits[endpointID] = c
+	}
+	c.misses++
+	switch {
+	case c.openUntil.IsZero():
+		if c.misses < b.Misses {
+			return time.Time{}, false
+		}
+		c.cooldown = cmp.Or(b.Cooldown, BreakerCooldown)
+	case !sent.Before(c.openUntil):
+		// The probe (or a request sent after the cool-down) got no
+		// answer either: down again, for twice as long.
+		c.cooldown = max(min(2*c.cooldown, BreakerCooldownMax), c.cooldown)
+	default:
+		// A request sent before the breaker opened: it changes nothing.
+		return time.Time{}, false
+	}
+	c.openUntil, c.probeUntil = now.Add(c.cooldown), time.Time{}
+	return c.openUntil, false
+}
+
+// answer says what res, a request that was sent, tells of its endpoint:
+// answered when an HTTP status came back; counts is false when it says
+// nothing either way (a refused address, an invalid URL, a failure of the
+// egress proxy), true for an answer and for the endpoint's own transport
+// failures (ClassRetryable with no status).
+func answer(res SendResult) (answered, counts bool) {
+	if res.StatusCode != 0 {
+		return true, true
+	}
+	return false, res.Class == ClassRetryable
+}
+
+// held asks the breaker whether req, to endpointID (empty: an attempt
+// scheduled before requests named their endpoint, not held), may be sent.
+// When wait is set, it waits in the worker for the end of the cool-down
+// (a goroutine, no task slot) until waitBy at most, and never past the
+// last moment the request still fits before the deadline or the worker's
+// stop; a sender's first attempt does not wait (its row goes back to the
+// outbox until then). held is true when res, with nothing sent, is the
+// attempt's result.
+func (a *Activities) held(ctx context.Context, req SendRequest, endpointID string, wait bool, waitBy time.Time) (res SendResult, held bool) {
+	if endpointID == "" {
+		return SendResult{}, false
+	}
+	probeFor := req.Timeout + FlightSlack + RecordSlack
+	until, ok := a.Breaker.admit(endpointID, a.now(), probeFor)
+	if last, fits := lastStart(req); fits && waitBy.After(last) {
+		waitBy = last
+	}
+	if wait && !ok && !until.After(waitBy) {
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(a.Open.stopping(), cancel)()
+		for !ok && !until.After(waitBy) && a.sleepUntil(wctx, until) {
+			until, ok = a.Breaker.admit(endpointID, a.now(), probeFor)
+		}
+	}
+	if ok {
+		return SendResult{}, false
+	}
+	return SendResult{
+		Number: req.Number, StartedAt: a.now(), Class: ClassEndpointBusy, HeldUntil: until,
+		Error: fmt.Sprintf("the endpoint stopped answering (timeouts or failed connections); nothing sent until %s", until.UTC().Format(time.RFC3339)),
+	}, true
+}
+
+// observe tells the breaker what the request of rec (nil: nothing was
+// sent) heard from endpointID, and logs the breaker opening or closing.
+func (a *Activities) observe(ctx context.Context, endpointID string, res SendResult, rec *store.Attempt) {
+	if rec == nil || a.Breaker == nil {
+		return
+	}
+	answered, counts := answer(res)
+	if !counts {
+		return
+	}
+	switch opened, closed := a.Breaker.observe(endpointID, answered, res.StartedAt, a.now()); {
+	case !opened.IsZero():
+		a.logger().WarnContext(ctx, "endpoint stopped answering; this worker holds its attempts until a probe gets an answer",
+			"endpoint_id", endpointID, "probe_at", opened, "error", res.Error)
+	case closed:
+		a.logger().InfoContext(ctx, "endpoint answers again; its held attempts go out", "endpoint_id", endpointID)
+	}
+}

@@ -1,0 +1,114 @@
+package activities
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestBreakerOpensOnMissesInARow: only Misses requests in a row with no
+// answer open the breaker; any answer between them starts the count again.
+func TestBreakerOpensOnMissesInARow(t *testing.T) {
+	b := &Breaker{Misses: 3}
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	miss := func(at time.Time) time.Time {
+		opened, _ := b.observe("ep", false, at, at)
+		return opened
+	}
+	require.Zero(t, miss(t0))
+	require.Zero(t, miss(t0))
+	_, closed := b.observe("ep", true, t0, t0)
+	require.False(t, closed, "a closed breaker is not closed again")
+	require.Zero(t, miss(t0))
+	require.Zero(t, miss(t0))
+	_, ok := b.admit("ep", t0, time.Second)
+	require.True(t, ok, "two misses after an answer opened the breaker")
+	opened := miss(t0)
+	require.Equal(t, t0.Add(BreakerCooldown), opened)
+	until, ok := b.admit("ep", t0.Add(BreakerCooldown-time.Millisecond), time.Second)
+	require.False(t, ok)
+	require.Equal(t, opened, until)
+	_, ok = b.admit("other", t0, time.Second)
+	require.True(t, ok, "another endpoint is held")
+}
+
+// TestBreakerProbesOneAtATime: past the cool-down one attempt probes;
+// while it is out the others are held until its end; a probe with no
+// answer opens the breaker for twice as long, up to BreakerCooldownMax; an
+// answer closes it for everyone.
+func TestBreakerProbesOneAtATime(t *testing.T) {
+	b := &Breaker{Misses: 1, Cooldown: time.Minute}
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	opened, _ := b.observe("ep", false, t0, t0)
+	require.Equal(t, t0.Add(time.Minute), opened)
+	// Requests sent before the breaker opened change nothing.
+	late, _ := b.observe("ep", false, t0, t0.Add(30*time.Second))
+	require.Zero(t, late)
+	probe := opened
+	_, ok := b.admit("ep", probe, 10*time.Second)
+	require.True(t, ok, "no probe past the cool-down")
+	until, ok := b.admit("ep", probe.Add(time.Second), 10*time.Second)
+	require.False(t, ok, "a second probe while one is out")
+	require.Equal(t, probe.Add(10*time.Second), until)
+	// The probe gets no answer: open for twice as long.
+	end := probe.Add(10 * time.Second)
+	opened, _ = b.observe("ep", false, probe, end)
+	require.Equal(t, end.Add(2*time.Minute), opened)
+	// Doubling stops at BreakerCooldownMax.
+	for range 10 {
+		at := opened
+		_, ok = b.admit("ep", at, time.Second)
+		require.True(t, ok)
+		opened, _ = b.observe("ep", false, at, at)
+	}
+	_, ok = b.admit("ep", opened.Add(-time.Millisecond), time.Second)
+	require.False(t, ok)
+	require.Equal(t, BreakerCooldownMax, b.circuits["ep"].cooldown)
+	// A probe that never reports (nothing was sent) lapses: another
+	// attempt probes after it.
+	_, ok = b.admit("ep", opened, time.Second)
+	require.True(t, ok)
+	_, ok = b.admit("ep", opened.Add(time.Second), time.Second)
+	require.True(t, ok, "a lapsed probe kept the breaker half-open forever")
+	// An answer closes it.
+	_, closed := b.observe("ep", true, opened, opened.Add(time.Second))
+	require.True(t, closed)
+	for range 3 {
+		_, ok = b.admit("ep", opened.Add(time.Second), time.Second)
+		require.True(t, ok, "a closed breaker held an attempt")
+	}
+}
+
+// TestBreakerOff: Misses 0 (and a nil Breaker) never hold anything.
+func TestBreakerOff(t *testing.T) {
+	now := time.Now()
+	for _, b := range []*Breaker{nil, {}} {
+		for range 10 {
+			b.observe("ep", false, now, now)
+		}
+		_, ok := b.admit("ep", now, time.Second)
+		require.True(t, ok)
+	}
+}
+
+// TestAnswer: what counts as the endpoint's answer, and what says nothing
+// of it.
+func TestAnswer(t *testing.T) {
+	for _, c := range []struct {
+		res              SendResult
+		answered, counts bool
+	}{
+		{SendResult{StatusCode: 200, Class: ClassSuccess}, true, true},
+		{SendResult{StatusCode: 503, Class: ClassRetryable}, true, true},
+		{SendResult{StatusCode: 200, Class: ClassRetryable, Error: "timeout: response body not complete"}, true, true},
+		{SendResult{Class: ClassRetryable, Error: "timeout: no complete response within the request timeout"}, false, true},
+		{SendResult{Class: ClassRetryable, Error: "connection refused"}, false, true},
+		{SendResult{Class: ClassPermanent, Error: "blocked address"}, false, false},
+		{SendResult{Class: ClassProxy, Error: "egress proxy unreachable"}, false, false},
+	} {
+		answered, counts := answer(c.res)
+		require.Equal(t, c.answered, answered, "%+v", c.res)
+		require.Equal(t, c.counts, counts, "%+v", c.res)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"hookrelay/delivery"
 	"hookrelay/store"
 )
 
@@ -14,8 +15,11 @@ import (
 const (
 	// BreakerMissesDefault is how many requests in a row to one endpoint
 	// may get no answer (a timeout, a refused or reset connection, a DNS
-	// or TLS failure) before the worker stops sending to it.
-	BreakerMissesDefault = 5
+	// or TLS failure) before the worker stops sending to it. A receiver
+	// that fails one request in five at random gets 20 in a row about once
+	// in 10^14 requests; one that stopped answering at 40 requests a
+	// second, within half a second of its first timeout.
+	BreakerMissesDefault = 20
 	// BreakerCooldown is how long an endpoint that stopped answering is
 	// left alone before one request probes it; each probe that gets no
 	// answer doubles it, up to BreakerCooldownMax.
@@ -37,7 +41,8 @@ const (
 // nothing is stored.
 type Breaker struct {
 	// Misses is how many requests in a row with no answer open the
-	// breaker; 0 turns it off (a zero Breaker holds nothing). The
+	// breaker (in the order they were sent: a request sent before one that
+	// got an answer does not count); 0 turns it off (a zero Breaker holds nothing). The
 	// configuration's default is BreakerMissesDefault.
 	Misses int
 	// Cooldown is how long the breaker stays open before its first probe.
@@ -46,12 +51,18 @@ type Breaker struct {
 
 	mu       sync.Mutex
 	circuits map[string]*circuit
+	forgotAt time.Time
 }
 
 // circuit is one endpoint's state; an endpoint with none is closed.
 type circuit struct {
-	// misses counts requests in a row with no answer.
-	misses int
+	// misses counts the requests with no answer sent after lastAnswer,
+	// the send time of the latest-sent request that got one. Counting by
+	// send time, not by when the failures came back, keeps a burst's
+	// timeouts (all back one timeout after they left, after the answers
+	// of the requests sent between them) from looking like a run.
+	misses     int
+	lastAnswer time.Time
 	// openUntil is the end of the cool-down (zero: closed); cooldown its
 	// length, doubled by each failed probe.
 	openUntil time.Time
@@ -59,7 +70,14 @@ type circuit struct {
 	// probeUntil: a probe is out until then (past it, its sender is taken
 	// to have sent nothing, and another may probe).
 	probeUntil time.Time
+	// seen is when the circuit last heard of a request.
+	seen time.Time
 }
+
+// forgetAfter is how long a closed circuit is kept after its last request
+// came back: past it, no request sent before its last answer can still
+// come back (delivery.MaxRequestTimeout), and what it counted is dropped.
+const forgetAfter = delivery.MaxRequestTimeout + time.Minute
 
 // admit says whether an attempt to endpointID may be sent at now; when the
 // breaker is open it says until when not (a probe's end, while one is
@@ -93,17 +111,28 @@ func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.forget(now)
 	c := b.circuits[endpointID]
-	if answered {
-		delete(b.circuits, endpointID)
-		return time.Time{}, c != nil && !c.openUntil.IsZero()
-	}
 	if c == nil {
 		if b.circuits == nil {
 			b.circuits = map[string]*circuit{}
 		}
 		c = &circuit{}
 		b.circuits[endpointID] = c
+	}
+	c.seen = now
+	if answered {
+		// Any answer closes the breaker: the endpoint is there.
+		closed = !c.openUntil.IsZero()
+		c.openUntil, c.probeUntil, c.cooldown = time.Time{}, time.Time{}, 0
+		if sent.After(c.lastAnswer) {
+			c.lastAnswer, c.misses = sent, 0
+		}
+		return time.Time{}, closed
+	}
+	if !sent.After(c.lastAnswer) {
+		// A request sent before one that got an answer.
+		return time.Time{}, false
 	}
 	c.misses++
 	switch {
@@ -122,6 +151,21 @@ func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time)
 	}
 	c.openUntil, c.probeUntil = now.Add(c.cooldown), time.Time{}
 	return c.openUntil, false
+}
+
+// forget drops the closed circuits that heard of no request for
+// forgetAfter, at most once per forgetAfter, so a worker keeps a circuit
+// only for the endpoints it sends to.
+func (b *Breaker) forget(now time.Time) {
+	if now.Sub(b.forgotAt) < forgetAfter {
+		return
+	}
+	b.forgotAt = now
+	for id, c := range b.circuits {
+		if c.openUntil.IsZero() && now.Sub(c.seen) > forgetAfter {
+			delete(b.circuits, id)
+		}
+	}
 }
 
 // answer says what res, a request that was sent, tells of its endpoint:

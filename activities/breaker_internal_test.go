@@ -12,25 +12,67 @@ import (
 func TestBreakerOpensOnMissesInARow(t *testing.T) {
 	b := &Breaker{Misses: 3}
 	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
-	miss := func(at time.Time) time.Time {
-		opened, _ := b.observe("ep", false, at, at)
+	at := t0
+	next := func() time.Time { at = at.Add(time.Millisecond); return at }
+	miss := func() time.Time {
+		sent := next()
+		opened, _ := b.observe("ep", false, sent, sent)
 		return opened
 	}
-	require.Zero(t, miss(t0))
-	require.Zero(t, miss(t0))
-	_, closed := b.observe("ep", true, t0, t0)
+	require.Zero(t, miss())
+	require.Zero(t, miss())
+	sent := next()
+	_, closed := b.observe("ep", true, sent, sent)
 	require.False(t, closed, "a closed breaker is not closed again")
-	require.Zero(t, miss(t0))
-	require.Zero(t, miss(t0))
-	_, ok := b.admit("ep", t0, time.Second)
+	require.Zero(t, miss())
+	require.Zero(t, miss())
+	_, ok := b.admit("ep", at, time.Second)
 	require.True(t, ok, "two misses after an answer opened the breaker")
-	opened := miss(t0)
-	require.Equal(t, t0.Add(BreakerCooldown), opened)
-	until, ok := b.admit("ep", t0.Add(BreakerCooldown-time.Millisecond), time.Second)
+	opened := miss()
+	require.Equal(t, at.Add(BreakerCooldown), opened)
+	until, ok := b.admit("ep", opened.Add(-time.Millisecond), time.Second)
 	require.False(t, ok)
 	require.Equal(t, opened, until)
-	_, ok = b.admit("other", t0, time.Second)
+	_, ok = b.admit("other", at, time.Second)
 	require.True(t, ok, "another endpoint is held")
+}
+
+// TestBreakerCountsBySendTime: a burst's timeouts come back together, one
+// timeout after they left and after the answers of the requests sent
+// between them; they are not a run of misses. Misses sent after the last
+// answered request are.
+func TestBreakerCountsBySendTime(t *testing.T) {
+	b := &Breaker{Misses: 3}
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	// Sent at 0..9 ms: the odd ones answered at once, the even ones time
+	// out at 500 ms.
+	for i := 1; i < 10; i += 2 {
+		b.observe("ep", true, ms(i), ms(i))
+	}
+	for i := 0; i < 10; i += 2 {
+		opened, _ := b.observe("ep", false, ms(i), ms(500+i))
+		require.Zero(t, opened, "a burst's timeouts opened the breaker")
+	}
+	// Sent after the last answer: a run.
+	for i := range 3 {
+		opened, _ := b.observe("ep", false, ms(600+i), ms(1100+i))
+		require.Equal(t, i == 2, !opened.IsZero(), "miss %d", i)
+	}
+}
+
+// TestBreakerForgetsIdleCircuits: a closed circuit that heard of nothing
+// for forgetAfter is dropped; an open one is kept.
+func TestBreakerForgetsIdleCircuits(t *testing.T) {
+	b := &Breaker{Misses: 1}
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	b.observe("answered", true, t0, t0)
+	b.observe("silent", false, t0, t0)
+	later := t0.Add(forgetAfter + time.Second)
+	b.observe("other", true, later, later)
+	require.NotContains(t, b.circuits, "answered")
+	require.Contains(t, b.circuits, "silent")
+	require.Contains(t, b.circuits, "other")
 }
 
 // TestBreakerProbesOneAtATime: past the cool-down one attempt probes;

@@ -249,7 +249,8 @@ type headSent struct {
 	// waitingOn: the delivery went to its own workflow.
 	waitingOn bool
 	// nextAt: nothing sent; the head is due then (its first wait runs past
-	// the run's end), or its endpoint is paused (paused is set).
+	// the run's end, or it was held back), or its endpoint is paused
+	// (paused is set).
 	nextAt time.Time
 	paused bool
 	// gone: nothing sent; the row was deleted (its delivery replayed).
@@ -297,6 +298,10 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 	switch {
 	case e.retry:
 		return headSent{}, errors.New("cancel of " + row.DeliveryID + " not recorded")
+	case !e.hold.IsZero():
+		// Nothing sent (the endpoint's share in use, or the endpoint not
+		// answering): the sequence tries its head again then.
+		return headSent{nextAt: e.hold}, nil
 	case e.handOff && e.outcome != nil && e.outcome.Result.Class == activities.ClassEndpointPaused:
 		// Nothing sent: the sequence waits for the endpoint's resume.
 		return headSent{nextAt: time.Now().Add(workflows.SequenceCheckEvery), paused: true}, nil

@@ -158,9 +158,7 @@ type Config struct {
 	// one worker at once. Defaults to activities.EndpointShareDefault.
 	// Env HOOKRELAY_ENDPOINT_SHARE.
 	EndpointShare int
-	// BreakerMisses is how many requests in a row to one endpoint may get
-	// no answer before a worker holds that endpoint's attempts until a
-	// probe gets one (0 turns the breaker off). Defaults to
+	// BreakerMisses: see activities.Breaker (0: off). Defaults to
 	// activities.BreakerMissesDefault. Env HOOKRELAY_BREAKER_MISSES.
 	BreakerMisses int
 	// MaxBacklog is one app's outbox backlog past which that app's ingest

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"hookrelay/delivery"
-	"hookrelay/store"
 )
 
 // Defaults of Breaker.
@@ -67,9 +66,10 @@ type circuit struct {
 	// length, doubled by each failed probe.
 	openUntil time.Time
 	cooldown  time.Duration
-	// probeUntil: a probe is out until then (past it, its sender is taken
-	// to have sent nothing, and another may probe).
+	// probeUntil: a probe, prober's attempt, is out until then (past it,
+	// its sender is taken to have sent nothing, and another may probe).
 	probeUntil time.Time
+	prober     string
 	// seen is when the circuit last heard of a request.
 	seen time.Time
 }
@@ -79,11 +79,12 @@ type circuit struct {
 // come back (delivery.MaxRequestTimeout), and what it counted is dropped.
 const forgetAfter = delivery.MaxRequestTimeout + time.Minute
 
-// admit says whether an attempt to endpointID may be sent at now; when the
-// breaker is open it says until when not (a probe's end, while one is
-// out). Past the cool-down the first attempt admitted is the probe, out
-// for at most probeFor.
-func (b *Breaker) admit(endpointID string, now time.Time, probeFor time.Duration) (until time.Time, ok bool) {
+// admit says whether deliveryID's attempt to endpointID may be sent at
+// now; when the breaker is open it says until when not (a probe's end,
+// while one is out). Past the cool-down the first attempt admitted is the
+// probe, out for at most probeFor; its delivery is admitted again while it
+// is out (an attempt checks again after waiting for its endpoint's share).
+func (b *Breaker) admit(endpointID, deliveryID string, now time.Time, probeFor time.Duration) (until time.Time, ok bool) {
 	if b == nil || b.Misses <= 0 {
 		return time.Time{}, true
 	}
@@ -95,10 +96,12 @@ func (b *Breaker) admit(endpointID string, now time.Time, probeFor time.Duration
 		return time.Time{}, true
 	case now.Before(c.openUntil):
 		return c.openUntil, false
+	case now.Before(c.probeUntil) && deliveryID == c.prober:
+		return time.Time{}, true
 	case now.Before(c.probeUntil):
 		return c.probeUntil, false
 	}
-	c.probeUntil = now.Add(probeFor)
+	c.probeUntil, c.prober = now.Add(probeFor), deliveryID
 	return time.Time{}, true
 }
 
@@ -124,7 +127,7 @@ func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time)
 	if answered {
 		// Any answer closes the breaker: the endpoint is there.
 		closed = !c.openUntil.IsZero()
-		c.openUntil, c.probeUntil, c.cooldown = time.Time{}, time.Time{}, 0
+		c.openUntil, c.probeUntil, c.prober, c.cooldown = time.Time{}, time.Time{}, "", 0
 		if sent.After(c.lastAnswer) {
 			c.lastAnswer, c.misses = sent, 0
 		}
@@ -149,7 +152,7 @@ func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time)
 		// A request sent before the breaker opened: it changes nothing.
 		return time.Time{}, false
 	}
-	c.openUntil, c.probeUntil = now.Add(c.cooldown), time.Time{}
+	c.openUntil, c.probeUntil, c.prober = now.Add(c.cooldown), time.Time{}, ""
 	return c.openUntil, false
 }
 
@@ -193,7 +196,7 @@ func (a *Activities) held(ctx context.Context, req SendRequest, endpointID strin
 		return SendResult{}, false
 	}
 	probeFor := req.Timeout + FlightSlack + RecordSlack
-	until, ok := a.Breaker.admit(endpointID, a.now(), probeFor)
+	until, ok := a.Breaker.admit(endpointID, req.DeliveryID, a.now(), probeFor)
 	if last, fits := lastStart(req); fits && waitBy.After(last) {
 		waitBy = last
 	}
@@ -202,7 +205,7 @@ func (a *Activities) held(ctx context.Context, req SendRequest, endpointID strin
 		defer cancel()
 		defer context.AfterFunc(a.Open.stopping(), cancel)()
 		for !ok && !until.After(waitBy) && a.sleepUntil(wctx, until) {
-			until, ok = a.Breaker.admit(endpointID, a.now(), probeFor)
+			until, ok = a.Breaker.admit(endpointID, req.DeliveryID, a.now(), probeFor)
 		}
 	}
 	if ok {
@@ -214,10 +217,10 @@ func (a *Activities) held(ctx context.Context, req SendRequest, endpointID strin
 	}, true
 }
 
-// observe tells the breaker what the request of rec (nil: nothing was
-// sent) heard from endpointID, and logs the breaker opening or closing.
-func (a *Activities) observe(ctx context.Context, endpointID string, res SendResult, rec *store.Attempt) {
-	if rec == nil || a.Breaker == nil {
+// observe tells the breaker what a request sent to endpointID heard (res),
+// and logs the breaker opening or closing.
+func (a *Activities) observe(ctx context.Context, endpointID string, res SendResult) {
+	if a.Breaker == nil {
 		return
 	}
 	answered, counts := answer(res)

@@ -26,14 +26,14 @@ func TestBreakerOpensOnMissesInARow(t *testing.T) {
 	require.False(t, closed, "a closed breaker is not closed again")
 	require.Zero(t, miss())
 	require.Zero(t, miss())
-	_, ok := b.admit("ep", at, time.Second)
+	_, ok := b.admit("ep", "dlv", at, time.Second)
 	require.True(t, ok, "two misses after an answer opened the breaker")
 	opened := miss()
 	require.Equal(t, at.Add(BreakerCooldown), opened)
-	until, ok := b.admit("ep", opened.Add(-time.Millisecond), time.Second)
+	until, ok := b.admit("ep", "dlv", opened.Add(-time.Millisecond), time.Second)
 	require.False(t, ok)
 	require.Equal(t, opened, until)
-	_, ok = b.admit("other", at, time.Second)
+	_, ok = b.admit("other", "dlv", at, time.Second)
 	require.True(t, ok, "another endpoint is held")
 }
 
@@ -88,11 +88,15 @@ func TestBreakerProbesOneAtATime(t *testing.T) {
 	late, _ := b.observe("ep", false, t0, t0.Add(30*time.Second))
 	require.Zero(t, late)
 	probe := opened
-	_, ok := b.admit("ep", probe, 10*time.Second)
+	_, ok := b.admit("ep", "dlv", probe, 10*time.Second)
 	require.True(t, ok, "no probe past the cool-down")
-	until, ok := b.admit("ep", probe.Add(time.Second), 10*time.Second)
+	until, ok := b.admit("ep", "dlv-2", probe.Add(time.Second), 10*time.Second)
 	require.False(t, ok, "a second probe while one is out")
 	require.Equal(t, probe.Add(10*time.Second), until)
+	// The probe's own attempt, checked again after a wait for its
+	// endpoint's share, is still the probe.
+	_, ok = b.admit("ep", "dlv", probe.Add(2*time.Second), 10*time.Second)
+	require.True(t, ok, "the probe held itself")
 	// The probe gets no answer: open for twice as long.
 	end := probe.Add(10 * time.Second)
 	opened, _ = b.observe("ep", false, probe, end)
@@ -100,24 +104,24 @@ func TestBreakerProbesOneAtATime(t *testing.T) {
 	// Doubling stops at BreakerCooldownMax.
 	for range 10 {
 		at := opened
-		_, ok = b.admit("ep", at, time.Second)
+		_, ok = b.admit("ep", "dlv", at, time.Second)
 		require.True(t, ok)
 		opened, _ = b.observe("ep", false, at, at)
 	}
-	_, ok = b.admit("ep", opened.Add(-time.Millisecond), time.Second)
+	_, ok = b.admit("ep", "dlv", opened.Add(-time.Millisecond), time.Second)
 	require.False(t, ok)
 	require.Equal(t, BreakerCooldownMax, b.circuits["ep"].cooldown)
 	// A probe that never reports (nothing was sent) lapses: another
 	// attempt probes after it.
-	_, ok = b.admit("ep", opened, time.Second)
+	_, ok = b.admit("ep", "dlv", opened, time.Second)
 	require.True(t, ok)
-	_, ok = b.admit("ep", opened.Add(time.Second), time.Second)
+	_, ok = b.admit("ep", "dlv-2", opened.Add(time.Second), time.Second)
 	require.True(t, ok, "a lapsed probe kept the breaker half-open forever")
 	// An answer closes it.
 	_, closed := b.observe("ep", true, opened, opened.Add(time.Second))
 	require.True(t, closed)
 	for range 3 {
-		_, ok = b.admit("ep", opened.Add(time.Second), time.Second)
+		_, ok = b.admit("ep", "dlv", opened.Add(time.Second), time.Second)
 		require.True(t, ok, "a closed breaker held an attempt")
 	}
 }
@@ -129,7 +133,7 @@ func TestBreakerOff(t *testing.T) {
 		for range 10 {
 			b.observe("ep", false, now, now)
 		}
-		_, ok := b.admit("ep", now, time.Second)
+		_, ok := b.admit("ep", "dlv", now, time.Second)
 		require.True(t, ok)
 	}
 }

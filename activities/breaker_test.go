@@ -125,3 +125,40 @@ func silentServer(t *testing.T, answer func(http.ResponseWriter) bool) *httptest
 	t.Cleanup(func() { close(stop) })
 	return srv
 }
+
+// TestBreakerHoldsAnAttemptThatWaitedForItsShare: an attempt that waited
+// for a place in its endpoint's share checks the breaker again once it
+// has one: the requests it waited for may have opened it.
+func TestBreakerHoldsAnAttemptThatWaitedForItsShare(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	srv := silentServer(t, func(http.ResponseWriter) bool {
+		hits.Add(1)
+		return false
+	})
+	st := &flakyStore{target: target(t, 200)}
+	st.target.URL = srv.URL
+	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
+		Shares:  &activities.Shares{PerEndpoint: 1},
+		Breaker: &activities.Breaker{Misses: 1, Cooldown: time.Hour}}
+	ctx := context.Background()
+	ep := st.target.EndpointID
+	first := make(chan activities.SendResult, 1)
+	go func() {
+		res, _ := a.SendSigned(ctx, activities.SendRequest{DeliveryID: "dlv_1", EndpointID: ep, Cycle: 1, Number: 1, Timeout: 300 * time.Millisecond})
+		first <- res
+	}()
+	require.Eventually(t, func() bool { return hits.Load() == 1 }, 10*time.Second, time.Millisecond)
+	second := make(chan activities.SendResult, 1)
+	go func() {
+		res, _ := activities.SendWaiting(ctx, a, activities.SendRequest{DeliveryID: "dlv_2", EndpointID: ep, Cycle: 1, Number: 1, Timeout: 300 * time.Millisecond}, time.Now().Add(time.Minute))
+		second <- res
+	}()
+	require.Eventually(t, func() bool { return activities.ShareWaiting(a.Shares, ep) == 1 }, 10*time.Second, time.Millisecond)
+	require.Equal(t, activities.ClassRetryable, (<-first).Class)
+	res := <-second
+	require.Equal(t, activities.ClassEndpointBusy, res.Class, res.Error)
+	require.False(t, res.HeldUntil.IsZero())
+	require.EqualValues(t, 1, hits.Load(), "an attempt that waited for its share was sent to an endpoint the breaker had opened on")
+	require.Len(t, st.records, 1)
+}

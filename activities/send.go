@@ -96,16 +96,13 @@ func SendFirst(ctx context.Context, a *Activities, req SendRequest, outboxID int
 // header, a secret, a signature or the payload.
 func (a *Activities) attempt(ctx context.Context, req SendRequest, t store.Target, started, shareBy time.Time, claimed *claim) (SendResult, *store.Attempt, error) {
 	if a.Tracing == nil {
-		res, rec, err := a.try(ctx, req, t, started, shareBy, claimed)
-		a.observe(ctx, t.EndpointID, res, rec)
-		return res, rec, err
+		return a.try(ctx, req, t, started, shareBy, claimed)
 	}
 	ctx, span := a.Tracing.Start(ctx, tracing.SpanAttempt, trace.SpanKindClient,
 		tracing.App(t.AppID), tracing.Endpoint(t.EndpointID), tracing.Event(t.EventID), tracing.Delivery(req.DeliveryID),
 		tracing.Cycle(req.Cycle), tracing.Attempt(req.Number))
 	defer span.End()
 	res, rec, err := a.try(ctx, req, t, started, shareBy, claimed)
-	a.observe(ctx, t.EndpointID, res, rec)
 	switch {
 	case err != nil:
 		span.SetStatus(codes.Error, "attempt not made")
@@ -157,6 +154,11 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 			return SendResult{}, nil, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 		}
 		if unavailable(t, &res) {
+			return res, nil, nil
+		}
+		// The endpoint may have stopped answering meanwhile: the requests
+		// whose places this one waited for timed out.
+		if res, held := a.held(ctx, req, t.EndpointID, false, time.Time{}); held {
 			return res, nil, nil
 		}
 	}
@@ -252,6 +254,10 @@ func (a *Activities) request(ctx context.Context, req SendRequest, t store.Targe
 		rec.StatusCode = &code
 	}
 	rec.NextAttemptAt = nextAttempt(req, res, a.now())
+	// The breaker hears of it before the request's place in its
+	// endpoint's share frees: an attempt that waited for that place checks
+	// the breaker next.
+	a.observe(ctx, t.EndpointID, res)
 	return res, rec, nil
 }
 

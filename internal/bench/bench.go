@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"hookrelay/config"
-	"hookrelay/dispatch"
 	"hookrelay/internal/app"
+	"hookrelay/internal/defaults"
 	"hookrelay/internal/pgcluster"
 )
 
@@ -132,12 +132,15 @@ func startStackWith(ctx context.Context, o Options, opts app.Options) (stack *ap
 		removeBase()
 		return nil, nil, err
 	}
-	cfg := config.Config{
-		Dev: true, DataDir: dir, HTTPAddr: "127.0.0.1:0", PostgresPort: pgPort, TemporalAddress: "127.0.0.1:0",
-		TemporalNamespace: "default", AllowPrivateTargets: true, EagerStart: !o.NoEagerStart,
-		TemporalShards: o.Shards, TemporalSQLite: sqliteFile(o.TemporalSQLite, dir), DispatchBatch: dispatch.BatchDefault, DBMaxConns: cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), MaxBacklog: map[bool]int{false: config.MaxBacklogDefault, true: 0}[o.NoShed],
-		ShutdownTimeout: 10 * time.Second, AdminKey: "hr_bench_admin", IngestRate: -1,
-	}
+	// The product's defaults (the breaker, the shares, the worker's
+	// concurrency), as `hookrelay dev` has them, with the bench's own
+	// settings over them.
+	cfg := defaults.Components()
+	cfg.Dev, cfg.DataDir, cfg.HTTPAddr, cfg.PostgresPort, cfg.TemporalAddress = true, dir, "127.0.0.1:0", pgPort, "127.0.0.1:0"
+	cfg.TemporalNamespace, cfg.AllowPrivateTargets, cfg.EagerStart = "default", true, !o.NoEagerStart
+	cfg.TemporalShards, cfg.TemporalSQLite = o.Shards, sqliteFile(o.TemporalSQLite, dir)
+	cfg.DBMaxConns, cfg.MaxBacklog = cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), map[bool]int{false: config.MaxBacklogDefault, true: 0}[o.NoShed]
+	cfg.ShutdownTimeout, cfg.AdminKey, cfg.IngestRate = 10*time.Second, "hr_bench_admin", -1
 	stack, err = app.StartDevWith(ctx, cfg, o.Logger, opts)
 	if err != nil {
 		removeBase()

@@ -72,6 +72,35 @@ type circuit struct {
 	prober     string
 	// seen is when the circuit last heard of a request.
 	seen time.Time
+	// changed, when someone watches, is closed as the breaker opens again
+	// or closes (see watch).
+	changed chan struct{}
+}
+
+// signal wakes the attempts waiting on c's state.
+func (c *circuit) signal() {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
+}
+
+// watch returns a channel closed when endpointID's breaker next opens or
+// closes (nil, which never fires, when it is closed: nothing waits then).
+func (b *Breaker) watch(endpointID string) <-chan struct{} {
+	if b == nil || b.Misses <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.circuits[endpointID]
+	if c == nil || c.openUntil.IsZero() {
+		return nil
+	}
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
 }
 
 // forgetAfter is how long a closed circuit is kept after its last request
@@ -128,6 +157,7 @@ func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time)
 		// Any answer closes the breaker: the endpoint is there.
 		closed = !c.openUntil.IsZero()
 		c.openUntil, c.probeUntil, c.prober, c.cooldown = time.Time{}, time.Time{}, "", 0
+		c.signal()
 		if sent.After(c.lastAnswer) {
 			c.lastAnswer, c.misses = sent, 0
 		}
@@ -153,6 +183,7 @@ func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time)
 		return time.Time{}, false
 	}
 	c.openUntil, c.probeUntil, c.prober = now.Add(c.cooldown), time.Time{}, ""
+	c.signal()
 	return c.openUntil, false
 }
 
@@ -185,36 +216,45 @@ func answer(res SendResult) (answered, counts bool) {
 
 // held asks the breaker whether req, to endpointID (empty: an attempt
 // scheduled before requests named their endpoint, not held), may be sent.
-// When wait is set, it waits in the worker for the end of the cool-down
-// (a goroutine, no task slot) until waitBy at most, and never past the
-// last moment the request still fits before the deadline or the worker's
-// stop; a sender's first attempt does not wait (its row goes back to the
-// outbox until then). held is true when res, with nothing sent, is the
-// attempt's result.
+// When wait is set, it waits in the worker (a goroutine, no task slot)
+// until waitBy at most, and never past the last moment the request still
+// fits before the deadline or the worker's stop: for the end of the
+// cool-down, or for the breaker to close (a probe got an answer), when it
+// goes at once. A sender's first attempt does not wait (its row goes back
+// to the outbox until then). held is true when res, with nothing sent, is
+// the attempt's result: HeldUntil says when to try again.
 func (a *Activities) held(ctx context.Context, req SendRequest, endpointID string, wait bool, waitBy time.Time) (res SendResult, held bool) {
 	if endpointID == "" {
 		return SendResult{}, false
 	}
 	probeFor := req.Timeout + FlightSlack + RecordSlack
-	until, ok := a.Breaker.admit(endpointID, req.DeliveryID, a.now(), probeFor)
 	if last, fits := lastStart(req); fits && waitBy.After(last) {
 		waitBy = last
 	}
-	if wait && !ok && !until.After(waitBy) {
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(a.Open.stopping(), cancel)()
-		for !ok && !until.After(waitBy) && a.sleepUntil(wctx, until) {
-			until, ok = a.Breaker.admit(endpointID, req.DeliveryID, a.now(), probeFor)
+	var wctx context.Context
+	for {
+		changed := a.Breaker.watch(endpointID)
+		until, ok := a.Breaker.admit(endpointID, req.DeliveryID, a.now(), probeFor)
+		if ok {
+			return SendResult{}, false
+		}
+		at := until
+		if at.After(waitBy) {
+			at = waitBy
+		}
+		if wctx == nil && wait && at.After(a.now()) {
+			var cancel context.CancelFunc
+			wctx, cancel = context.WithCancel(ctx)
+			defer cancel()
+			defer context.AfterFunc(a.Open.stopping(), cancel)()
+		}
+		if !wait || !at.After(a.now()) || !a.sleepUntilOr(wctx, at, changed) {
+			return SendResult{
+				Number: req.Number, StartedAt: a.now(), Class: ClassEndpointBusy, HeldUntil: until,
+				Error: fmt.Sprintf("the endpoint stopped answering (timeouts or failed connections); nothing sent until %s", until.UTC().Format(time.RFC3339)),
+			}, true
 		}
 	}
-	if ok {
-		return SendResult{}, false
-	}
-	return SendResult{
-		Number: req.Number, StartedAt: a.now(), Class: ClassEndpointBusy, HeldUntil: until,
-		Error: fmt.Sprintf("the endpoint stopped answering (timeouts or failed connections); nothing sent until %s", until.UTC().Format(time.RFC3339)),
-	}, true
 }
 
 // observe tells the breaker what a request sent to endpointID heard (res),

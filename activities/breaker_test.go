@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -161,4 +162,48 @@ func TestBreakerHoldsAnAttemptThatWaitedForItsShare(t *testing.T) {
 	require.False(t, res.HeldUntil.IsZero())
 	require.EqualValues(t, 1, hits.Load(), "an attempt that waited for its share was sent to an endpoint the breaker had opened on")
 	require.Len(t, st.records, 1)
+}
+
+// TestBreakerWakesWaitersWhenAProbeGetsAnAnswer: workflows' attempts
+// waiting on an open breaker go as soon as a probe gets an answer, not at
+// the end of the probe's time.
+func TestBreakerWakesWaitersWhenAProbeGetsAnAnswer(t *testing.T) {
+	t.Parallel()
+	var silent atomic.Bool
+	silent.Store(true)
+	var hits atomic.Int32
+	srv := silentServer(t, func(w http.ResponseWriter) bool {
+		hits.Add(1)
+		if silent.Load() {
+			return false
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	})
+	st := &flakyStore{target: target(t, 200)}
+	st.target.URL = srv.URL
+	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
+		Breaker: &activities.Breaker{Misses: 1, Cooldown: 300 * time.Millisecond}}
+	ctx := context.Background()
+	ep := st.target.EndpointID
+	res, err := a.SendSigned(ctx, activities.SendRequest{DeliveryID: "dlv_0", EndpointID: ep, Cycle: 1, Number: 1, Timeout: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, activities.ClassRetryable, res.Class)
+	silent.Store(false)
+	// A probe's time is its request timeout and more: an hour here, so a
+	// waiter that is not woken by the probe's answer gives up at its own
+	// bound, 30 s on, with nothing sent.
+	results := make(chan activities.SendResult, 3)
+	for i := range 3 {
+		go func() {
+			req := activities.SendRequest{DeliveryID: fmt.Sprintf("dlv_%d", i+1), EndpointID: ep, Cycle: 1, Number: 1, Timeout: time.Hour}
+			res, _ := activities.SendWaiting(ctx, a, req, time.Now().Add(30*time.Second))
+			results <- res
+		}()
+	}
+	for range 3 {
+		res := <-results
+		require.Equal(t, activities.ClassSuccess, res.Class, res.Error)
+	}
+	require.EqualValues(t, 4, hits.Load())
 }

@@ -51,6 +51,11 @@ func lastStart(req SendRequest) (last time.Time, ok bool) {
 // sleepUntil waits until at (zero or past: not at all); false when ctx
 // ended first.
 func (a *Activities) sleepUntil(ctx context.Context, at time.Time) bool {
+	return a.sleepUntilOr(ctx, at, nil)
+}
+
+// sleepUntilOr is sleepUntil, cut short (true) when woken is closed.
+func (a *Activities) sleepUntilOr(ctx context.Context, at time.Time, woken <-chan struct{}) bool {
 	wait := at.Sub(a.now())
 	if wait <= 0 {
 		return true
@@ -61,6 +66,8 @@ func (a *Activities) sleepUntil(ctx context.Context, at time.Time) bool {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
+		return true
+	case <-woken:
 		return true
 	}
 }

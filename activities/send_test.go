@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -36,14 +37,20 @@ type flakyStore struct {
 	// claimsAlone count ClaimAttempt calls, released ReleaseClaim calls
 	// (attempts may make them at once).
 	claimsAlone, released atomic.Int32
+	// mu guards the rest, for tests that make attempts at once.
+	mu sync.Mutex
 }
 
 func (f *flakyStore) LoadTarget(context.Context, string, time.Time) (store.Target, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.loads++
 	return f.target, f.loadErr
 }
 
 func (f *flakyStore) LoadTargets(_ context.Context, ids []string, _ time.Time) ([]store.Target, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.batchLoads++
 	var out []store.Target
 	for _, id := range ids {
@@ -75,6 +82,8 @@ func (f *flakyStore) ReleaseClaim(context.Context, string, time.Time) error {
 }
 
 func (f *flakyStore) RecordAttempts(_ context.Context, as []store.Attempt) ([]error, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.recordCalls++
 	if len(f.failures) > 0 {
 		err := f.failures[0]

@@ -223,6 +223,18 @@ func Jitter(wait time.Duration, deliveryID string, attempt int) time.Duration {
 	return (wait + time.Duration(float64(wait)*JitterFraction*u)).Round(time.Millisecond)
 }
 
+// HeldWait is how long an attempt that an endpoint's breaker holds until
+// until (the end of its cool-down, or of its probe) waits from now: the
+// time left moved by Jitter, so the attempts held together come back
+// spread over a tenth of that time either side, not all at once. It is 0
+// when until is zero or past.
+func HeldWait(until, now time.Time, deliveryID string, attempt int) time.Duration {
+	if until.IsZero() {
+		return 0
+	}
+	return Jitter(until.Sub(now), deliveryID, attempt)
+}
+
 // Next is Plan's answer: wait Wait (due at At), or, when DeadLetter is
 // set, make no further attempt in this cycle for that reason.
 type Next struct {

@@ -1,7 +1,6 @@
 package dispatch
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -195,7 +194,10 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 	case err == nil && res.Class == activities.ClassSuccess:
 		return firstEnd{}
 	case err == nil && res.Class == activities.ClassEndpointBusy:
-		return firstEnd{hold: cmp.Or(res.HeldUntil, busyRecheck(f))}
+		if held := delivery.HeldWait(res.HeldUntil, time.Now(), f.row.DeliveryID, 1); held > 0 {
+			return firstEnd{hold: time.Now().Add(held)}
+		}
+		return firstEnd{hold: busyRecheck(f)}
 	case err == nil && res.Class == activities.ClassEndpointDisabled,
 		errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone:
 		return firstEnd{deleteRow: true}

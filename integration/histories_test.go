@@ -108,6 +108,12 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 		n := seen[r.URL.RawQuery]
 		mu.Unlock()
 		switch {
+		case q.Get("busy") != "" && n == 2:
+			// The request that holds the endpoint's one request in flight.
+			select {
+			case <-time.After(3 * time.Second):
+			case <-r.Context().Done():
+			}
 		case q.Get("flaky") != "" && n == 1:
 			w.WriteHeader(http.StatusBadGateway)
 		case q.Get("throttle") != "" && n == 1:
@@ -287,6 +293,30 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, held, 2, "the flaky first delivery and at least one rate-limited one ran in a workflow")
 	require.Equal(t, 4, count("flaky=limited"), "three deliveries, one retry: held attempts sent nothing")
+
+	// A busy endpoint (v11): max_in_flight 1, and the retry of the first
+	// delivery comes while the second's request holds it; the retry finds
+	// it busy, sends nothing and is made again (an endpoint's breaker
+	// holding an attempt returns the same result, with HeldUntil, and its
+	// run waits on the same timer, longer).
+	h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=busy&busy=1", "event_types": []string{"p.busy"},
+		"retry_schedule": []string{"0s", "1s"}, "max_in_flight": 1})
+	busy := send("p.busy")
+	require.Eventually(t, func() bool { return count("flaky=busy&busy=1") == 1 }, 10*time.Second, 10*time.Millisecond)
+	holder := send("p.busy")
+	for _, id := range []string{busy, holder} {
+		h.waitDelivery(appID, id, 20*time.Second, delivery.StatusSucceeded)
+	}
+	require.Eventually(t, func() bool { return !h.workflowOpen(busy) }, 10*time.Second, 50*time.Millisecond)
+	sends := 0
+	for _, e := range h.history(busy).Events {
+		if a := e.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "SendSigned" {
+			sends++
+		}
+	}
+	require.Greater(t, sends, 1, "the retry never found the endpoint busy")
+	require.Len(t, h.attempts(appID, busy), 2, "a busy recheck was recorded as an attempt")
+	h.keepHistory("v11-busy-then-success", busy, "")
 
 	// The app is deleted while a retry waits: the run ends, nothing sent.
 	endpoint("p.deleted", "code=503&n=2", "0s", "2s", "2s")

@@ -231,6 +231,13 @@ func (r *run) waitHold(ctx workflow.Context, c *cycle) bool {
 		wake = c.held.SlotAt.Add(-attempt.SlotLead).Sub(now)
 	case delivery.ClassEndpointBusy:
 		wake = delivery.Jitter(delivery.BusyRecheck, r.in.DeliveryID, c.number)
+		if held := delivery.HeldWait(c.held.HeldUntil, now, r.in.DeliveryID, c.number); held > wake {
+			// The endpoint stopped answering: nothing goes out before its
+			// breaker lets a probe out, and the deadline (checked next)
+			// is not waited past. Only the timer's length changes, not
+			// the commands: histories recorded before replay as they were.
+			wake = min(held, max(c.deadline.Sub(now), wake))
+		}
 		at = now.Add(wake)
 	}
 	if wake > 0 {

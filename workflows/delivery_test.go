@@ -527,6 +527,31 @@ func TestBusyEndpointContinuesAsNew(t *testing.T) {
 	require.Equal(t, 1, s2.reqs[0].Number)
 }
 
+// TestHeldEndpointWaitsForItsProbe: an attempt an endpoint's breaker held
+// (HeldUntil: the end of its cool-down) is made again about then, spread by
+// the jitter, not every BusyRecheck; a hold past the deadline ends at the
+// deadline, with the delivery dead-lettered.
+func TestHeldEndpointWaitsForItsProbe(t *testing.T) {
+	t.Parallel()
+	env, s, in := setup(t, false)
+	in.Settings = delivery.Settings{Schedule: []time.Duration{0, time.Second}, Deadline: time.Hour}
+	s.results = []activities.SendResult{{Class: activities.ClassEndpointBusy, HeldUntil: s.start.Add(2 * time.Minute)}, ok()}
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
+	require.Len(t, s.calls, 2, "the held attempt was rechecked before its endpoint's probe")
+	require.Equal(t, s.calls[0]+delivery.HeldWait(s.start.Add(2*time.Minute), s.start.Add(s.calls[0]), dlv, 1), s.calls[1])
+	require.InDelta(t, float64(2*time.Minute), float64(s.calls[1]), float64(13*time.Second))
+
+	env, s, in = setup(t, false)
+	in.Settings = delivery.Settings{Schedule: []time.Duration{0, time.Second}, Deadline: time.Minute}
+	s.results = []activities.SendResult{{Class: activities.ClassEndpointBusy, HeldUntil: s.start.Add(5 * time.Minute)}}
+	atDeadline := queryAt(t, env, time.Minute+time.Second)
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusDeadLettered, result(t, env).Status)
+	require.Len(t, s.calls, 1)
+	require.Equal(t, delivery.StatusDeadLettered, atDeadline.Status, "the hold outlasted the deadline")
+}
+
 // TestReplayBufferedBeforeFirstTaskIsKept: a newer replay that reached a
 // replay's run before its first task is run when this cycle ends, not
 // dropped with the signal that started the run.

@@ -134,6 +134,35 @@ func (b *Breaker) admit(endpointID, deliveryID string, now time.Time, probeFor t
 	return time.Time{}, true
 }
 
+// until is when endpointID's open breaker may let an attempt out: the end
+// of its cool-down, or of the probe that is out; zero when it is closed or
+// a probe may go now. It changes nothing.
+func (b *Breaker) until(endpointID string, now time.Time) time.Time {
+	if b == nil || b.Misses <= 0 {
+		return time.Time{}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.circuits[endpointID]
+	switch {
+	case c == nil || c.openUntil.IsZero():
+		return time.Time{}
+	case now.Before(c.openUntil):
+		return c.openUntil
+	case now.Before(c.probeUntil):
+		return c.probeUntil
+	}
+	return time.Time{}
+}
+
+// HeldUntil is when a's breaker may next let an attempt to endpointID
+// out, zero when it would now: a sender leaves the rows of an endpoint
+// that stopped answering in the outbox until then. It is a function, not a
+// method, so it is not registered as an activity.
+func HeldUntil(a *Activities, endpointID string, now time.Time) time.Time {
+	return a.Breaker.until(endpointID, now)
+}
+
 // observe counts the answer (or none) a request to endpointID sent at
 // sent got; it reports the end of a cool-down it began (zero: none), and
 // closed when an answer closed an open breaker.

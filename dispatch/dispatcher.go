@@ -304,6 +304,11 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			// row stays leased to it until sent.
 			ordered = append(ordered, it)
 			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, now.Add(SequenceLease))
+		case it.Kind == outbox.KindStart && sender && d.heldBack(it, now, nil):
+			// Its endpoint stopped answering: the row waits in the outbox
+			// for the breaker's probe, in this round's lease.
+			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, d.heldUntil(it, now))
+			d.firstHeld.Add(1)
 		case it.Kind == outbox.KindStart && sender && it.Outcome == nil:
 			f, ok := planFirst(it, now)
 			if !ok {

@@ -132,6 +132,12 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		d.release(f.row.ID)
 	case !e.hold.IsZero():
 		d.hold(f, e.hold)
+	case e.handOff && e.outcome != nil && d.heldBack(f.row, time.Now(), e.outcome):
+		// The attempt failed as its endpoint stopped answering (on this
+		// worker): its retry would be held too, so the row waits in the
+		// outbox with its recorded outcome, costing no workflow until a
+		// probe gets an answer (or its deadline comes).
+		d.hold(f, d.heldUntil(f.row, time.Now()))
 	case e.handOff:
 		d.handOff(ctx, f.row, e.outcome)
 	case e.deleteRow:
@@ -242,6 +248,42 @@ func (d *Dispatcher) hold(f first, at time.Time) {
 		return
 	}
 	d.firstHeld.Add(1)
+}
+
+// heldBack says whether start row it waits in the outbox at now because
+// the sender's breaker holds its endpoint, before the delivery's deadline:
+// its first attempt not made yet, or made and failed with a class that is
+// retried (o, or with o nil the outcome recorded on the row), as its retry
+// would be held too.
+func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOutcome) bool {
+	if it.EndpointID == "" || activities.HeldUntil(d.Sender, it.EndpointID, now).IsZero() {
+		return false
+	}
+	if !now.Before(it.CreatedAt.Add(it.Settings.WithDefaults().Deadline)) {
+		// The delivery's workflow dead-letters it.
+		return false
+	}
+	if o == nil && it.Outcome == nil {
+		return true
+	}
+	if o == nil {
+		var err error
+		if o, err = recordedOutcome(it); err != nil {
+			return false
+		}
+	}
+	return o.Err() == nil && o.Result.Class.Retried()
+}
+
+// heldUntil is how long held-back row it stays in the outbox: until its
+// endpoint's probe, spread (delivery.HeldWait), and no later than its
+// deadline.
+func (d *Dispatcher) heldUntil(it outbox.Row, now time.Time) time.Time {
+	at := now.Add(delivery.HeldWait(activities.HeldUntil(d.Sender, it.EndpointID, now), now, it.DeliveryID, 1))
+	if deadline := it.CreatedAt.Add(it.Settings.WithDefaults().Deadline); at.After(deadline) {
+		return deadline
+	}
+	return at
 }
 
 // busyRecheck is when f's first attempt, held back by a share in use, is

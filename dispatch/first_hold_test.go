@@ -16,9 +16,11 @@ import (
 // TestFirstAttemptOfASilentEndpointWaitsInTheOutbox: once its endpoint
 // stopped answering (its breaker open), a first attempt sends nothing,
 // records nothing and starts no workflow: its row waits in the outbox,
-// leased until the probe, and its delivery stays pending. Past the
-// cool-down the row's attempt probes the endpoint; with no answer it goes
-// to its DeliveryWorkflow like any failed first attempt.
+// leased until the probe, and its delivery stays pending. The failed first
+// attempt that opened the breaker waits there too, with its outcome: its
+// retry would be held, so its workflow starts only once a probe may go.
+// Past the cool-down that row is handed off from its recorded outcome (not
+// sent again), and the held row's attempt probes the endpoint.
 func TestFirstAttemptOfASilentEndpointWaitsInTheOutbox(t *testing.T) {
 	// Every request times out: the receiver answers after 1 s, the
 	// endpoint's timeout is 100 ms.
@@ -41,24 +43,34 @@ func TestFirstAttemptOfASilentEndpointWaitsInTheOutbox(t *testing.T) {
 			return slices.Contains(fc.starts, id)
 		}
 	}
+	count := func(query, id string) int {
+		var n int
+		require.NoError(t, f.st.Pool().QueryRow(ctx, query, id).Scan(&n))
+		return n
+	}
+	const attemptsOf = `SELECT count(*) FROM attempts WHERE delivery_id = $1`
+	const heldRows = `SELECT count(*) FROM outbox WHERE delivery_id = $1 AND leased_until > now()`
 	first := f.publish(t)
-	require.Eventually(t, started(first), 20*time.Second, 20*time.Millisecond, "the first delivery's failed attempt was not handed off")
+	require.Eventually(t, func() bool { return d.Held() > 0 }, 20*time.Second, 20*time.Millisecond, "the failed first attempt was not held")
+	require.Equal(t, 1, count(attemptsOf, first))
+	require.Equal(t, 1, count(heldRows, first), "the failed first attempt's row is not leased until the probe")
+	var outcome bool
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT outcome IS NOT NULL FROM outbox WHERE delivery_id = $1`, first).Scan(&outcome))
+	require.True(t, outcome, "the held row lost its recorded outcome")
+	require.False(t, started(first)(), "a failed first attempt to a held endpoint started its workflow")
 	second := f.publish(t)
-	require.Eventually(t, func() bool { return d.Held() > 0 }, 20*time.Second, 20*time.Millisecond, "the second delivery's first attempt was not held")
-	var leased bool
-	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT leased_until > now() FROM outbox WHERE delivery_id = $1`, second).Scan(&leased))
-	require.True(t, leased, "the held row is not leased until the probe")
-	var attempts int
-	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM attempts WHERE delivery_id = $1`, second).Scan(&attempts))
-	require.Zero(t, attempts, "a held first attempt was recorded")
+	require.Eventually(t, func() bool { return d.Held() > 1 }, 20*time.Second, 20*time.Millisecond, "the second delivery's first attempt was not held")
+	require.Equal(t, 1, count(heldRows, second), "the held row is not leased until the probe")
+	require.Zero(t, count(attemptsOf, second), "a held first attempt was recorded")
 	dl, err := f.st.GetDelivery(ctx, f.app.ID, second)
 	require.NoError(t, err)
 	require.Equal(t, delivery.StatusPending, dl.Status)
 	require.EqualValues(t, 1, f.hits.Load(), "a held first attempt was sent")
 	require.False(t, started(second)(), "a held first attempt started a workflow")
-	// Past the cool-down the held row's attempt is the probe.
-	require.Eventually(t, started(second), 20*time.Second, 20*time.Millisecond, "the held first attempt was never made")
+	// Past the cool-down: the first row goes to its workflow from its
+	// outcome, without a second send; the second row's attempt is made.
+	require.Eventually(t, started(first), 20*time.Second, 20*time.Millisecond, "the held failed attempt was never handed off")
+	require.Eventually(t, func() bool { return count(attemptsOf, second) == 1 }, 20*time.Second, 20*time.Millisecond, "the held first attempt was never made")
 	require.EqualValues(t, 2, f.hits.Load())
-	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM attempts WHERE delivery_id = $1`, second).Scan(&attempts))
-	require.Equal(t, 1, attempts)
+	require.Equal(t, 1, count(attemptsOf, first))
 }

@@ -15,6 +15,7 @@ import (
 
 // TestSilentEndpointIsHeldThenProbed: on the real stack, once
 // --breaker-misses requests in a row to an endpoint got no answer, the
+// failed first attempts wait in the outbox (no workflow) and the
 // deliveries accepted for it meanwhile send nothing and record nothing
 // (held, pending) until the cool-down ends; then a probe finds it
 // answering again and every delivery succeeds, each attempt recorded
@@ -55,8 +56,17 @@ func TestSilentEndpointIsHeldThenProbed(t *testing.T) {
 		return n
 	}
 	firstEvents, firstDlvs := publish(5)
-	// The breaker opens as the third timeout comes back, before its record.
-	require.Eventually(t, func() bool { return attempts(firstDlvs) >= 3 }, time.Minute, 20*time.Millisecond)
+	// The breaker opens as the third timeout comes back. The failed first
+	// attempts from then on wait in the outbox with their outcome (their
+	// retries would be held): no workflow until a probe may go.
+	require.Eventually(t, func() bool { return attempts(firstDlvs) == 5 }, time.Minute, 20*time.Millisecond)
+	noRun := 0
+	for _, id := range firstDlvs {
+		if _, err := h.client.DescribeWorkflowExecution(context.Background(), id, ""); err != nil {
+			noRun++
+		}
+	}
+	require.GreaterOrEqual(t, noRun, 3, "failed first attempts to a held endpoint started their workflows")
 	secondEvents, secondDlvs := publish(5)
 	require.Never(t, func() bool { return heard(secondEvents) > 0 }, 3*time.Second, 50*time.Millisecond,
 		"a delivery accepted while its endpoint was held was sent")

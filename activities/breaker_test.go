@@ -23,21 +23,8 @@ import (
 // one that gets an answer lets every attempt out.
 func TestBreakerHoldsAnEndpointThatStoppedAnswering(t *testing.T) {
 	t.Parallel()
-	var silent atomic.Bool
-	silent.Store(true)
-	var hits atomic.Int32
-	srv := silentServer(t, func(w http.ResponseWriter) bool {
-		hits.Add(1)
-		if silent.Load() {
-			return false
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return true
-	})
-	st := &flakyStore{target: target(t, 200)}
-	st.target.URL = srv.URL
-	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
-		Breaker: &activities.Breaker{Misses: 2, Cooldown: 200 * time.Millisecond}}
+	r := newSilentRig(t, &activities.Breaker{Misses: 2, Cooldown: 200 * time.Millisecond})
+	a, st, silent, hits := r.a, r.st, &r.silent, &r.hits
 	ctx := context.Background()
 	req := activities.SendRequest{DeliveryID: "dlv_1", EndpointID: st.target.EndpointID, Cycle: 1, Number: 1, Timeout: 50 * time.Millisecond}
 	for range 2 {
@@ -107,6 +94,32 @@ func TestBreakerWaitEndsWhenTheWorkerStops(t *testing.T) {
 	require.Len(t, st.records, 1)
 }
 
+// silentRig is an Activities with a breaker and a receiver that never
+// answers while silent is set (it starts set); hits counts its requests.
+type silentRig struct {
+	a      *activities.Activities
+	st     *flakyStore
+	silent atomic.Bool
+	hits   atomic.Int32
+}
+
+func newSilentRig(t *testing.T, b *activities.Breaker) *silentRig {
+	r := &silentRig{}
+	r.silent.Store(true)
+	srv := silentServer(t, func(w http.ResponseWriter) bool {
+		r.hits.Add(1)
+		if r.silent.Load() {
+			return false
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	})
+	r.st = &flakyStore{target: target(t, 200)}
+	r.st.target.URL = srv.URL
+	r.a = &activities.Activities{Store: r.st, HTTP: activities.NewHTTPClient(false), UserAgent: "test", Breaker: b}
+	return r
+}
+
 // silentServer is a receiver that answers when answer says it did, and
 // otherwise until the client gives up (or the test ends).
 func silentServer(t *testing.T, answer func(http.ResponseWriter) bool) *httptest.Server {
@@ -132,16 +145,9 @@ func silentServer(t *testing.T, answer func(http.ResponseWriter) bool) *httptest
 // has one: the requests it waited for may have opened it.
 func TestBreakerHoldsAnAttemptThatWaitedForItsShare(t *testing.T) {
 	t.Parallel()
-	var hits atomic.Int32
-	srv := silentServer(t, func(http.ResponseWriter) bool {
-		hits.Add(1)
-		return false
-	})
-	st := &flakyStore{target: target(t, 200)}
-	st.target.URL = srv.URL
-	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
-		Shares:  &activities.Shares{PerEndpoint: 1},
-		Breaker: &activities.Breaker{Misses: 1, Cooldown: time.Hour}}
+	r := newSilentRig(t, &activities.Breaker{Misses: 1, Cooldown: time.Hour})
+	r.a.Shares = &activities.Shares{PerEndpoint: 1}
+	a, st, hits := r.a, r.st, &r.hits
 	ctx := context.Background()
 	ep := st.target.EndpointID
 	first := make(chan activities.SendResult, 1)
@@ -169,23 +175,10 @@ func TestBreakerHoldsAnAttemptThatWaitedForItsShare(t *testing.T) {
 // the end of the probe's time.
 func TestBreakerWakesWaitersWhenAProbeGetsAnAnswer(t *testing.T) {
 	t.Parallel()
-	var silent atomic.Bool
-	silent.Store(true)
-	var hits atomic.Int32
-	srv := silentServer(t, func(w http.ResponseWriter) bool {
-		hits.Add(1)
-		if silent.Load() {
-			return false
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return true
-	})
-	st := &flakyStore{target: target(t, 200)}
-	st.target.URL = srv.URL
-	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
-		Breaker: &activities.Breaker{Misses: 1, Cooldown: 300 * time.Millisecond}}
+	r := newSilentRig(t, &activities.Breaker{Misses: 1, Cooldown: 300 * time.Millisecond})
+	a, silent, hits := r.a, &r.silent, &r.hits
 	ctx := context.Background()
-	ep := st.target.EndpointID
+	ep := r.st.target.EndpointID
 	res, err := a.SendSigned(ctx, activities.SendRequest{DeliveryID: "dlv_0", EndpointID: ep, Cycle: 1, Number: 1, Timeout: 50 * time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, activities.ClassRetryable, res.Class)

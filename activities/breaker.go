@@ -134,10 +134,11 @@ func (b *Breaker) admit(endpointID, deliveryID string, now time.Time, probeFor t
 	return time.Time{}, true
 }
 
-// until is when endpointID's open breaker may let an attempt out: the end
-// of its cool-down, or of the probe that is out; zero when it is closed or
-// a probe may go now. It changes nothing.
-func (b *Breaker) until(endpointID string, now time.Time) time.Time {
+// until is when endpointID's open breaker may let deliveryID's attempt
+// out: the end of its cool-down, or of the probe that is out; zero when it
+// is closed, a probe may go now, or deliveryID's attempt is the probe. It
+// changes nothing.
+func (b *Breaker) until(endpointID, deliveryID string, now time.Time) time.Time {
 	if b == nil || b.Misses <= 0 {
 		return time.Time{}
 	}
@@ -149,18 +150,18 @@ func (b *Breaker) until(endpointID string, now time.Time) time.Time {
 		return time.Time{}
 	case now.Before(c.openUntil):
 		return c.openUntil
-	case now.Before(c.probeUntil):
+	case now.Before(c.probeUntil) && deliveryID != c.prober:
 		return c.probeUntil
 	}
 	return time.Time{}
 }
 
-// HeldUntil is when a's breaker may next let an attempt to endpointID
-// out, zero when it would now: a sender leaves the rows of an endpoint
-// that stopped answering in the outbox until then. It is a function, not a
-// method, so it is not registered as an activity.
-func HeldUntil(a *Activities, endpointID string, now time.Time) time.Time {
-	return a.Breaker.until(endpointID, now)
+// HeldUntil is when a's breaker may next let deliveryID's attempt to
+// endpointID out, zero when it would now: a sender leaves the rows of an
+// endpoint that stopped answering in the outbox until then. It is a
+// function, not a method, so it is not registered as an activity.
+func HeldUntil(a *Activities, endpointID, deliveryID string, now time.Time) time.Time {
+	return a.Breaker.until(endpointID, deliveryID, now)
 }
 
 // observe counts the answer (or none) a request to endpointID sent at
@@ -262,10 +263,14 @@ func (a *Activities) held(ctx context.Context, req SendRequest, endpointID strin
 	}
 	var wctx context.Context
 	for {
-		changed := a.Breaker.watch(endpointID)
 		until, ok := a.Breaker.admit(endpointID, req.DeliveryID, a.now(), probeFor)
 		if ok {
 			return SendResult{}, false
+		}
+		changed := a.Breaker.watch(endpointID)
+		if changed == nil {
+			// It closed since admit: ask again.
+			continue
 		}
 		at := until
 		if at.After(waitBy) {

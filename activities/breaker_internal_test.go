@@ -1,6 +1,10 @@
 package activities
 
 import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -156,5 +160,91 @@ func TestAnswer(t *testing.T) {
 		answered, counts := answer(c.res)
 		require.Equal(t, c.answered, answered, "%+v", c.res)
 		require.Equal(t, c.counts, counts, "%+v", c.res)
+	}
+}
+
+// TestHeldWakesOnACloseAfterAnOpenItRacedWith: the breaker opens between
+// held's watch (which found it closed: no channel) and its admit (which
+// finds it open), then an answer to a request sent before it opened closes
+// it. The waiting attempt must go at once, as any attempt waiting on an
+// open breaker does; instead it sleeps to its bound (or the cool-down's
+// end) and is held, nothing sent.
+func TestHeldWakesOnACloseAfterAnOpenItRacedWith(t *testing.T) {
+	t.Parallel()
+	b := &Breaker{Misses: 1, Cooldown: time.Hour}
+	sent := time.Now()
+	var calls atomic.Int32
+	a := &Activities{Breaker: b}
+	a.Now = func() time.Time {
+		now := time.Now()
+		switch calls.Add(1) {
+		case 1:
+			// held has asked watch already (closed: nil); its admit comes
+			// next, with this time. A request opens the breaker now.
+			b.observe("ep", false, now, now)
+		case 2:
+			// After admit found it open: a request sent earlier (before
+			// the one that opened it, after the last answer) is answered:
+			// the endpoint is there.
+			b.observe("ep", true, sent, now)
+		}
+		return now
+	}
+	// The wait is bounded far off (the cool-down is an hour); ctx bounds
+	// the test: an attempt not woken by the close is held when it ends.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req := SendRequest{DeliveryID: "dlv_1", EndpointID: "ep", Number: 1, Timeout: time.Second}
+	res, held := a.held(ctx, req, "ep", true, time.Now().Add(time.Hour))
+	require.False(t, held, "an attempt waiting on the breaker slept through its close: %s", res.Error)
+}
+
+// TestHeldWaitersUnderChurn: many attempts wait on a breaker that opens
+// and closes under them; none deadlocks, none outlives its bound, and the
+// worker's stop ends every wait (run with -race).
+func TestHeldWaitersUnderChurn(t *testing.T) {
+	t.Parallel()
+	b := &Breaker{Misses: 1, Cooldown: 5 * time.Millisecond}
+	a := &Activities{Breaker: b}
+	var wg sync.WaitGroup
+	stopChurn := make(chan struct{})
+	var churn sync.WaitGroup
+	churn.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-stopChurn:
+				return
+			default:
+			}
+			now := time.Now()
+			b.observe("ep", i%3 == 0, now, now)
+			_ = b.until("ep", "dlv_0", now)
+		}
+	})
+	for i := range 64 {
+		wg.Go(func() {
+			req := SendRequest{DeliveryID: fmt.Sprintf("dlv_%d", i), EndpointID: "ep", Number: 1, Timeout: time.Second}
+			for range 50 {
+				a.held(context.Background(), req, "ep", true, time.Now().Add(20*time.Millisecond))
+			}
+		})
+	}
+	// Waiters parked with a far bound end at the worker's stop.
+	parked := make(chan bool, 8)
+	for i := range 8 {
+		go func() {
+			req := SendRequest{DeliveryID: fmt.Sprintf("parked_%d", i), EndpointID: "other", Number: 1, Timeout: time.Hour}
+			_, held := a.held(context.Background(), req, "other", true, time.Now().Add(time.Hour))
+			parked <- held
+		}()
+	}
+	now := time.Now()
+	b.observe("other", false, now, now) // opens "other" for 5 ms, then a probe ...
+	wg.Wait()
+	close(stopChurn)
+	churn.Wait()
+	a.Open.Drain(context.Background())
+	for range 8 {
+		<-parked
 	}
 }

@@ -231,8 +231,8 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 	d.firstHandedOff.Add(1)
 }
 
-// hold leaves f's row in the outbox, leased until at (no later than its
-// deadline), with nothing sent: a first attempt held back by its
+// hold leaves f's row in the outbox, leased until at (no later than the
+// last moment an attempt fits before its deadline), with nothing sent: a first attempt held back by its
 // endpoint's or its app's share, or by an endpoint that stopped answering,
 // is not an attempt and costs no workflow. The round that takes the row
 // again makes the attempt, or hands the delivery to its workflow once its
@@ -240,8 +240,8 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 func (d *Dispatcher) hold(f first, at time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if at.After(f.deadline) {
-		at = f.deadline
+	if last := lastStart(f.row); at.After(last) {
+		at = last
 	}
 	if err := store.HoldOutbox(ctx, d.Pool, f.row.ID, at); err != nil {
 		d.Logger.Warn("held first attempt's row not leased until its recheck; its lease lapses", "row", f.row.ID, "err", err)
@@ -251,15 +251,16 @@ func (d *Dispatcher) hold(f first, at time.Time) {
 }
 
 // heldBack says whether start row it waits in the outbox at now because
-// the sender's breaker holds its endpoint, before the delivery's deadline:
-// its first attempt not made yet, or made and failed with a class that is
-// retried (o, or with o nil the outcome recorded on the row), as its retry
-// would be held too.
+// the sender's breaker holds its endpoint, while an attempt still fits
+// before the delivery's deadline: its first attempt not made yet, or made
+// and failed with a retry planned (o, or with o nil the outcome recorded
+// on the row), as that retry would be held too. A failure with no retry
+// left goes to its workflow at once, to be dead-lettered.
 func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOutcome) bool {
-	if it.EndpointID == "" || activities.HeldUntil(d.Sender, it.EndpointID, now).IsZero() {
+	if it.EndpointID == "" || activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now).IsZero() {
 		return false
 	}
-	if !now.Before(it.CreatedAt.Add(it.Settings.WithDefaults().Deadline)) {
+	if !now.Before(lastStart(it)) {
 		// The delivery's workflow dead-letters it.
 		return false
 	}
@@ -272,18 +273,25 @@ func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOu
 			return false
 		}
 	}
-	return o.Err() == nil && o.Result.Class.Retried()
+	return o.Err() == nil && o.Result.Class.Retried() && !o.Result.NextAttemptAt.IsZero()
 }
 
 // heldUntil is how long held-back row it stays in the outbox: until its
-// endpoint's probe, spread (delivery.HeldWait), and no later than its
-// deadline.
+// endpoint's probe, spread (delivery.HeldWait), and no later than the last
+// moment an attempt still fits before its deadline.
 func (d *Dispatcher) heldUntil(it outbox.Row, now time.Time) time.Time {
-	at := now.Add(delivery.HeldWait(activities.HeldUntil(d.Sender, it.EndpointID, now), now, it.DeliveryID, 1))
-	if deadline := it.CreatedAt.Add(it.Settings.WithDefaults().Deadline); at.After(deadline) {
-		return deadline
+	at := now.Add(delivery.HeldWait(activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now), now, it.DeliveryID, 1))
+	if last := lastStart(it); at.After(last) {
+		return last
 	}
 	return at
+}
+
+// lastStart is the last moment row it's delivery may still make an
+// attempt (delivery.Settings.TooLate).
+func lastStart(it outbox.Row) time.Time {
+	set := it.Settings.WithDefaults()
+	return it.CreatedAt.Add(set.Deadline - set.RequestTimeout)
 }
 
 // busyRecheck is when f's first attempt, held back by a share in use, is

@@ -3,7 +3,10 @@ package dispatch
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +14,7 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/delivery"
+	"hookrelay/store"
 )
 
 // TestFirstAttemptOfASilentEndpointWaitsInTheOutbox: once its endpoint
@@ -73,4 +77,54 @@ func TestFirstAttemptOfASilentEndpointWaitsInTheOutbox(t *testing.T) {
 	require.Eventually(t, func() bool { return count(attemptsOf, second) == 1 }, 20*time.Second, 20*time.Millisecond, "the held first attempt was never made")
 	require.EqualValues(t, 2, f.hits.Load())
 	require.Equal(t, 1, count(attemptsOf, first))
+}
+
+// TestFailedFirstAttemptWithNoRetryLeftIsNotHeld: a failed first attempt
+// whose schedule has no retry left (its record planned no next attempt)
+// goes to its DeliveryWorkflow at once, to be dead-lettered, even when
+// its endpoint's breaker opened: there is no retry for the breaker to
+// hold, and holding the row only keeps the delivery "delivering" until a
+// probe may go (up to the deadline while probes fail).
+func TestFailedFirstAttemptWithNoRetryLeftIsNotHeld(t *testing.T) {
+	ctx := context.Background()
+	st := pg.Store(t, "dispatch")
+	stop := make(chan struct{})
+	hits := &atomic.Int64{}
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		// Never answers: the request times out.
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(stop) })
+	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
+	require.NoError(t, err)
+	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: srv.URL + "/hook", Environment: "live",
+		RetrySchedule: []time.Duration{0}, Deadline: time.Hour, RequestTimeout: 100 * time.Millisecond})
+	require.NoError(t, err)
+	f := senderFixture{st: st, app: app, ep: ep, hits: hits}
+	fc := &fakeClient{}
+	d := &Dispatcher{
+		Pool: st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
+		Sender: &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler),
+			Breaker: &activities.Breaker{Misses: 1, Cooldown: time.Hour}},
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	id := f.publish(t)
+	require.Eventually(t, func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return slices.Contains(fc.starts, id)
+	}, 15*time.Second, 20*time.Millisecond,
+		"a failed first attempt with no retry left waits in the outbox for the breaker's probe instead of being dead-lettered by its workflow")
+	var attempts int
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM attempts WHERE delivery_id = $1`, id).Scan(&attempts))
+	require.Equal(t, 1, attempts)
+	require.EqualValues(t, 1, hits.Load())
 }

@@ -233,10 +233,12 @@ func (r *run) waitHold(ctx workflow.Context, c *cycle) bool {
 		wake = delivery.Jitter(delivery.BusyRecheck, r.in.DeliveryID, c.number)
 		if held := delivery.HeldWait(c.held.HeldUntil, now, r.in.DeliveryID, c.number); held > wake {
 			// The endpoint stopped answering: nothing goes out before its
-			// breaker lets a probe out, and the deadline (checked next)
-			// is not waited past. Only the timer's length changes, not
-			// the commands: histories recorded before replay as they were.
-			wake = min(held, max(c.deadline.Sub(now), wake))
+			// breaker lets a probe out, and the last moment an attempt fits
+			// before the deadline (checked next) is not waited past. Only
+			// the timer's length changes, not the commands: histories
+			// recorded before replay as they were.
+			last := c.deadline.Add(-r.set.WithDefaults().RequestTimeout)
+			wake = min(held, max(last.Sub(now), wake))
 		}
 		at = now.Add(wake)
 	}

@@ -530,7 +530,7 @@ func TestBusyEndpointContinuesAsNew(t *testing.T) {
 // TestHeldEndpointWaitsForItsProbe: an attempt an endpoint's breaker held
 // (HeldUntil: the end of its cool-down) is made again about then, spread by
 // the jitter, not every BusyRecheck; a hold past the deadline ends at the
-// deadline, with the delivery dead-lettered.
+// last moment an attempt fits before it, and the delivery is dead-lettered.
 func TestHeldEndpointWaitsForItsProbe(t *testing.T) {
 	t.Parallel()
 	env, s, in := setup(t, false)
@@ -548,7 +548,8 @@ func TestHeldEndpointWaitsForItsProbe(t *testing.T) {
 	atDeadline := queryAt(t, env, time.Minute+time.Second)
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	require.Equal(t, delivery.StatusDeadLettered, result(t, env).Status)
-	require.Len(t, s.calls, 1)
+	require.Equal(t, []time.Duration{0, time.Minute - delivery.RequestTimeoutDefault}, s.calls,
+		"the held attempt is made again at the last moment it fits before the deadline")
 	require.Equal(t, delivery.StatusDeadLettered, atDeadline.Status, "the hold outlasted the deadline")
 }
 

@@ -287,8 +287,8 @@ func (d *Dispatcher) heldUntil(it outbox.Row, now time.Time) time.Time {
 	return at
 }
 
-// lastStart is the last moment row it's delivery may still make an
-// attempt (delivery.Settings.TooLate).
+// lastStart is the last moment the delivery of row it may still make an
+// attempt (see delivery.Settings.TooLate).
 func lastStart(it outbox.Row) time.Time {
 	set := it.Settings.WithDefaults()
 	return it.CreatedAt.Add(set.Deadline - set.RequestTimeout)

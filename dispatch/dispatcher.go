@@ -111,7 +111,7 @@ type Dispatcher struct {
 	// firsts tracks first attempts in progress; firstDone and
 	// firstHandedOff count those that ended the delivery and those handed
 	// to a DeliveryWorkflow, firstHeld the rows held back with nothing
-	// sent (see hold).
+	// sent (see Held).
 	firsts                               sync.WaitGroup
 	firstDone, firstHandedOff, firstHeld atomic.Int64
 	// carrying turns the Sender off while running (see UseCarriers).
@@ -162,9 +162,11 @@ func (d *Dispatcher) Counts() (own, carried, direct int64) {
 	return d.started.Load(), d.carried.Load(), d.firstDone.Load() + d.firstHandedOff.Load()
 }
 
-// Held returns how many times a first attempt went back to the outbox
-// with nothing sent (its endpoint's or app's share in use, or its endpoint
-// not answering) since the dispatcher began.
+// Held returns how many times a start row was left in the outbox with
+// nothing sent since the dispatcher began: its first attempt held back
+// (its endpoint's or app's share in use, or its endpoint not answering),
+// or its failed first attempt's hand-off held back while its endpoint does
+// not answer.
 func (d *Dispatcher) Held() int64 { return d.firstHeld.Load() }
 
 // Name names the dispatcher among a process's services.

@@ -52,9 +52,10 @@ type NoisyPhase struct {
 	// and Postgres used while the phase's events were sent and B's last
 	// first attempts made: B's work, and A's beside it.
 	CPUSeconds float64 `json:"cpu_seconds"`
-	// Held is how many times a first attempt (A's, as B's endpoint
-	// answers at once) went back to the outbox with nothing sent during
-	// the phase: its endpoint's share in use, or its endpoint not answering.
+	// Held is how many times a start row (A's, as B's endpoint answers at
+	// once) was left in the outbox with nothing sent during the phase
+	// (dispatch.Dispatcher.Held): its endpoint's share in use, or its
+	// endpoint not answering.
 	Held int64 `json:"held"`
 }
 

@@ -24,6 +24,14 @@ func (o *Open) stopping() context.Context {
 	return o.stopped
 }
 
+// untilStop returns ctx, ended too when stop ends (the worker stops), and
+// the func that releases it.
+func untilStop(ctx, stop context.Context) (context.Context, func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	unhook := context.AfterFunc(stop, cancel)
+	return wctx, func() { unhook(); cancel() }
+}
+
 // draining reports whether Drain began: no request starts any more.
 func (o *Open) draining() bool { return o.stopping().Err() != nil }
 

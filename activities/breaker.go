@@ -277,10 +277,9 @@ func (a *Activities) held(ctx context.Context, req SendRequest, endpointID strin
 			at = waitBy
 		}
 		if wctx == nil && wait && at.After(a.now()) {
-			var cancel context.CancelFunc
-			wctx, cancel = context.WithCancel(ctx)
-			defer cancel()
-			defer context.AfterFunc(a.Open.stopping(), cancel)()
+			var release func()
+			wctx, release = untilStop(ctx, a.Open.stopping())
+			defer release()
 		}
 		if !wait || !at.After(a.now()) || !a.sleepUntilOr(wctx, at, changed) {
 			return SendResult{

@@ -56,9 +56,8 @@ func (s *Shares) acquire(ctx, stop context.Context, endpointID string, until tim
 		if !time.Now().Before(until) {
 			return nil, false, false
 		}
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		defer context.AfterFunc(stop, cancel)()
+		wctx, release := untilStop(ctx, stop)
+		defer release()
 		if !s.places().Enter(wctx, endpointID, until) {
 			return nil, true, false
 		}

@@ -109,10 +109,10 @@ func (b *Breaker) watch(endpointID string) <-chan struct{} {
 const forgetAfter = delivery.MaxRequestTimeout + time.Minute
 
 // admit says whether deliveryID's attempt to endpointID may be sent at
-// now; when the breaker is open it says until when not (a probe's end,
-// while one is out). Past the cool-down the first attempt admitted is the
-// probe, out for at most probeFor; its delivery is admitted again while it
-// is out (an attempt checks again after waiting for its endpoint's share).
+// now; when the breaker is open it says until when not (see heldUntil).
+// Past the cool-down the first attempt admitted is the probe, out for at
+// most probeFor; its delivery is admitted again while it is out (an
+// attempt checks again after waiting for its endpoint's share).
 func (b *Breaker) admit(endpointID, deliveryID string, now time.Time, probeFor time.Duration) (until time.Time, ok bool) {
 	if b == nil || b.Misses <= 0 {
 		return time.Time{}, true
@@ -120,40 +120,44 @@ func (b *Breaker) admit(endpointID, deliveryID string, now time.Time, probeFor t
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	c := b.circuits[endpointID]
-	switch {
-	case c == nil || c.openUntil.IsZero():
-		return time.Time{}, true
-	case now.Before(c.openUntil):
-		return c.openUntil, false
-	case now.Before(c.probeUntil) && deliveryID == c.prober:
-		return time.Time{}, true
-	case now.Before(c.probeUntil):
-		return c.probeUntil, false
+	if until := c.heldUntil(deliveryID, now); !until.IsZero() {
+		return until, false
 	}
-	c.probeUntil, c.prober = now.Add(probeFor), deliveryID
+	if c != nil && !c.openUntil.IsZero() && !c.probing(deliveryID, now) {
+		c.probeUntil, c.prober = now.Add(probeFor), deliveryID
+	}
 	return time.Time{}, true
 }
 
-// until is when endpointID's open breaker may let deliveryID's attempt
-// out: the end of its cool-down, or of the probe that is out; zero when it
-// is closed, a probe may go now, or deliveryID's attempt is the probe. It
-// changes nothing.
+// until is heldUntil under the lock: it changes nothing.
 func (b *Breaker) until(endpointID, deliveryID string, now time.Time) time.Time {
 	if b == nil || b.Misses <= 0 {
 		return time.Time{}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	c := b.circuits[endpointID]
+	return b.circuits[endpointID].heldUntil(deliveryID, now)
+}
+
+// heldUntil is when c (nil: closed) may let deliveryID's attempt out: the
+// end of its cool-down, or of the probe another delivery has out; zero
+// when it is closed, a probe may go now, or deliveryID's attempt is the
+// probe.
+func (c *circuit) heldUntil(deliveryID string, now time.Time) time.Time {
 	switch {
 	case c == nil || c.openUntil.IsZero():
 		return time.Time{}
 	case now.Before(c.openUntil):
 		return c.openUntil
-	case now.Before(c.probeUntil) && deliveryID != c.prober:
+	case now.Before(c.probeUntil) && !c.probing(deliveryID, now):
 		return c.probeUntil
 	}
 	return time.Time{}
+}
+
+// probing says whether deliveryID's attempt is the probe out at now.
+func (c *circuit) probing(deliveryID string, now time.Time) bool {
+	return deliveryID == c.prober && now.Before(c.probeUntil)
 }
 
 // HeldUntil is when a's breaker may next let deliveryID's attempt to

@@ -45,7 +45,7 @@ func lastStart(req SendRequest) (last time.Time, ok bool) {
 	if req.Deadline.IsZero() {
 		return time.Time{}, false
 	}
-	return req.Deadline.Add(-req.Settings.WithDefaults().RequestTimeout), true
+	return req.Settings.LastStart(req.Deadline), true
 }
 
 // sleepUntil waits until at (zero or past: not at all); false when ctx

@@ -278,5 +278,11 @@ func Plan(s Settings, deliveryID string, attempt int, throttle *time.Duration, n
 // before deadline: checked again right before each attempt, since a timer
 // can fire late when workers were down.
 func (s Settings) TooLate(now, deadline time.Time) bool {
-	return now.After(deadline.Add(-s.WithDefaults().RequestTimeout))
+	return now.After(s.LastStart(deadline))
+}
+
+// LastStart is the last moment an attempt may start and still finish
+// before deadline (its request timeout earlier).
+func (s Settings) LastStart(deadline time.Time) time.Time {
+	return deadline.Add(-s.WithDefaults().RequestTimeout)
 }

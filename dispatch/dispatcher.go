@@ -296,6 +296,10 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	now := time.Now()
 	sender := d.Sender != nil && !d.carrying.Load()
 	for _, it := range items {
+		var held time.Time
+		if it.Kind == outbox.KindStart && sender {
+			held = d.heldBack(it, now, nil)
+		}
 		switch {
 		case it.CarrierID != "":
 			stamped[it.CarrierID] = true
@@ -306,10 +310,10 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			// row stays leased to it until sent.
 			ordered = append(ordered, it)
 			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, now.Add(SequenceLease))
-		case it.Kind == outbox.KindStart && sender && d.heldBack(it, now, nil):
+		case !held.IsZero():
 			// Its endpoint stopped answering: the row waits in the outbox
 			// for the breaker's probe, in this round's lease.
-			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, d.heldUntil(it, now))
+			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, held)
 			d.firstHeld.Add(1)
 		case it.Kind == outbox.KindStart && sender && it.Outcome == nil:
 			f, ok := planFirst(it, now)

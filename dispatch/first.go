@@ -132,14 +132,20 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		d.release(f.row.ID)
 	case !e.hold.IsZero():
 		d.hold(f, e.hold)
-	case e.handOff && e.outcome != nil && d.heldBack(f.row, time.Now(), e.outcome):
-		// The attempt failed as its endpoint stopped answering (on this
-		// worker): its retry would be held too, so the row waits in the
-		// outbox with its recorded outcome, costing no workflow until a
-		// probe gets an answer (or its deadline comes).
-		d.hold(f, d.heldUntil(f.row, time.Now()))
 	case e.handOff:
-		d.handOff(ctx, f.row, e.outcome)
+		// A failure as its endpoint stopped answering (on this worker):
+		// its retry would be held too, so the row waits in the outbox with
+		// its recorded outcome, costing no workflow until a probe may go
+		// (or its deadline comes).
+		var at time.Time
+		if e.outcome != nil {
+			at = d.heldBack(f.row, time.Now(), e.outcome)
+		}
+		if at.IsZero() {
+			d.handOff(ctx, f.row, e.outcome)
+		} else {
+			d.hold(f, at)
+		}
 	case e.deleteRow:
 		if _, err := d.doneRows.Do(context.WithoutCancel(ctx), f.row.ID); err != nil {
 			// The lease lapses; the next claim finds the row stale.
@@ -200,8 +206,9 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 	case err == nil && res.Class == activities.ClassSuccess:
 		return firstEnd{}
 	case err == nil && res.Class == activities.ClassEndpointBusy:
-		if held := delivery.HeldWait(res.HeldUntil, time.Now(), f.row.DeliveryID, 1); held > 0 {
-			return firstEnd{hold: time.Now().Add(held)}
+		now := time.Now()
+		if held := delivery.HeldWait(res.HeldUntil, now, f.row.DeliveryID, 1); held > 0 {
+			return firstEnd{hold: now.Add(held)}
 		}
 		return firstEnd{hold: busyRecheck(f)}
 	case err == nil && res.Class == activities.ClassEndpointDisabled,
@@ -240,7 +247,7 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 func (d *Dispatcher) hold(f first, at time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if last := lastStart(f.row); at.After(last) {
+	if last := f.set.LastStart(f.deadline); at.After(last) {
 		at = last
 	}
 	if err := store.HoldOutbox(ctx, d.Pool, f.row.ID, at); err != nil {
@@ -250,48 +257,39 @@ func (d *Dispatcher) hold(f first, at time.Time) {
 	d.firstHeld.Add(1)
 }
 
-// heldBack says whether start row it waits in the outbox at now because
-// the sender's breaker holds its endpoint, while an attempt still fits
-// before the delivery's deadline: its first attempt not made yet, or made
-// and failed with a retry planned (o, or with o nil the outcome recorded
-// on the row), as that retry would be held too. A failure with no retry
-// left goes to its workflow at once, to be dead-lettered.
-func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOutcome) bool {
-	if it.EndpointID == "" || activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now).IsZero() {
-		return false
+// heldBack says until when start row it waits in the outbox, at now,
+// because the sender's breaker holds its endpoint (zero: it does not): its
+// first attempt not made yet, or made and failed with a retry planned (o,
+// or with o nil the outcome recorded on the row), as that retry would be
+// held too. It waits until the endpoint's probe, spread
+// (delivery.HeldWait), while an attempt still fits before the deadline;
+// past that, or with no retry left, its workflow dead-letters it.
+func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOutcome) time.Time {
+	if it.EndpointID == "" {
+		return time.Time{}
 	}
-	if !now.Before(lastStart(it)) {
-		// The delivery's workflow dead-letters it.
-		return false
+	until := activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now)
+	if until.IsZero() {
+		return time.Time{}
 	}
-	if o == nil && it.Outcome == nil {
-		return true
+	set := it.Settings.WithDefaults()
+	last := set.LastStart(it.CreatedAt.Add(set.Deadline))
+	if !now.Before(last) {
+		return time.Time{}
 	}
-	if o == nil {
+	if o == nil && it.Outcome != nil {
 		var err error
 		if o, err = recordedOutcome(it); err != nil {
-			return false
+			return time.Time{}
 		}
 	}
-	return o.Err() == nil && o.Result.Class.Retried() && !o.Result.NextAttemptAt.IsZero()
-}
-
-// heldUntil is how long held-back row it stays in the outbox: until its
-// endpoint's probe, spread (delivery.HeldWait), and no later than the last
-// moment an attempt still fits before its deadline.
-func (d *Dispatcher) heldUntil(it outbox.Row, now time.Time) time.Time {
-	at := now.Add(delivery.HeldWait(activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now), now, it.DeliveryID, 1))
-	if last := lastStart(it); at.After(last) {
-		return last
+	if o != nil && (o.Err() != nil || !o.Result.Class.Retried() || o.Result.NextAttemptAt.IsZero()) {
+		return time.Time{}
 	}
-	return at
-}
-
-// lastStart is the last moment the delivery of row it may still make an
-// attempt (see delivery.Settings.TooLate).
-func lastStart(it outbox.Row) time.Time {
-	set := it.Settings.WithDefaults()
-	return it.CreatedAt.Add(set.Deadline - set.RequestTimeout)
+	if at := now.Add(delivery.HeldWait(until, now, it.DeliveryID, 1)); at.Before(last) {
+		return at
+	}
+	return last
 }
 
 // busyRecheck is when f's first attempt, held back by a share in use, is

@@ -237,8 +237,7 @@ func (r *run) waitHold(ctx workflow.Context, c *cycle) bool {
 			// before the deadline (checked next) is not waited past. Only
 			// the timer's length changes, not the commands: histories
 			// recorded before replay as they were.
-			last := c.deadline.Add(-r.set.WithDefaults().RequestTimeout)
-			wake = min(held, max(last.Sub(now), wake))
+			wake = min(held, max(r.set.LastStart(c.deadline).Sub(now), wake))
 		}
 		at = now.Add(wake)
 	}

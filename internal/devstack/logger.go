@@ -35,9 +35,42 @@ func (s serverLogger) Error(msg string, tags ...tag.Tag)  { s.emit(slog.LevelErr
 func (s serverLogger) DPanic(msg string, tags ...tag.Tag) { s.emit(slog.LevelError, msg, tags) }
 func (s serverLogger) Panic(msg string, tags ...tag.Tag) {
 	s.emit(slog.LevelError, msg, tags)
-	panic(msg)
+	panic(newFatalError(msg, tags))
 }
 func (s serverLogger) Fatal(msg string, tags ...tag.Tag) {
 	s.emit(slog.LevelError, msg, tags)
-	panic(msg)
+	panic(newFatalError(msg, tags))
 }
+
+// FatalError is a failure the server reported as fatal (it cannot bind a
+// port, say); Start returns it when it happens while the server is built
+// or started.
+type FatalError struct {
+	// Msg is the server's message.
+	Msg string
+	// Err is the error the server tagged the message with, if any.
+	Err error
+}
+
+func newFatalError(msg string, tags []tag.Tag) *FatalError {
+	f := &FatalError{Msg: msg}
+	for _, t := range tags {
+		if z, ok := t.(tag.ZapTag); ok {
+			if err, ok := z.Field().Interface.(error); ok {
+				f.Err = err
+			}
+		}
+	}
+	return f
+}
+
+// Error implements error.
+func (f *FatalError) Error() string {
+	if f.Err == nil {
+		return "temporal server: " + f.Msg
+	}
+	return "temporal server: " + f.Msg + ": " + f.Err.Error()
+}
+
+// Unwrap returns Err.
+func (f *FatalError) Unwrap() error { return f.Err }

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,13 +21,8 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/server/common/authorization"
-	"go.temporal.io/server/common/cluster"
 	"go.temporal.io/server/common/config"
-	"go.temporal.io/server/common/dynamicconfig"
-	"go.temporal.io/server/common/membership/static"
 	"go.temporal.io/server/common/persistence/sql/sqlplugin/postgresql"
-	"go.temporal.io/server/common/primitives"
 	"go.temporal.io/server/temporal"
 
 	hrconfig "hookrelay/config"
@@ -123,11 +119,6 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("frontend address %q: %w", opts.FrontendAddr, err)
 	}
 	port, _ := strconv.Atoi(portStr)
-	if port == 0 {
-		if port, err = pgcluster.FreePort(); err != nil {
-			return nil, err
-		}
-	}
 	logger := serverLogger{l: opts.Logger, min: new(slog.LevelVar)}
 	logger.min.Set(slog.LevelWarn)
 	if opts.LogLevel != nil {
@@ -165,103 +156,22 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		}
 	}
 
-	// gRPC ports of history, matching and worker, the frontend's HTTP
-	// port, and a membership port per service.
-	ports, err := pgcluster.FreePorts(8)
-	if err != nil {
-		return nil, err
-	}
-	httpPort := ports[3]
-	membership := ports[4:]
-	service := func(i, grpcPort int) config.Service {
-		// MembershipPort is set explicitly: the random default can exceed the
-		// int2 column Postgres keeps it in.
-		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, MembershipPort: membership[i], BindOnIP: host}}
-	}
-	frontend := service(0, port)
-	frontend.RPC.HTTPPort = httpPort
-	frontendAddr := net.JoinHostPort(host, strconv.Itoa(port))
-
-	conf := &config.Config{}
-	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
-	conf.Global.Membership.BroadcastAddress = host
-	conf.Persistence.DefaultStore = "default"
-	conf.Persistence.VisibilityStore = "visibility"
-	conf.Persistence.NumHistoryShards = opts.Shards
-	conf.Persistence.DataStores = map[string]config.DataStore{
-		"default":    {SQL: defaultStore},
-		"visibility": {SQL: visibilityStore},
-	}
-	conf.ClusterMetadata = &cluster.Config{
-		FailoverVersionIncrement: 10,
-		MasterClusterName:        "active",
-		CurrentClusterName:       "active",
-		ClusterInformation: map[string]cluster.ClusterInformation{
-			"active": {
-				Enabled:                true,
-				InitialFailoverVersion: 1,
-				RPCAddress:             frontendAddr,
-				HTTPAddress:            net.JoinHostPort(host, strconv.Itoa(httpPort)),
-			},
-		},
-	}
-	conf.DCRedirectionPolicy.Policy = "noop"
-	conf.Services = map[string]config.Service{
-		"frontend": frontend,
-		"history":  service(1, ports[0]),
-		"matching": service(2, ports[1]),
-		"worker":   service(3, ports[2]),
-	}
-	conf.Archival.History.State = "disabled"
-	conf.Archival.Visibility.State = "disabled"
-	conf.NamespaceDefaults.Archival.History.State = "disabled"
-	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
-	conf.PublicClient.HostPort = frontendAddr
 	if opts.TLS != nil {
-		opts.TLS.apply(conf)
 		opts.UIAddr = ""
 	}
-
-	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	var srv temporal.Server
+	var frontendAddr string
+	for attempt := 1; ; attempt++ {
+		srv, frontendAddr, err = startServer(opts, host, port, logger, defaultStore, visibilityStore)
+		// A port chosen free can be bound by another process before the
+		// server binds it; such a start is tried again on other ports.
+		if err == nil || attempt == startAttempts || !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+		opts.Logger.Warn("temporal server: a port was taken before it was bound; trying other ports", "attempt", attempt, "err", err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("temporal authorizer: %w", err)
-	}
-	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
-	if err != nil {
-		return nil, fmt.Errorf("temporal claim mapper: %w", err)
-	}
-	dyn := dynamicconfig.StaticClient{
-		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                        8096,
-		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key():        100,
-		dynamicconfig.NamespaceCacheRefreshInterval.Key():                       time.Second,
-		dynamicconfig.EnableEagerWorkflowStart.Key():                            true,
-		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():                  1,
-		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key():                 1,
-		dynamicconfig.FrontendMaxConcurrentLongRunningRequestsPerInstance.Key(): 3000,
-	}
-	for k, v := range opts.DynamicConfig {
-		dyn[dynamicconfig.MakeKey(k)] = v
-	}
-	hostAt := func(p int) static.Hosts { return static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(p))) }
-	srv, err := temporal.NewServer(
-		temporal.WithConfig(conf),
-		temporal.ForServices(temporal.DefaultServices),
-		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
-			primitives.FrontendService: hostAt(port),
-			primitives.HistoryService:  hostAt(ports[0]),
-			primitives.MatchingService: hostAt(ports[1]),
-			primitives.WorkerService:   hostAt(ports[2]),
-		}),
-		temporal.WithLogger(logger),
-		temporal.WithAuthorizer(authorizer),
-		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
-		temporal.WithDynamicConfigClient(dyn),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("build temporal server: %w", err)
-	}
-	if err := srv.Start(); err != nil {
-		return nil, fmt.Errorf("start temporal server: %w", err)
+		return nil, err
 	}
 	s := &Server{server: srv, frontendAddr: frontendAddr, namespace: opts.Namespace, logLevel: logger.min}
 	if err := s.prepareNamespace(ctx, opts); err != nil {

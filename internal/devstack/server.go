@@ -1,0 +1,140 @@
+package devstack
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/membership/static"
+	"go.temporal.io/server/common/primitives"
+	"go.temporal.io/server/temporal"
+
+	"hookrelay/internal/pgcluster"
+)
+
+// startAttempts is how many times Start builds the server when a port it
+// chose was taken before the server bound it.
+const startAttempts = 3
+
+// startServer builds and starts the server's four services on host: the
+// frontend on port (0 picks a free one) and every other port picked free.
+func startServer(opts Options, host string, port int, logger serverLogger, defaultStore, visibilityStore *config.SQL) (srv temporal.Server, frontendAddr string, err error) {
+	// gRPC ports of history, matching and worker, the frontend's HTTP
+	// port, and a membership port per service.
+	// The frontend's own port too when it is not fixed.
+	ports, err := pgcluster.FreePorts(8 + map[bool]int{true: 1}[port == 0])
+	if err != nil {
+		return nil, "", err
+	}
+	if port == 0 {
+		port = ports[8]
+	}
+	httpPort := ports[3]
+	membership := ports[4:]
+	service := func(i, grpcPort int) config.Service {
+		// MembershipPort is set explicitly: the random default can exceed the
+		// int2 column Postgres keeps it in.
+		return config.Service{RPC: config.RPC{GRPCPort: grpcPort, MembershipPort: membership[i], BindOnIP: host}}
+	}
+	frontend := service(0, port)
+	frontend.RPC.HTTPPort = httpPort
+	frontendAddr = net.JoinHostPort(host, strconv.Itoa(port))
+
+	conf := &config.Config{}
+	conf.Global.Membership.MaxJoinDuration = 30 * time.Second
+	conf.Global.Membership.BroadcastAddress = host
+	conf.Persistence.DefaultStore = "default"
+	conf.Persistence.VisibilityStore = "visibility"
+	conf.Persistence.NumHistoryShards = opts.Shards
+	conf.Persistence.DataStores = map[string]config.DataStore{
+		"default":    {SQL: defaultStore},
+		"visibility": {SQL: visibilityStore},
+	}
+	conf.ClusterMetadata = &cluster.Config{
+		FailoverVersionIncrement: 10,
+		MasterClusterName:        "active",
+		CurrentClusterName:       "active",
+		ClusterInformation: map[string]cluster.ClusterInformation{
+			"active": {
+				Enabled:                true,
+				InitialFailoverVersion: 1,
+				RPCAddress:             frontendAddr,
+				HTTPAddress:            net.JoinHostPort(host, strconv.Itoa(httpPort)),
+			},
+		},
+	}
+	conf.DCRedirectionPolicy.Policy = "noop"
+	conf.Services = map[string]config.Service{
+		"frontend": frontend,
+		"history":  service(1, ports[0]),
+		"matching": service(2, ports[1]),
+		"worker":   service(3, ports[2]),
+	}
+	conf.Archival.History.State = "disabled"
+	conf.Archival.Visibility.State = "disabled"
+	conf.NamespaceDefaults.Archival.History.State = "disabled"
+	conf.NamespaceDefaults.Archival.Visibility.State = "disabled"
+	conf.PublicClient.HostPort = frontendAddr
+	if opts.TLS != nil {
+		opts.TLS.apply(conf)
+	}
+
+	authorizer, err := authorization.GetAuthorizerFromConfig(&conf.Global.Authorization)
+	if err != nil {
+		return nil, "", fmt.Errorf("temporal authorizer: %w", err)
+	}
+	claimMapper, err := authorization.GetClaimMapperFromConfig(&conf.Global.Authorization, logger)
+	if err != nil {
+		return nil, "", fmt.Errorf("temporal claim mapper: %w", err)
+	}
+	dyn := dynamicconfig.StaticClient{
+		dynamicconfig.HistoryCacheHostLevelMaxSize.Key():                        8096,
+		dynamicconfig.FrontendMaxNamespaceVisibilityRPSPerInstance.Key():        100,
+		dynamicconfig.NamespaceCacheRefreshInterval.Key():                       time.Second,
+		dynamicconfig.EnableEagerWorkflowStart.Key():                            true,
+		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():                  1,
+		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key():                 1,
+		dynamicconfig.FrontendMaxConcurrentLongRunningRequestsPerInstance.Key(): 3000,
+	}
+	for k, v := range opts.DynamicConfig {
+		dyn[dynamicconfig.MakeKey(k)] = v
+	}
+	hostAt := func(p int) static.Hosts { return static.SingleLocalHost(net.JoinHostPort(host, strconv.Itoa(p))) }
+	defer func() {
+		// The server reports a failure to bind (and other fatal ones)
+		// through its logger, which panics with a *FatalError.
+		if r := recover(); r != nil {
+			fatal, ok := r.(*FatalError)
+			if !ok {
+				panic(r)
+			}
+			srv, frontendAddr, err = nil, "", fatal
+		}
+	}()
+	srv, err = temporal.NewServer(
+		temporal.WithConfig(conf),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
+			primitives.FrontendService: hostAt(port),
+			primitives.HistoryService:  hostAt(ports[0]),
+			primitives.MatchingService: hostAt(ports[1]),
+			primitives.WorkerService:   hostAt(ports[2]),
+		}),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claimMapper }),
+		temporal.WithDynamicConfigClient(dyn),
+	)
+	if err != nil {
+		return nil, "", fmt.Errorf("build temporal server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, "", fmt.Errorf("start temporal server: %w", err)
+	}
+	return srv, frontendAddr, nil
+}

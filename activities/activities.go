@@ -44,6 +44,7 @@ const (
 	ErrNoSigningKey    = attempt.ErrNoSigningKey
 	SlotWaitInActivity = attempt.SlotWaitInActivity
 	SlotLead           = attempt.SlotLead
+	ClaimLead          = attempt.ClaimLead
 	ReasonCanceled     = attempt.ReasonCanceled
 	RecordSlack        = attempt.RecordSlack
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"hookrelay/delivery"
 	"hookrelay/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // share has a place free now, it takes the place and claims the attempt in
 // the same statement if the endpoint has no limits to wait for
 // (store.ClaimTarget): claimed then holds the claim and the place, for the
-// request to be made at once. Otherwise claimed is nil and the attempt goes
+// request to be made at once (or at req.At, which the claim covers). Otherwise claimed is nil and the attempt goes
 // the long way (its share, slot and flight, then ClaimAttempt), nothing
 // claimed and no place held: a delivery waiting for its share stays
 // pending, as nothing of it is on the wire.
@@ -29,7 +30,7 @@ func (a *Activities) load(ctx context.Context, req SendRequest, started time.Tim
 		t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started)
 		return t, nil, err
 	}
-	c := &claim{until: claimEnd(req, started), release: release}
+	c := &claim{until: claimEnd(req, delivery.Later(started, req.At)), release: release}
 	t, ok, err = a.Store.ClaimTarget(ctx, req.DeliveryID, started, c.until)
 	if ok && t.EndpointID != req.EndpointID {
 		// The place taken is another endpoint's (a delivery never changes

@@ -124,7 +124,7 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	res := SendResult{Number: req.Number, StartedAt: started}
 	if claimed != nil {
 		defer claimed.release()
-		return a.request(ctx, req, t, res, time.Time{}, claimed.until)
+		return a.request(ctx, req, t, res, req.At, claimed.until)
 	}
 	if unavailable(t, &res) {
 		return res, nil, nil
@@ -166,6 +166,7 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	if err != nil || held {
 		return res, nil, err
 	}
+	slot = delivery.Later(slot, req.At)
 	if t.MaxInFlight > 0 {
 		// The slot is waited for before the lease: a lease held while
 		// waiting would leave the endpoint's other attempts busy, their

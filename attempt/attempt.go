@@ -77,7 +77,17 @@ type SendRequest struct {
 	// Slot is a rate-limit slot already reserved for this attempt (an
 	// earlier try answered ClassRateLimited); zero reserves one.
 	Slot time.Time
+	// At is when the request is due (zero: now). A sender's first attempt
+	// is loaded and claimed up to ClaimLead before it and its request
+	// leaves at At, so no database round trip lies between the due time and
+	// the request.
+	At time.Time `json:",omitzero"`
 }
+
+// ClaimLead is how long before its due time a sender's first attempt is
+// loaded and claimed (SendRequest.At): longer than that statement takes
+// under load, short beside a request's timeout.
+const ClaimLead = 25 * time.Millisecond
 
 // SendResult is the classified outcome of one attempt.
 type SendResult struct {

@@ -223,6 +223,14 @@ func Jitter(wait time.Duration, deliveryID string, attempt int) time.Duration {
 	return (wait + time.Duration(float64(wait)*JitterFraction*u)).Round(time.Millisecond)
 }
 
+// Later is the later of a and b.
+func Later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // HeldWait is how long an attempt that an endpoint's breaker holds until
 // until (the end of its cool-down, or of its probe) waits from now: the
 // time left moved by Jitter, so the attempts held together come back

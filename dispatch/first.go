@@ -68,18 +68,17 @@ func planFirst(row outbox.Row, now time.Time) (f first, ok bool) {
 	return f, true
 }
 
+// tooLate reports whether f's request, leaving at its due time or now,
+// whichever is later, could no longer end before its deadline.
+func (f first) tooLate(now time.Time) bool {
+	return f.set.TooLate(delivery.Later(f.due, now), f.deadline)
+}
+
 // leaseUntil is how long f's row, claimed at now, is leased: past its due
 // time (or now, for a row claimed after it), its request timeout, recording
 // and LeaseSlack.
 func (f first) leaseUntil(now time.Time) time.Time {
-	return later(f.due, now).Add(QueueMax + f.set.RequestTimeout + activities.RecordSlack + LeaseSlack)
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	return delivery.Later(f.due, now).Add(QueueMax + f.set.RequestTimeout + activities.RecordSlack + LeaseSlack)
 }
 
 // sendFirsts makes each first attempt at its own due time, each in its own
@@ -97,11 +96,13 @@ func (d *Dispatcher) sendFirsts(ctx context.Context, fs []first) {
 
 // sendFirst waits for f's due time, checks the deadline, makes the attempt
 // and either ends the row (success, or the delivery is gone) or hands the
-// delivery to its own DeliveryWorkflow with the attempt's outcome.
+// delivery to its own DeliveryWorkflow with the attempt's outcome. It wakes
+// ClaimLead early: the attempt is claimed before its due time and its
+// request leaves at it.
 func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 	ctx, span := d.traced(ctx, f.row)
 	defer span.End()
-	if wait := time.Until(f.due); wait > 0 {
+	if wait := time.Until(f.due.Add(-activities.ClaimLead)); wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -112,7 +113,7 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		case <-t.C:
 		}
 	}
-	if f.set.TooLate(time.Now(), f.deadline) {
+	if f.tooLate(time.Now()) {
 		// The delivery's workflow dead-letters it with the reason.
 		d.handOff(ctx, f.row, nil)
 		return
@@ -177,12 +178,13 @@ type firstEnd struct {
 // makeFirst checks f's deadline (every wait is followed by it), makes its
 // first attempt with a and records it, and says what became of it.
 func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f first) firstEnd {
-	if f.set.TooLate(time.Now(), f.deadline) {
+	if f.tooLate(time.Now()) {
 		// The delivery's workflow dead-letters it with the reason.
 		return firstEnd{handOff: true}
 	}
 	req := activities.SendRequest{
 		DeliveryID: f.row.DeliveryID, EndpointID: f.row.EndpointID, Cycle: 1, Number: 1, Timeout: f.set.RequestTimeout, Settings: f.set, Deadline: f.deadline,
+		At: f.due,
 	}
 	// The request runs to its own timeout even while the worker stops.
 	// A full endpoint share is waited for no longer than a full app lane:

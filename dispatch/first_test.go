@@ -193,3 +193,24 @@ func TestCrashedOpenRequestThenDisableEndsCanceled(t *testing.T) {
 	t.Logf("starts=%v signals=%v hits=%d", fc.starts, fc.signals, f.hits.Load())
 	require.Equal(t, delivery.StatusCanceled, d.Status, "delivery of a disabled endpoint left %s forever", d.Status)
 }
+
+// TestFirstAttemptLeavesNoEarlierThanItsDueTime: the sender wakes
+// ClaimLead before a first attempt's due time to claim it, and its request
+// still leaves at that time or after, never before.
+func TestFirstAttemptLeavesNoEarlierThanItsDueTime(t *testing.T) {
+	f := setupSender(t, 0, time.Second)
+	ids := make([]string, 5)
+	for i := range ids {
+		ids[i] = f.publish(t)
+	}
+	_, cancel, done := f.run(t, &fakeClient{})
+	f.waitOutboxEmpty(t)
+	cancel()
+	<-done
+	late, err := f.st.FirstRequestLateness(context.Background(), f.app.ID, nil)
+	require.NoError(t, err)
+	require.Len(t, late, len(ids))
+	for _, l := range late {
+		require.GreaterOrEqual(t, l, time.Duration(0), "a first attempt left %s before its due time", -l)
+	}
+}

@@ -1,0 +1,78 @@
+package activities_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/activities"
+	"hookrelay/store"
+)
+
+// untilStore is flakyStore keeping how long each claim (with the target,
+// or alone) was made until.
+type untilStore struct {
+	*flakyStore
+	mu     sync.Mutex
+	claims []time.Time
+}
+
+func (s *untilStore) ClaimTarget(ctx context.Context, id string, now, until time.Time) (t store.Target, ok bool, err error) {
+	t, ok, err = s.flakyStore.ClaimTarget(ctx, id, now, until)
+	if ok {
+		s.keep(until)
+	}
+	return t, ok, err
+}
+
+func (s *untilStore) ClaimAttempt(ctx context.Context, id string, until time.Time) (store.Claim, error) {
+	s.keep(until)
+	return s.flakyStore.ClaimAttempt(ctx, id, until)
+}
+
+func (s *untilStore) keep(until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.claims = append(s.claims, until)
+}
+
+// TestFirstAttemptClaimedAheadLeavesAtItsDueTime: a sender's first attempt
+// named with its due time (SendRequest.At) and made before it is claimed
+// at once, its claim covering the request from its due time, and its
+// request never leaves before that time, claimed with its target or alone
+// (a rate-limited endpoint).
+func TestFirstAttemptClaimedAheadLeavesAtItsDueTime(t *testing.T) {
+	t.Parallel()
+	for _, rateLimit := range []int{0, 100} {
+		t.Run(map[int]string{0: "with its target", 100: "alone"}[rateLimit], func(t *testing.T) {
+			t.Parallel()
+			arrived := make(chan time.Time, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				arrived <- time.Now()
+			}))
+			t.Cleanup(srv.Close)
+			tg := target(t, 200)
+			tg.URL, tg.RateLimit = srv.URL, rateLimit
+			st := &untilStore{flakyStore: &flakyStore{target: tg}}
+			a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
+				Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
+			at := time.Now().Add(300 * time.Millisecond)
+			req := activities.SendRequest{DeliveryID: "dlv_1", EndpointID: tg.EndpointID, Cycle: 1, Number: 1,
+				Timeout: time.Second, At: at}
+
+			res, err := activities.SendFirst(context.Background(), a, req, 7, at.Add(time.Second))
+			require.NoError(t, err)
+			require.Equal(t, activities.ClassSuccess, res.Class, res.Error)
+			got := <-arrived
+			require.False(t, got.Before(at), "request arrived %s before its due time", at.Sub(got))
+			require.False(t, res.StartedAt.Before(at), "attempt started %s before its due time", at.Sub(res.StartedAt))
+			require.Equal(t, []time.Time{at.Add(time.Second + activities.FlightSlack).Truncate(time.Microsecond)}, st.claims,
+				"one claim, covering the request from its due time")
+		})
+	}
+}

@@ -16,10 +16,11 @@ import (
 // share has a place free now, it takes the place and claims the attempt in
 // the same statement if the endpoint has no limits to wait for
 // (store.ClaimTarget): claimed then holds the claim and the place, for the
-// request to be made at once (or at req.At, which the claim covers). Otherwise claimed is nil and the attempt goes
-// the long way (its share, slot and flight, then ClaimAttempt), nothing
-// claimed and no place held: a delivery waiting for its share stays
-// pending, as nothing of it is on the wire.
+// request to be made at once (or at req.At, which the claim covers).
+// Otherwise claimed is nil and the attempt goes the long way (its share,
+// slot and flight, then ClaimAttempt), nothing claimed and no place held:
+// a delivery waiting for its share stays pending, as nothing of it is on
+// the wire.
 func (a *Activities) load(ctx context.Context, req SendRequest, started time.Time) (t store.Target, claimed *claim, err error) {
 	if req.EndpointID == "" || !req.Slot.IsZero() || a.Open.draining() {
 		t, err = a.Store.LoadTarget(ctx, req.DeliveryID, started)

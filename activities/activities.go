@@ -74,7 +74,7 @@ const (
 type Store interface {
 	LoadTarget(ctx context.Context, deliveryID string, now time.Time) (store.Target, error)
 	LoadTargets(ctx context.Context, deliveryIDs []string, now time.Time) ([]store.Target, error)
-	ReserveSlot(ctx context.Context, endpointID string, rate int) (time.Time, error)
+	ReserveSlot(ctx context.Context, endpointID string, rate int, from time.Time) (time.Time, error)
 	AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error)
 	ReleaseFlight(ctx context.Context, lease string) error
 	ClaimAttempt(ctx context.Context, deliveryID string, until time.Time) (store.Claim, error)

@@ -26,7 +26,7 @@ func (a *Activities) slotFor(ctx context.Context, req SendRequest, t store.Targe
 		slot = time.Time{}
 	}
 	if slot.IsZero() {
-		if slot, err = a.Store.ReserveSlot(ctx, t.EndpointID, t.RateLimit); err != nil {
+		if slot, err = a.Store.ReserveSlot(ctx, t.EndpointID, t.RateLimit, req.At); err != nil {
 			return time.Time{}, false, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 		}
 	}

@@ -22,7 +22,7 @@ type slotStore struct {
 	released               bool
 }
 
-func (s *slotStore) ReserveSlot(context.Context, string, int) (time.Time, error) {
+func (s *slotStore) ReserveSlot(context.Context, string, int, time.Time) (time.Time, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.slot = time.Now().Add(s.lead)

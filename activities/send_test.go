@@ -94,7 +94,7 @@ func (f *flakyStore) RecordAttempts(_ context.Context, as []store.Attempt) ([]er
 	return make([]error, len(as)), nil
 }
 
-func (f *flakyStore) ReserveSlot(context.Context, string, int) (time.Time, error) {
+func (f *flakyStore) ReserveSlot(context.Context, string, int, time.Time) (time.Time, error) {
 	return time.Now(), nil
 }
 

@@ -27,7 +27,7 @@ func (o *orderStore) LoadTarget(ctx context.Context, id string, now time.Time) (
 	return o.lockedStore.LoadTarget(ctx, id, now)
 }
 
-func (o *orderStore) ReserveSlot(context.Context, string, int) (time.Time, error) {
+func (o *orderStore) ReserveSlot(context.Context, string, int, time.Time) (time.Time, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.log = append(o.log, "slot")

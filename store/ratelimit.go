@@ -21,16 +21,23 @@ func SlotStep(rate int) time.Duration {
 
 // ReserveSlot reserves the next time endpointID may be sent to under its
 // rate limit of rate per second, shared by every worker: slots are spaced
-// SlotStep apart, and the returned one is never before now. The caller
-// sends at (or just after) it and must not reserve again for the same
-// attempt.
-func (s *Store) ReserveSlot(ctx context.Context, endpointID string, rate int) (time.Time, error) {
+// SlotStep apart, and the returned one is never before now, nor before
+// from (zero: no such bound), the time the caller's request is due: an
+// attempt claimed ahead of its due time is counted on a slot at or after
+// that time, so the endpoint's next slot is a full step after its request.
+// The caller sends at (or just after) it and must not reserve again for
+// the same attempt.
+func (s *Store) ReserveSlot(ctx context.Context, endpointID string, rate int, from time.Time) (time.Time, error) {
 	step := SlotStep(rate).Microseconds()
+	var floor *time.Time
+	if !from.IsZero() {
+		floor = &from
+	}
 	var slot time.Time
 	err := s.pool.QueryRow(ctx, `
-		INSERT INTO endpoint_slots (endpoint_id, next_slot) VALUES ($1, now() + $2 * interval '1 microsecond')
-		ON CONFLICT (endpoint_id) DO UPDATE SET next_slot = GREATEST(endpoint_slots.next_slot, now()) + $2 * interval '1 microsecond'
-		RETURNING next_slot - $2 * interval '1 microsecond'`, endpointID, step).Scan(&slot)
+		INSERT INTO endpoint_slots (endpoint_id, next_slot) VALUES ($1, GREATEST(now(), $3) + $2 * interval '1 microsecond')
+		ON CONFLICT (endpoint_id) DO UPDATE SET next_slot = GREATEST(endpoint_slots.next_slot, now(), $3) + $2 * interval '1 microsecond'
+		RETURNING next_slot - $2 * interval '1 microsecond'`, endpointID, step, floor).Scan(&slot)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("reserve a slot of %s: %w", endpointID, err)
 	}

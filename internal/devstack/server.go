@@ -21,21 +21,36 @@ import (
 // chose was taken before the server bound it.
 const startAttempts = 3
 
-// startServer builds and starts the server's four services on host: the
-// frontend on port (0 picks a free one) and every other port picked free.
-func startServer(opts Options, host string, port int, logger serverLogger, defaultStore, visibilityStore *config.SQL) (srv temporal.Server, frontendAddr string, err error) {
-	// gRPC ports of history, matching and worker, the frontend's HTTP
-	// port, and a membership port per service.
-	// The frontend's own port too when it is not fixed.
-	ports, err := pgcluster.FreePorts(8 + map[bool]int{true: 1}[port == 0])
+// Where pickPorts puts each port in its answer, which startServer takes.
+const (
+	portFrontend = iota
+	portHistory
+	portMatching
+	portWorker
+	portFrontendHTTP
+	portMembership // one per service, in the order above
+	portCount      = portMembership + 4
+)
+
+// pickPorts picks the server's ports: frontend (0 picks a free one) and
+// every other one free.
+func pickPorts(frontend int) ([]int, error) {
+	ports, err := pgcluster.FreePorts(portCount)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if port == 0 {
-		port = ports[8]
+	if frontend != 0 {
+		ports[portFrontend] = frontend
 	}
-	httpPort := ports[3]
-	membership := ports[4:]
+	return ports, nil
+}
+
+// startServer builds and starts the server's four services on host, on
+// ports (see pickPorts). A port it cannot bind is a *FatalError.
+func startServer(opts Options, host string, ports []int, logger serverLogger, defaultStore, visibilityStore *config.SQL) (srv temporal.Server, frontendAddr string, err error) {
+	port := ports[portFrontend]
+	httpPort := ports[portFrontendHTTP]
+	membership := ports[portMembership:]
 	service := func(i, grpcPort int) config.Service {
 		// MembershipPort is set explicitly: the random default can exceed the
 		// int2 column Postgres keeps it in.
@@ -71,9 +86,9 @@ func startServer(opts Options, host string, port int, logger serverLogger, defau
 	conf.DCRedirectionPolicy.Policy = "noop"
 	conf.Services = map[string]config.Service{
 		"frontend": frontend,
-		"history":  service(1, ports[0]),
-		"matching": service(2, ports[1]),
-		"worker":   service(3, ports[2]),
+		"history":  service(1, ports[portHistory]),
+		"matching": service(2, ports[portMatching]),
+		"worker":   service(3, ports[portWorker]),
 	}
 	conf.Archival.History.State = "disabled"
 	conf.Archival.Visibility.State = "disabled"
@@ -121,9 +136,9 @@ func startServer(opts Options, host string, port int, logger serverLogger, defau
 		temporal.ForServices(temporal.DefaultServices),
 		temporal.WithStaticHosts(map[primitives.ServiceName]static.Hosts{
 			primitives.FrontendService: hostAt(port),
-			primitives.HistoryService:  hostAt(ports[0]),
-			primitives.MatchingService: hostAt(ports[1]),
-			primitives.WorkerService:   hostAt(ports[2]),
+			primitives.HistoryService:  hostAt(ports[portHistory]),
+			primitives.MatchingService: hostAt(ports[portMatching]),
+			primitives.WorkerService:   hostAt(ports[portWorker]),
 		}),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),

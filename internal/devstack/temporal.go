@@ -119,6 +119,16 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("frontend address %q: %w", opts.FrontendAddr, err)
 	}
 	port, _ := strconv.Atoi(portStr)
+	if port != 0 {
+		// A fixed port that is taken is reported at once: other ports
+		// would not help, and a server built on it fails only after it
+		// has opened its other listeners and connections.
+		l, err := net.Listen("tcp", opts.FrontendAddr)
+		if err != nil {
+			return nil, fmt.Errorf("temporal frontend: %w", err)
+		}
+		l.Close()
+	}
 	logger := serverLogger{l: opts.Logger, min: new(slog.LevelVar)}
 	logger.min.Set(slog.LevelWarn)
 	if opts.LogLevel != nil {
@@ -162,9 +172,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	var srv temporal.Server
 	var frontendAddr string
 	for attempt := 1; ; attempt++ {
-		srv, frontendAddr, err = startServer(opts, host, port, logger, defaultStore, visibilityStore)
+		var ports []int
+		if ports, err = pickPorts(port); err != nil {
+			return nil, err
+		}
+		srv, frontendAddr, err = startServer(opts, host, ports, logger, defaultStore, visibilityStore)
 		// A port chosen free can be bound by another process before the
-		// server binds it; such a start is tried again on other ports.
+		// server binds it; such a start is tried again on other ports
+		// (what the failed build had opened stays open: the server gives
+		// no handle to it).
 		if err == nil || attempt == startAttempts || !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}

@@ -166,11 +166,10 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	if err != nil || held {
 		return res, nil, err
 	}
-	slot = delivery.Later(slot, req.At)
 	if t.MaxInFlight > 0 {
-		// The slot is waited for before the lease: a lease held while
+		// The slot is waited for before the lease (a lease held while
 		// waiting would leave the endpoint's other attempts busy, their
-		// slots unused.
+		// slots unused), the due time (req.At) is not, as for the claim.
 		if !a.sleepUntil(ctx, slot) {
 			return SendResult{}, nil, ctx.Err()
 		}
@@ -189,6 +188,7 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 			}
 		}()
 	}
+	slot = delivery.Later(slot, req.At)
 	if len(t.Keys) == 0 {
 		msg := fmt.Sprintf("endpoint %s has no valid signing key; nothing was sent", t.EndpointID)
 		return SendResult{}, nil, temporal.NewNonRetryableApplicationError(msg, ErrNoSigningKey, nil)

@@ -20,6 +20,8 @@ type untilStore struct {
 	*flakyStore
 	mu     sync.Mutex
 	claims []time.Time
+	// leasedAt is when a max_in_flight lease was last taken.
+	leasedAt time.Time
 }
 
 func (s *untilStore) ClaimTarget(ctx context.Context, id string, now, until time.Time) (t store.Target, ok bool, err error) {
@@ -35,6 +37,13 @@ func (s *untilStore) ClaimAttempt(ctx context.Context, id string, until time.Tim
 	return s.flakyStore.ClaimAttempt(ctx, id, until)
 }
 
+func (s *untilStore) AcquireFlight(ctx context.Context, endpointID string, max int, ttl time.Duration) (string, bool, error) {
+	s.mu.Lock()
+	s.leasedAt = time.Now()
+	s.mu.Unlock()
+	return s.flakyStore.AcquireFlight(ctx, endpointID, max, ttl)
+}
+
 func (s *untilStore) keep(until time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -45,11 +54,12 @@ func (s *untilStore) keep(until time.Time) {
 // named with its due time (SendRequest.At) and made before it is claimed
 // at once, its claim covering the request from its due time, and its
 // request never leaves before that time, claimed with its target or alone
-// (a rate-limited endpoint).
+// (a rate-limited endpoint, or one with max_in_flight, whose lease is
+// taken ahead too).
 func TestFirstAttemptClaimedAheadLeavesAtItsDueTime(t *testing.T) {
 	t.Parallel()
-	for _, rateLimit := range []int{0, 100} {
-		t.Run(map[int]string{0: "with its target", 100: "alone"}[rateLimit], func(t *testing.T) {
+	for _, limit := range []string{"with its target", "alone, rate-limited", "alone, max_in_flight"} {
+		t.Run(limit, func(t *testing.T) {
 			t.Parallel()
 			arrived := make(chan time.Time, 1)
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -57,7 +67,13 @@ func TestFirstAttemptClaimedAheadLeavesAtItsDueTime(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			tg := target(t, 200)
-			tg.URL, tg.RateLimit = srv.URL, rateLimit
+			tg.URL = srv.URL
+			switch limit {
+			case "alone, rate-limited":
+				tg.RateLimit = 100
+			case "alone, max_in_flight":
+				tg.MaxInFlight = 1
+			}
 			st := &untilStore{flakyStore: &flakyStore{target: tg}}
 			a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
 				Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
@@ -73,6 +89,9 @@ func TestFirstAttemptClaimedAheadLeavesAtItsDueTime(t *testing.T) {
 			require.False(t, res.StartedAt.Before(at), "attempt started %s before its due time", at.Sub(res.StartedAt))
 			require.Equal(t, []time.Time{at.Add(time.Second + activities.FlightSlack).Truncate(time.Microsecond)}, st.claims,
 				"one claim, covering the request from its due time")
+			if tg.MaxInFlight > 0 {
+				require.True(t, st.leasedAt.Before(at), "lease taken %s after the due time", st.leasedAt.Sub(at))
+			}
 		})
 	}
 }

@@ -23,7 +23,6 @@ type limiterStore struct {
 	lockedStore
 	slotMu sync.Mutex
 	next   time.Time
-	slots  []time.Time
 	// reserved receives each slot handed out.
 	reserved chan time.Time
 }
@@ -52,7 +51,6 @@ func (s *limiterStore) ReserveSlot(_ context.Context, _ string, rate int, from t
 		slot = s.next
 	}
 	s.next = slot.Add(store.SlotStep(rate))
-	s.slots = append(s.slots, slot)
 	s.reserved <- slot
 	return slot, nil
 }

@@ -43,8 +43,10 @@ func (s serverLogger) Fatal(msg string, tags ...tag.Tag) {
 }
 
 // FatalError is a failure the server reported as fatal (it cannot bind a
-// port, say); Start returns it when it happens while the server is built
-// or started.
+// port, say); Start returns it when it happens in Start's own goroutine,
+// as binding the gRPC ports does while the server is built. One reported
+// from a goroutine of the server's (a membership or serving failure once
+// it runs) still ends the process.
 type FatalError struct {
 	// Msg is the server's message.
 	Msg string

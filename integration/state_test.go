@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	enums "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
@@ -385,12 +386,14 @@ func TestPauseHoldsEverything(t *testing.T) {
 }
 
 // TestRateLimitAcrossWorkers: 2,000 replays to an endpoint limited to
-// 50/s, carried by two worker processes, arrive at no more than 50/s on
+// 50/s, carried by two worker processes, leave at no more than 50/s on
 // average, at most 52 in any one-second window, and none is lost. The
-// window has two tokens of slack because it is read at the receiver:
-// arrival times add transport and scheduling delays (a request sent on its
-// slot can arrive a slot late, next to one sent on time) that the limiter,
-// which hands out one slot per 20 ms across both workers, does not control.
+// windows are read from the attempts' recorded start times, the moment
+// each request left, and have two tokens of slack for a worker woken a
+// little after its slot. Arrival times at the receiver, which shares this
+// loaded process, add its own scheduling delays (one pause of the process
+// stamps the requests that came during it together: 53 in a window was
+// seen once in CI); they are logged, not checked.
 func TestRateLimitAcrossWorkers(t *testing.T) {
 	h := newHarness(t)
 	second, err := app.Start(context.Background(), h.cfg, h.logger.With("process", "worker-2"), app.RoleWorker, h.opts)
@@ -434,19 +437,19 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 		return succeeded == n
 	}, time.Minute, 100*time.Millisecond, "none lost")
 	mu.Lock()
-	times := append([]time.Time(nil), arrivals...)
+	arrived := append([]time.Time(nil), arrivals...)
 	mu.Unlock()
-	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
-	most := 0
-	for i, j := 0, 0; j < len(times); j++ {
-		for times[j].Sub(times[i]) >= time.Second {
-			i++
-		}
-		most = max(most, j-i+1)
-	}
+	rows, err := h.store.Pool().Query(context.Background(), `
+		SELECT a.started_at FROM attempts a JOIN deliveries d ON d.id = a.delivery_id
+		WHERE d.endpoint_id = $1 AND a.cycle = 2 ORDER BY a.started_at`, ep.ID)
+	require.NoError(t, err)
+	times, err := pgx.CollectRows(rows, pgx.RowTo[time.Time])
+	require.NoError(t, err)
+	require.Len(t, times, n, "one request per replay")
+	most := mostInASecond(times)
 	took := times[len(times)-1].Sub(times[0])
-	t.Logf("%d replays at a limit of %d/s over two workers: at most %d in any 1 s window; %s from first to last (%.1f/s)",
-		len(times), rate, most, took.Round(time.Millisecond), float64(len(times))/took.Seconds())
+	t.Logf("%d replays at a limit of %d/s over two workers: at most %d left in any 1 s window (%d arrived); %s from first to last (%.1f/s)",
+		len(times), rate, most, mostInASecond(arrived), took.Round(time.Millisecond), float64(len(times))/took.Seconds())
 	require.LessOrEqual(t, most, rate+2)
 	require.GreaterOrEqual(t, took, time.Duration(float64(len(times)-1-rate)/rate*float64(time.Second)), "no faster than the limit on average")
 }
@@ -486,4 +489,18 @@ func TestMaxInFlightBoundsConcurrency(t *testing.T) {
 	require.LessOrEqual(t, most.Load(), int32(2))
 	require.Equal(t, int32(2), most.Load(), "the bound is used, not undercut")
 	require.Equal(t, n, attempts, "a busy endpoint costs no attempt")
+}
+
+// mostInASecond is the most of times in any one-second window.
+func mostInASecond(times []time.Time) int {
+	times = slices.Clone(times)
+	slices.SortFunc(times, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i, j := 0, 0; j < len(times); j++ {
+		for times[j].Sub(times[i]) >= time.Second {
+			i++
+		}
+		most = max(most, j-i+1)
+	}
+	return most
 }

@@ -39,41 +39,6 @@ func (a *Activities) slotFor(ctx context.Context, req SendRequest, t store.Targe
 	return slot, false, nil
 }
 
-// A request woken late for its rate-limit slot (sleepUntilSlot): late is
-// more than a step after the slot, and never less than lateSlotMin (at
-// high rates a step is shorter than a claim's round trip); it takes at most
-// lateSlotTries new slots before it goes anyway.
-const (
-	lateSlotMin   = 10 * time.Millisecond
-	lateSlotTries = 3
-)
-
-// sleepUntilSlot waits until slot, the time the claimed (until until)
-// request to t leaves; false when ctx ended first. A request woken more
-// than a step after its rate-limit slot (its worker was stalled) takes the
-// endpoint's next slot and waits for it instead: sent at once it would
-// leave next to the requests of the slots after its own, more in one second
-// than the limit allows. It does so while its claim covers the request
-// from the new slot; otherwise, or if no slot can be reserved, it goes now.
-func (a *Activities) sleepUntilSlot(ctx context.Context, req SendRequest, t store.Target, slot, until time.Time) bool {
-	if !a.sleepUntil(ctx, slot) {
-		return false
-	}
-	for range lateSlotTries {
-		if t.RateLimit <= 0 || slot.IsZero() || !a.now().After(slot.Add(max(store.SlotStep(t.RateLimit), lateSlotMin))) {
-			return true
-		}
-		next, err := a.Store.ReserveSlot(ctx, t.EndpointID, t.RateLimit, time.Time{})
-		if err != nil || next.Add(req.Timeout).After(until) {
-			return true
-		}
-		if slot = next; !a.sleepUntil(ctx, slot) {
-			return false
-		}
-	}
-	return true
-}
-
 // lastStart is the last moment req's request still fits before its
 // deadline; ok is false when req has none.
 func lastStart(req SendRequest) (last time.Time, ok bool) {

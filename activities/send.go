@@ -227,7 +227,7 @@ func (a *Activities) request(ctx context.Context, req SendRequest, t store.Targe
 	// What is left of the slot's wait comes last, so no database round
 	// trip lies between the slot and the request: requests leave on their
 	// slots, not bunched by the claims' latency.
-	if !a.sleepUntilSlot(ctx, req, t, slot, until) {
+	if !a.sleepUntil(ctx, slot) {
 		a.releaseClaim(ctx, req.DeliveryID, until)
 		return SendResult{}, nil, ctx.Err()
 	}

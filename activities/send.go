@@ -201,11 +201,7 @@ func (a *Activities) try(ctx context.Context, req SendRequest, t store.Target, s
 	// The last check before the request is written: the delivery must
 	// still be in flight and its endpoint enabled. The claim's lease also
 	// covers what is left to wait for the slot.
-	from := a.now()
-	if slot.After(from) {
-		from = slot
-	}
-	until := claimEnd(req, from)
+	until := claimEnd(req, delivery.Later(a.now(), slot))
 	switch claim, err := a.Store.ClaimAttempt(ctx, req.DeliveryID, until); {
 	case err != nil:
 		return SendResult{}, nil, fmt.Errorf("send %s: %w", req.DeliveryID, err)

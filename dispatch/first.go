@@ -241,9 +241,10 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 }
 
 // hold leaves f's row in the outbox, leased until at (no later than the
-// last moment an attempt fits before its deadline), with nothing sent: a first attempt held back by its
-// endpoint's or its app's share, or by an endpoint that stopped answering,
-// is not an attempt and costs no workflow. The round that takes the row
+// last moment an attempt fits before its deadline), with nothing sent: a
+// first attempt held back by its endpoint's or its app's share, or by an
+// endpoint that stopped answering, is not an attempt and costs no
+// workflow. The round that takes the row
 // again makes the attempt, or hands the delivery to its workflow once its
 // deadline has passed.
 func (d *Dispatcher) hold(f first, at time.Time) {

@@ -123,11 +123,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		// A fixed port that is taken is reported at once: other ports
 		// would not help, and a server built on it fails only after it
 		// has opened its other listeners and connections.
-		l, err := net.Listen("tcp", opts.FrontendAddr)
-		if err != nil {
-			return nil, fmt.Errorf("temporal frontend: %w", err)
+		if err := checkFree("temporal frontend", opts.FrontendAddr); err != nil {
+			return nil, err
 		}
-		l.Close()
 	}
 	logger := serverLogger{l: opts.Logger, min: new(slog.LevelVar)}
 	logger.min.Set(slog.LevelWarn)
@@ -241,11 +239,9 @@ func (s *Server) startUI(addr string, logger *slog.Logger) error {
 	port, _ := strconv.Atoi(portStr)
 	// Fail early and clearly if the port is taken: the UI server's own
 	// Start blocks and only logs.
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("temporal ui on %s: %w", addr, err)
+	if err := checkFree("temporal ui", addr); err != nil {
+		return err
 	}
-	_ = l.Close()
 	s.ui = uiserver.NewServer(uiserveroptions.WithConfigProvider(&uiconfig.Config{
 		Host:                host,
 		Port:                port,
@@ -296,4 +292,13 @@ func (s *Server) prepareNamespace(ctx context.Context, opts Options) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// checkFree reports (as what's error) whether nothing listens on addr yet.
+func checkFree(what, addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s on %s: %w", what, addr, err)
+	}
+	return l.Close()
 }

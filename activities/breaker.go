@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +52,8 @@ type Breaker struct {
 
 	mu       sync.Mutex
 	circuits map[string]*circuit
+	// open are the endpoints whose circuits are open (see OpenEndpoints).
+	open     map[string]struct{}
 	forgotAt time.Time
 }
 
@@ -168,6 +172,23 @@ func HeldUntil(a *Activities, endpointID, deliveryID string, now time.Time) time
 	return a.Breaker.until(endpointID, deliveryID, now)
 }
 
+// OpenEndpoints lists the endpoints a's breaker holds open (their attempts held, or
+// one probe out), nil when none: a publish leaves their rows to the
+// dispatchers' rounds, which hold them until the probe (see
+// outbox.Handoff). A function, like HeldUntil.
+func OpenEndpoints(a *Activities) []string {
+	b := a.Breaker
+	if b == nil || b.Misses <= 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.open) == 0 {
+		return nil
+	}
+	return slices.Collect(maps.Keys(b.open))
+}
+
 // observe counts the answer (or none) a request to endpointID sent at
 // sent got; it reports the end of a cool-down it began (zero: none), and
 // closed when an answer closed an open breaker.
@@ -191,6 +212,7 @@ func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time)
 		// Any answer closes the breaker: the endpoint is there.
 		closed = !c.openUntil.IsZero()
 		c.openUntil, c.probeUntil, c.prober, c.cooldown = time.Time{}, time.Time{}, "", 0
+		delete(b.open, endpointID)
 		c.signal()
 		if sent.After(c.lastAnswer) {
 			c.lastAnswer, c.misses = sent, 0
@@ -217,6 +239,10 @@ func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time)
 		return time.Time{}, false
 	}
 	c.openUntil, c.probeUntil, c.prober = now.Add(c.cooldown), time.Time{}, ""
+	if b.open == nil {
+		b.open = map[string]struct{}{}
+	}
+	b.open[endpointID] = struct{}{}
 	c.signal()
 	return c.openUntil, false
 }

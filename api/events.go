@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,13 +87,16 @@ func (s *Server) createEvent(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	pub, err = s.publisher.PublishNow(ctx, s.store.HotPool(), app, ev)
+	pub, err = s.publish(ctx, app, ev)
 	if err != nil {
 		if errors.Is(err, delivery.ErrConflict) {
 			s.metrics.Ingested(metrics.IngestConflict)
 		}
 		s.fail(c, err)
 		return
+	}
+	if len(pub.Leased) > 0 {
+		s.taker.Take(pub.Leased)
 	}
 	if at, ok := pub.WakeAt(); ok && s.dispatcher != nil {
 		s.dispatcher.Wake(at)
@@ -111,6 +115,17 @@ func (s *Server) createEvent(c *gin.Context) {
 		}
 	}
 	c.JSON(status, pub)
+}
+
+// publish publishes ev for app in a statement of its own, leasing the rows
+// due at once to this process's sender when it takes them (see Taker).
+func (s *Server) publish(ctx context.Context, app string, ev outbox.Event) (outbox.Published, error) {
+	if s.taker != nil {
+		if h, ok := s.taker.Handoff(); ok {
+			return s.publisher.PublishHandoff(ctx, s.store.HotPool(), app, ev, h)
+		}
+	}
+	return s.publisher.PublishNow(ctx, s.store.HotPool(), app, ev)
 }
 
 // limited answers 429 with Retry-After when an app key publishes past its

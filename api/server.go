@@ -54,10 +54,23 @@ type Server struct {
 	tracing *tracing.Tracing
 	// dispatcher is this process's dispatcher; nil when it has none.
 	dispatcher Waker
+	// taker is dispatcher when its sender takes ingested rows (Taker).
+	taker Taker
 }
 
 // Waker is a dispatcher in the API's process (dispatch.Dispatcher).
 type Waker = service.Waker
+
+// Taker is a dispatcher in the API's process whose sender takes the start
+// rows an ingest leased to it (dispatch.Dispatcher; see outbox.Handoff):
+// their first attempts go out with no dispatcher round.
+type Taker interface {
+	// Handoff says whether an ingest may lease its rows to the sender,
+	// and how.
+	Handoff() (outbox.Handoff, bool)
+	// Take takes the rows a committed publish leased.
+	Take(rows []outbox.Leased)
+}
 
 // Options configures the API.
 type Options struct {
@@ -115,7 +128,8 @@ type Options struct {
 	Tracing *tracing.Tracing
 	// Dispatcher is the dispatcher of the API's own process: an ingest
 	// whose publish sent no NOTIFY asks it for a round by its rows' claim
-	// time once they committed (see dispatch.Dispatcher.Wake). Defaults to
+	// time once they committed (see dispatch.Dispatcher.Wake), and, when it
+	// is a Taker, leases the rows due at once to its sender. Defaults to
 	// nil: an API in a process of its own, whose dispatchers find such
 	// rows by their look after each round.
 	Dispatcher Waker
@@ -128,6 +142,7 @@ type Options struct {
 // New returns the API server.
 func New(opts Options) *Server {
 	logger := cmp.Or(opts.Logger, slog.Default())
+	taker, _ := opts.Dispatcher.(Taker)
 	svc := opts.Service
 	if svc == nil {
 		svc = service.New(service.Options{Store: opts.Store, Engine: opts.Engine, Logger: logger, AllowPrivateTargets: opts.AllowPrivateTargets,
@@ -140,7 +155,7 @@ func New(opts Options) *Server {
 		ingest:       newTokenBuckets(cmp.Or(opts.IngestRate, IngestRateDefault), cmp.Or(opts.IngestBurst, IngestBurstDefault)),
 		types:        newTypeBound(opts.Store, cmp.Or(opts.MaxAppEventTypes, MaxAppEventTypesDefault)),
 		metrics:      opts.Metrics, gatherer: opts.Gatherer, publicBase: opts.PublicURL,
-		publisher: svc.Publisher(), svc: svc, tracing: opts.Tracing, dispatcher: opts.Dispatcher}
+		publisher: svc.Publisher(), svc: svc, tracing: opts.Tracing, dispatcher: opts.Dispatcher, taker: taker}
 }
 
 // Handler returns the HTTP handler with every route.

@@ -116,6 +116,9 @@ type Dispatcher struct {
 	firstDone, firstHandedOff, firstHeld atomic.Int64
 	// carrying turns the Sender off while running (see UseCarriers).
 	carrying atomic.Bool
+	// runCtx is Run's context while it runs, nil otherwise (see Take).
+	runMu  sync.RWMutex
+	runCtx context.Context
 	// AppShare is how many first attempts of one app the Sender makes at
 	// once. Defaults to AppShareDefault.
 	AppShare int
@@ -194,6 +197,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.doneRows.Close()
 	defer d.firsts.Wait()
 	d.lanes = slots.New(cmp.Or(d.AppShare, AppShareDefault))
+	defer d.running(ctx)()
 	heldMax := int64(cmp.Or(d.HeldMax, HeldMaxDefault))
 	w := d.waker()
 	go d.listen(ctx, w)

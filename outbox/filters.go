@@ -47,12 +47,12 @@ func (p *Publisher) Filters() (*filter.Filters, error) { return p.filters() }
 
 // Publish is the package's Publish, with the Publisher's memory.
 func (p *Publisher) Publish(ctx context.Context, tx Querier, appID string, ev Event) (Published, error) {
-	return p.publish(ctx, tx, appID, ev)
+	return p.publish(ctx, tx, appID, ev, nil)
 }
 
 // PublishNow is the package's PublishNow, with the Publisher's memory.
 func (p *Publisher) PublishNow(ctx context.Context, q Querier, appID string, ev Event) (Published, error) {
-	return p.publish(ctx, q, appID, ev)
+	return p.publish(ctx, q, appID, ev, nil)
 }
 
 func (p *Publisher) known(appID string) []endpointFilter {

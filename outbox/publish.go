@@ -106,6 +106,9 @@ type Published struct {
 	// takes these rows too, unless that round had claimed before they
 	// committed (see dispatch.Dispatcher.Wake).
 	Notified bool `json:"-"`
+	// Leased are the start rows the publish leased to its process's sender
+	// (see Handoff), nil without a Handoff.
+	Leased []Leased `json:"-"`
 }
 
 // WakeAt is when a dispatcher must claim the event's new rows, when no
@@ -134,7 +137,7 @@ type envelope struct {
 // content. Each call compiles the app's filters afresh; a producer that
 // publishes often keeps a Publisher instead.
 func Publish(ctx context.Context, tx pgx.Tx, appID string, ev Event) (Published, error) {
-	return NewPublisher().publish(ctx, tx, appID, ev)
+	return NewPublisher().publish(ctx, tx, appID, ev, nil)
 }
 
 // Querier runs statements: a pgx.Tx, a *pgx.Conn or a *pgxpool.Pool.
@@ -147,7 +150,7 @@ type Querier interface {
 // PublishNow is Publish outside any transaction of the caller's: the single
 // statement it runs is atomic by itself (the API's ingest path).
 func PublishNow(ctx context.Context, q Querier, appID string, ev Event) (Published, error) {
-	return NewPublisher().publish(ctx, q, appID, ev)
+	return NewPublisher().publish(ctx, q, appID, ev, nil)
 }
 
 // FilteredOut is an endpoint whose filter skipped an event.
@@ -166,7 +169,9 @@ func (e *StaleFiltersError) Error() string {
 	return "the filters of app " + e.AppID + " kept changing during the publish; nothing was written, publish again"
 }
 
-func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Event) (Published, error) {
+// publish publishes ev; h, when not nil, leases the rows due at once to
+// the process's sender (see Handoff).
+func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Event, h *Handoff) (Published, error) {
 	now := time.Now().UTC()
 	if err := ev.Validate(now); err != nil {
 		return Published{}, err
@@ -190,6 +195,11 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, OrderingKey: ev.OrderingKey, Deliveries: []DeliveryRef{}}
 	traceparent, tracestate := TraceContext(ctx)
 	fs := p.known(appID)
+	var lease time.Duration
+	var skip []string
+	if h != nil {
+		lease, skip = h.Lease, h.Skip
+	}
 	for round := 0; ; round++ {
 		v, err := p.verdicts(fs, ev, created)
 		if err != nil {
@@ -199,10 +209,13 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 		var dlvIDs, endpoints []string
 		var skipped []FilteredOut
 		var claimBy *time.Time
+		var handed []byte
 		err = q.QueryRow(ctx, publishSQL,
 			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
-			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey).Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &skipped, &claimBy)
+			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey,
+			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds()).
+			Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &skipped, &claimBy, &handed)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "23503" {
@@ -230,6 +243,9 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 		if claimBy != nil {
 			out.ClaimBy = *claimBy
 		}
+		if out.Leased, err = leased(handed, appID, ev, traceparent, tracestate); err != nil {
+			return Published{}, err
+		}
 		return out, nil
 	}
 }
@@ -239,7 +255,8 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 // verdicts $15–$18 were evaluated on the filters as the Publisher last
 // read them, with the trace context $19–$20, see TraceContext), the
 // sequence numbers of its deliveries to fifo endpoints (key $21), their
-// outbox rows and the dispatcher's wake-up. When an
+// outbox rows, leased to the publishing process's sender when it asked
+// ($22–$24, see Handoff), and the dispatcher's wake-up. When an
 // enabled endpoint's filter is not among the verdicts (added or changed
 // since), it writes nothing and says so (the second column).
 const publishSQL = `
@@ -289,7 +306,7 @@ const publishSQL = `
 	  SELECT hookrelay_id($8), tg.app_id, tg.event_id, tg.endpoint_id, CASE WHEN sq.last IS NOT NULL THEN $21 END, sq.last,
 	         CASE WHEN sq.last IS NOT NULL THEN tg.fifo_on_dead_letter = 'block' END
 	  FROM tg LEFT JOIN sq ON sq.endpoint_id = tg.endpoint_id
-	  RETURNING id, endpoint_id
+	  RETURNING id, endpoint_id, sequence
 	), cb AS (
 	  -- The latest a dispatcher may claim the rows and still send each
 	  -- first attempt on time: the earliest due (first wait less its
@@ -297,10 +314,16 @@ const publishSQL = `
 	  SELECT now() + LEAST(GREATEST(min(COALESCE(e.retry_schedule_ms[1], $11)) * (1 - $12::float8) - $13, 0), $14) * interval '1 millisecond' AS at
 	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
 	), ob AS (
-	  -- A paused endpoint's row is held (store.HoldRows).
-	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held)
-	  SELECT dl.id, $9, $1, (SELECT at FROM cb), e.paused FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
-	  RETURNING held
+	  -- A paused endpoint's row is held (store.HoldRows). A row due at
+	  -- once is leased to the publishing process's sender, for $22 past
+	  -- its request timeout, when it asked (Handoff).
+	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, leased_until)
+	  SELECT dl.id, $9, $1, (SELECT at FROM cb), e.paused,
+	         CASE WHEN $22::bigint > 0 AND NOT e.paused AND dl.sequence IS NULL AND NOT (e.id = ANY (COALESCE($23::text[], '{}')))
+	                   AND COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) <= $13
+	              THEN now() + ($22 + COALESCE(NULLIF(e.request_timeout_ms, 0), $24)) * interval '1 millisecond' END
+	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
+	  RETURNING id, delivery_id, held, leased_until, created_at
 	), wake AS (
 	  -- Only a dispatcher that would not claim these rows in time needs
 	  -- waking: one with an unleased start row (of an endpoint that is
@@ -309,14 +332,20 @@ const publishSQL = `
 	  -- lock, so skipping it under load lifts ingest (913 → 3029
 	  -- events/s measured). The payload says by when to claim.
 	  SELECT pg_notify($7, (extract(epoch FROM (SELECT at FROM cb)) * 1000)::bigint::text)
-	  FROM (SELECT 1 FROM dl LIMIT 1) AS any_delivery
+	  FROM (SELECT 1 FROM ob WHERE ob.leased_until IS NULL LIMIT 1) AS any_unleased
 	  WHERE NOT EXISTS (
 	    SELECT 1 FROM outbox o JOIN deliveries d ON d.id = o.delivery_id JOIN endpoints e ON e.id = d.endpoint_id
 	    WHERE o.leased_until IS NULL AND NOT o.held AND o.kind = $9 AND o.claim_by <= (SELECT at FROM cb) AND NOT e.paused)
 	)
 	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
 	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),
-	       (SELECT filtered_out FROM ev), (SELECT at FROM cb WHERE EXISTS (SELECT 1 FROM ob WHERE NOT held))
+	       (SELECT filtered_out FROM ev), (SELECT at FROM cb WHERE EXISTS (SELECT 1 FROM ob WHERE NOT held AND leased_until IS NULL)),
+	       (SELECT jsonb_agg(jsonb_build_object('id', ob.id, 'delivery', ob.delivery_id, 'endpoint', e.id, 'url', e.url,
+	                 'schedule', e.retry_schedule_ms, 'deadline', e.deadline_ms, 'timeout', e.request_timeout_ms, 'app', a.name,
+	                 'created', (extract(epoch FROM ob.created_at) * 1000000)::bigint, 'until', (extract(epoch FROM ob.leased_until) * 1000000)::bigint)
+	                 ORDER BY ob.id)
+	        FROM ob JOIN dl ON dl.id = ob.delivery_id JOIN endpoints e ON e.id = dl.endpoint_id JOIN apps a ON a.id = $1
+	        WHERE ob.leased_until IS NOT NULL)
 	FROM dl`
 
 // repeat answers a second Publish of the same ID.

@@ -1,0 +1,106 @@
+package dispatch
+
+import (
+	"cmp"
+	"context"
+	"time"
+
+	"hookrelay/activities"
+	"hookrelay/outbox"
+)
+
+// handoffDue bounds how long after its acceptance the first attempt of a
+// row leased by its publish is due: such a row's earliest first wait is
+// at most outbox.ClaimGuard, so its latest, with jitter, is below twice
+// that. The rest of the bound is the time from the commit to Take.
+const handoffDue = 2 * outbox.ClaimGuard
+
+// handoffLease is how long past its request timeout a row leased by its
+// publish stays leased, counted from the publish: as a round's lease
+// (first.leaseUntil), from a due time at most handoffDue away.
+const handoffLease = handoffDue + QueueMax + activities.RecordSlack + LeaseSlack
+
+// Handoff says whether an ingest in this process may lease its new start
+// rows to this dispatcher's Sender (outbox.Handoff) and pass them to Take
+// once committed: the first attempts then go out with no round, NOTIFY or
+// claim between the commit and the request. ok is false when the Sender
+// is off (none, carriers in use), the dispatcher is not running, or the
+// Sender holds HeldMax rows: the rows go to the rounds then.
+func (d *Dispatcher) Handoff() (h outbox.Handoff, ok bool) {
+	if d.Sender == nil || d.carrying.Load() {
+		return h, false
+	}
+	d.runMu.RLock()
+	running := d.runCtx != nil
+	d.runMu.RUnlock()
+	if !running || d.held.Load() >= int64(cmp.Or(d.HeldMax, HeldMaxDefault)) {
+		return h, false
+	}
+	return outbox.Handoff{Lease: handoffLease, Skip: activities.OpenEndpoints(d.Sender)}, true
+}
+
+// Take makes the first attempts of rows, leased to this dispatcher by a
+// publish in its process that committed (see Handoff), as a round makes
+// those it claimed: each at its own due time, in its own goroutine. A row
+// it cannot take (the dispatcher stopped, its lease too short for its
+// plan) goes back to the outbox for the rounds; one whose endpoint the
+// breaker now holds waits there until its probe.
+func (d *Dispatcher) Take(rows []outbox.Leased) {
+	if len(rows) == 0 {
+		return
+	}
+	now := time.Now()
+	var fs []first
+	var back []int64
+	var held []first
+	var heldAt []time.Time
+	d.runMu.RLock()
+	defer func() {
+		d.runMu.RUnlock()
+		if len(back) > 0 || len(held) > 0 {
+			go d.putBack(back, held, heldAt)
+		}
+	}()
+	ctx := d.runCtx
+	for _, r := range rows {
+		f, ok := planFirst(r.Row, now)
+		switch {
+		case ctx == nil || !ok || f.leaseUntil(now).After(r.Until):
+			back = append(back, r.ID)
+		default:
+			if at := d.heldBack(r.Row, now, nil); !at.IsZero() {
+				held, heldAt = append(held, f), append(heldAt, at)
+				continue
+			}
+			fs = append(fs, f)
+		}
+	}
+	if ctx != nil {
+		// Under runMu: Run waits for first attempts only once no more can
+		// be added.
+		d.sendFirsts(ctx, fs)
+	}
+}
+
+// putBack releases rows (ids) to the rounds and holds held until heldAt.
+func (d *Dispatcher) putBack(ids []int64, held []first, heldAt []time.Time) {
+	for _, id := range ids {
+		d.release(id)
+	}
+	for i, f := range held {
+		d.hold(f, heldAt[i])
+	}
+}
+
+// running marks the dispatcher running on ctx (Take's first attempts run
+// on it) until the returned func is called.
+func (d *Dispatcher) running(ctx context.Context) (stop func()) {
+	d.runMu.Lock()
+	d.runCtx = ctx
+	d.runMu.Unlock()
+	return func() {
+		d.runMu.Lock()
+		d.runCtx = nil
+		d.runMu.Unlock()
+	}
+}

@@ -1,0 +1,85 @@
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"hookrelay/delivery"
+)
+
+// Handoff asks a publish to lease its start rows whose first attempts are
+// due at once (the earliest first wait, less its jitter, no longer than
+// ClaimGuard) to a sender in the publishing process, in the statement that
+// writes them: the sender takes them from the Published, with no
+// dispatcher round, NOTIFY or claim between the commit and the request.
+// A leased row is left alone by the dispatchers until its lease lapses, so
+// a process that dies after the commit loses nothing: its rows are claimed
+// again then, as a round's are. Rows of ordered deliveries, of paused
+// endpoints and of the endpoints in Skip are written unleased, for the
+// dispatchers' rounds.
+type Handoff struct {
+	// Lease is how long past its request timeout a leased row's lease
+	// lasts, counted from the publish; it must cover the first attempt's
+	// due time, its wait for a share and its recording.
+	Lease time.Duration
+	// Skip are endpoints whose rows go to the rounds (the sender's breaker
+	// holds their attempts).
+	Skip []string
+}
+
+// Leased is a start row a publish leased to its process's sender (see
+// Handoff).
+type Leased struct {
+	Row
+	// Until is when the row's lease lapses.
+	Until time.Time
+}
+
+// leasedRow is a leased row as the publish statement returns it.
+type leasedRow struct {
+	ID         int64   `json:"id"`
+	DeliveryID string  `json:"delivery"`
+	EndpointID string  `json:"endpoint"`
+	URL        string  `json:"url"`
+	Schedule   []int64 `json:"schedule"`
+	DeadlineMS int64   `json:"deadline"`
+	TimeoutMS  int64   `json:"timeout"`
+	// CreatedUS and UntilUS are Unix microseconds.
+	CreatedUS int64  `json:"created"`
+	UntilUS   int64  `json:"until"`
+	AppName   string `json:"app"`
+}
+
+// leased decodes the publish statement's leased rows (JSON, nil when it
+// leased none) of event ev, published for appID in the trace context tp/ts.
+func leased(raw []byte, appID string, ev Event, tp, ts string) ([]Leased, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var rows []leasedRow
+	if err := json.Unmarshal(raw, &rows); err != nil {
+		return nil, fmt.Errorf("decode leased rows: %w", err)
+	}
+	out := make([]Leased, len(rows))
+	for i, r := range rows {
+		out[i] = Leased{Until: time.UnixMicro(r.UntilUS), Row: Row{
+			ID: r.ID, Kind: KindStart, CreatedAt: time.UnixMicro(r.CreatedUS), DeliveryID: r.DeliveryID,
+			Exists: true, Status: delivery.StatusPending, AppID: appID, EventID: ev.ID, EventType: ev.Type,
+			EndpointID: r.EndpointID, EndpointURL: r.URL, AppName: r.AppName, Cycle: 1,
+			Settings: delivery.Settings{
+				Schedule: delivery.Durations(r.Schedule), Deadline: time.Duration(r.DeadlineMS) * time.Millisecond,
+				RequestTimeout: time.Duration(r.TimeoutMS) * time.Millisecond,
+			},
+			Traceparent: tp, Tracestate: ts,
+		}}
+	}
+	return out, nil
+}
+
+// PublishHandoff is PublishNow that leases the rows due at once to the
+// process's sender (see Handoff); the Published's Leased are its rows.
+func (p *Publisher) PublishHandoff(ctx context.Context, q Querier, appID string, ev Event, h Handoff) (Published, error) {
+	return p.publish(ctx, q, appID, ev, &h)
+}

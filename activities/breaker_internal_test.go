@@ -248,3 +248,24 @@ func TestHeldWaitersUnderChurn(t *testing.T) {
 		<-parked
 	}
 }
+
+// TestOpenEndpointsListsOpenBreakers: an endpoint is listed from the miss
+// that opens its breaker until an answer closes it, through its failed
+// probes; a breaker that is off lists nothing.
+func TestOpenEndpointsListsOpenBreakers(t *testing.T) {
+	a := &Activities{Breaker: &Breaker{Misses: 2}}
+	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	a.Breaker.observe("ep", false, ms(1), ms(1))
+	a.Breaker.observe("other", false, ms(1), ms(1))
+	require.Nil(t, OpenEndpoints(a), "one miss opens nothing")
+	a.Breaker.observe("ep", false, ms(2), ms(2))
+	require.Equal(t, []string{"ep"}, OpenEndpoints(a))
+	probe := ms(2).Add(BreakerCooldown)
+	a.Breaker.observe("ep", false, probe, probe.Add(time.Second))
+	require.Equal(t, []string{"ep"}, OpenEndpoints(a), "a failed probe keeps it open")
+	a.Breaker.observe("ep", true, probe.Add(2*time.Second), probe.Add(2*time.Second))
+	require.Nil(t, OpenEndpoints(a), "an answer closes it")
+	require.Nil(t, OpenEndpoints(&Activities{Breaker: &Breaker{}}))
+	require.Nil(t, OpenEndpoints(&Activities{}))
+}

@@ -12,6 +12,7 @@ import (
 
 	"hookrelay/api"
 	"hookrelay/delivery"
+	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
@@ -81,4 +82,63 @@ func TestIngestWakesItsDispatcherWhenNoNotifyDid(t *testing.T) {
 	require.NoError(t, err)
 	ingest(event("order.paid", 3))
 	require.Len(t, rounds.asked(), 2, "a held row is claimed by no round")
+}
+
+// takingSender is a dispatcher whose sender takes ingested rows (api.Taker);
+// it records what it was given.
+type takingSender struct {
+	askedRounds
+	off   bool
+	taken []outbox.Leased
+}
+
+func (s *takingSender) Handoff() (outbox.Handoff, bool) {
+	return outbox.Handoff{Lease: 10 * time.Second}, !s.off
+}
+
+func (s *takingSender) Take(rows []outbox.Leased) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.taken = append(s.taken, rows...)
+}
+
+// TestIngestHandsRowsDueAtOnceToItsSender: an ingest whose process's
+// dispatcher takes rows leases the rows due at once to it and gives them
+// to it once committed, asking for no round; with the hand-off off (the
+// sender at its bound, stopped) the rows go to the rounds as before.
+func TestIngestHandsRowsDueAtOnceToItsSender(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, app, key := tenant(t, "handoff")
+	ep, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/w", Environment: "live", EventTypes: []string{},
+		Headers: map[string]string{}, RetrySchedule: []time.Duration{0, time.Second}, Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	sender := &takingSender{}
+	h := api.New(api.Options{Store: st, AllowPrivateTargets: true, Dispatcher: sender}).Handler()
+	leased := func(deliveryID string) bool {
+		var until *time.Time
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT leased_until FROM outbox WHERE delivery_id = $1`, deliveryID).Scan(&until))
+		return until != nil
+	}
+	ingest := func(i int) string {
+		rec := send(t, h, key, "POST", "/v1/apps/"+app.ID+"/events", event("order.paid", i))
+		require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
+		var out struct{ Deliveries []struct{ ID string } }
+		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &out))
+		require.Len(t, out.Deliveries, 1)
+		return out.Deliveries[0].ID
+	}
+	for i := range 2 {
+		id := ingest(i)
+		require.True(t, leased(id))
+		require.Len(t, sender.taken, i+1)
+		require.Equal(t, id, sender.taken[i].DeliveryID)
+		require.Equal(t, ep.ID, sender.taken[i].EndpointID)
+	}
+	require.Empty(t, sender.asked(), "no round asked for rows the sender holds")
+
+	sender.off = true
+	id := ingest(3)
+	require.False(t, leased(id), "with the hand-off off the row is left to the rounds")
+	require.Len(t, sender.taken, 2)
 }

@@ -49,37 +49,45 @@ func (d *Dispatcher) Take(rows []outbox.Leased) {
 	if len(rows) == 0 {
 		return
 	}
-	now := time.Now()
-	var fs []first
-	var back []int64
-	var held []first
-	var heldAt []time.Time
 	d.runMu.RLock()
-	defer func() {
-		d.runMu.RUnlock()
-		if len(back) > 0 || len(held) > 0 {
-			go d.putBack(back, held, heldAt)
-		}
-	}()
 	ctx := d.runCtx
-	for _, r := range rows {
-		f, ok := planFirst(r.Row, now)
-		switch {
-		case ctx == nil || !ok || f.leaseUntil(now).After(r.Until):
-			back = append(back, r.ID)
-		default:
-			if at := d.heldBack(r.Row, now, nil); !at.IsZero() {
-				held, heldAt = append(held, f), append(heldAt, at)
-				continue
-			}
-			fs = append(fs, f)
-		}
-	}
+	t := d.sort(rows, ctx != nil, time.Now())
 	if ctx != nil {
 		// Under runMu: Run waits for first attempts only once no more can
 		// be added.
-		d.sendFirsts(ctx, fs)
+		d.sendFirsts(ctx, t.send)
 	}
+	d.runMu.RUnlock()
+	if len(t.back) > 0 || len(t.held) > 0 {
+		go d.putBack(t.back, t.held, t.heldAt)
+	}
+}
+
+// taken is what Take does with the rows it is given.
+type taken struct {
+	// send are sent; back (IDs) go back to the rounds; held wait in the
+	// outbox until heldAt.
+	send, held []first
+	back       []int64
+	heldAt     []time.Time
+}
+
+// sort sorts rows given to Take at now, running or not.
+func (d *Dispatcher) sort(rows []outbox.Leased, running bool, now time.Time) taken {
+	var t taken
+	for _, r := range rows {
+		f, ok := planFirst(r.Row, now)
+		if !running || !ok || f.leaseUntil(now).After(r.Until) {
+			t.back = append(t.back, r.ID)
+			continue
+		}
+		if at := d.heldBack(r.Row, now, nil); !at.IsZero() {
+			t.held, t.heldAt = append(t.held, f), append(t.heldAt, at)
+			continue
+		}
+		t.send = append(t.send, f)
+	}
+	return t
 }
 
 // putBack releases rows (ids) to the rounds and holds held until heldAt.

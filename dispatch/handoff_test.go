@@ -1,0 +1,136 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/activities"
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+// setupHandoff is setupSender with a first wait of 0s, and a dispatcher
+// (its sender's breaker b, nil for none) whose rounds run only when asked
+// for (no poll while the test runs).
+func setupHandoff(t *testing.T, answer, timeout time.Duration, b *activities.Breaker) (senderFixture, *Dispatcher, func()) {
+	t.Helper()
+	f := setupSender(t, answer, timeout)
+	sched := []time.Duration{0, time.Second}
+	_, _, err := f.st.PatchEndpoint(context.Background(), f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
+	require.NoError(t, err)
+	d := &Dispatcher{
+		Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour,
+		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler), Breaker: b},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	require.Eventually(t, func() bool { _, ok := d.Handoff(); return ok }, 10*time.Second, time.Millisecond, "the dispatcher runs")
+	stop := func() { cancel(); <-done }
+	t.Cleanup(stop)
+	return f, d, stop
+}
+
+func (f senderFixture) publishHandoff(t *testing.T, h outbox.Handoff) outbox.Published {
+	t.Helper()
+	p, err := outbox.NewPublisher().PublishHandoff(context.Background(), f.st.Pool(), f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)}, h)
+	require.NoError(t, err)
+	return p
+}
+
+func (f senderFixture) leasedUntil(t *testing.T, deliveryID string) *time.Time {
+	t.Helper()
+	var until *time.Time
+	err := f.st.Pool().QueryRow(context.Background(), `SELECT leased_until FROM outbox WHERE delivery_id = $1`, deliveryID).Scan(&until)
+	require.NoError(t, err)
+	return until
+}
+
+// TestTakeSendsWithNoRound: a row its publish leased to the sender is sent
+// by Take alone (no round runs: the poll is an hour away and the publish
+// sent no NOTIFY), once, and its row ends.
+func TestTakeSendsWithNoRound(t *testing.T) {
+	f, d, stop := setupHandoff(t, 0, time.Second, nil)
+	h, ok := d.Handoff()
+	require.True(t, ok)
+	require.Empty(t, h.Skip)
+	p := f.publishHandoff(t, h)
+	require.Len(t, p.Leased, 1)
+	require.False(t, p.Notified)
+	id := p.Leased[0].DeliveryID
+	d.Take(p.Leased)
+	require.Eventually(t, func() bool {
+		dl, err := f.st.GetDelivery(context.Background(), f.app.ID, id)
+		return err == nil && dl.Status == delivery.StatusSucceeded
+	}, 10*time.Second, 5*time.Millisecond)
+	f.waitOutboxEmpty(t)
+	stop()
+	require.EqualValues(t, 1, f.hits.Load(), "one request: the taken row's")
+	_, _, direct := d.Counts()
+	require.EqualValues(t, 1, direct)
+}
+
+// TestTakePutsBackWhatItCannotSend: rows leased to a dispatcher that has
+// stopped, or leased for less than their first attempt needs, go back to
+// the outbox (their lease ended) with nothing sent; a stopped dispatcher
+// offers no hand-off.
+func TestTakePutsBackWhatItCannotSend(t *testing.T) {
+	f, d, stop := setupHandoff(t, 0, time.Second, nil)
+	h, _ := d.Handoff()
+
+	short := f.publishHandoff(t, outbox.Handoff{Lease: time.Millisecond})
+	require.Len(t, short.Leased, 1)
+	taken := d.sort(short.Leased, true, time.Now())
+	require.Empty(t, taken.send, "a lease too short for the plan is not sent on")
+	require.Equal(t, []int64{short.Leased[0].ID}, taken.back, "it goes back to the rounds")
+	long := f.publishHandoff(t, h)
+	require.Len(t, d.sort(long.Leased, true, time.Now()).send, 1, "the dispatcher's own lease is long enough")
+
+	stop()
+	_, ok := d.Handoff()
+	require.False(t, ok, "a stopped dispatcher takes nothing")
+	late := f.publishHandoff(t, h)
+	require.Len(t, late.Leased, 1)
+	d.Take(late.Leased)
+	require.Eventually(t, func() bool { return f.leasedUntil(t, late.Leased[0].DeliveryID) == nil }, 10*time.Second, 5*time.Millisecond,
+		"rows taken after the stop go back to the rounds")
+	require.Zero(t, f.hits.Load(), "nothing was sent")
+}
+
+// TestTakeLeavesHeldEndpointsToTheRounds: once the breaker holds an
+// endpoint (its one request timed out), the hand-off names it in Skip and
+// its new rows go to the rounds; a row leased by a publish that did not
+// know yet is held in the outbox until the probe, with nothing sent.
+func TestTakeLeavesHeldEndpointsToTheRounds(t *testing.T) {
+	f, d, _ := setupHandoff(t, time.Second, 100*time.Millisecond, &activities.Breaker{Misses: 1, Cooldown: time.Minute})
+	h, _ := d.Handoff()
+	require.Empty(t, h.Skip)
+	first := f.publishHandoff(t, h)
+	require.Len(t, first.Leased, 1)
+	d.Take(first.Leased)
+	require.Eventually(t, func() bool { h, _ := d.Handoff(); return len(h.Skip) == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the first attempt's timeout opened the breaker")
+	held, ok := d.Handoff()
+	require.True(t, ok)
+	require.Equal(t, []string{f.ep.ID}, held.Skip)
+	require.Empty(t, f.publishHandoff(t, held).Leased, "the held endpoint's row is left to the rounds")
+
+	stale := f.publishHandoff(t, h)
+	require.Len(t, stale.Leased, 1)
+	before := time.Now()
+	d.Take(stale.Leased)
+	require.Eventually(t, func() bool {
+		until := f.leasedUntil(t, stale.Leased[0].DeliveryID)
+		return until != nil && until.After(before.Add(50*time.Second)) && until.Before(before.Add(70*time.Second))
+	}, 10*time.Second, 5*time.Millisecond, "held until the probe, a minute away")
+	var attempts int
+	require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM attempts WHERE delivery_id = $1`, stale.Leased[0].DeliveryID).Scan(&attempts))
+	require.Zero(t, attempts)
+	require.EqualValues(t, 1, f.hits.Load(), "only the first delivery's request went out")
+}

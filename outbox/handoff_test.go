@@ -1,0 +1,110 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+// TestPublishHandoffLeasesOnlyRowsDueAtOnce: a publish with a Handoff
+// leases, in its statement, the start rows whose first attempts are due at
+// once, and returns them with what a sender needs; rows due later, rows of
+// a paused endpoint, of a fifo endpoint and of a skipped endpoint are
+// written unleased for the rounds, and only they ask for a round.
+func TestPublishHandoffLeasesOnlyRowsDueAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pg.Store(t, "outbox")
+	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
+	require.NoError(t, err)
+	at := []time.Duration{0, 5 * time.Second}
+	ep := func(e store.Endpoint) store.Endpoint {
+		e.AppID, e.URL, e.Environment, e.Headers = app.ID, "https://example.com/hook", "live", map[string]string{}
+		e.Deadline = time.Hour
+		if e.RetrySchedule == nil {
+			e.RetrySchedule = at
+		}
+		if e.RequestTimeout == 0 {
+			e.RequestTimeout = 3 * time.Second
+		}
+		out, _, err := st.CreateEndpoint(ctx, e)
+		require.NoError(t, err)
+		return out
+	}
+	now := ep(store.Endpoint{EventTypes: []string{"order.paid"}, RequestTimeout: 7 * time.Second})
+	ep(store.Endpoint{EventTypes: []string{"order.paid"}, RetrySchedule: delivery.DefaultSchedule()})
+	ep(store.Endpoint{EventTypes: []string{"order.paid"}, Paused: true})
+	ep(store.Endpoint{EventTypes: []string{"order.paid"}, Ordering: delivery.OrderingFIFO})
+	skipped := ep(store.Endpoint{EventTypes: []string{"order.paid"}})
+	alone := ep(store.Endpoint{EventTypes: []string{"order.shipped"}})
+	p := outbox.NewPublisher()
+	h := outbox.Handoff{Lease: 10 * time.Second, Skip: []string{skipped.ID}}
+
+	leasedUntil := func(deliveryID string) *time.Time {
+		var until *time.Time
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT leased_until FROM outbox WHERE delivery_id = $1`, deliveryID).Scan(&until))
+		return until
+	}
+	pub, err := p.PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{"n":1}`)}, h)
+	require.NoError(t, err)
+	require.Len(t, pub.Deliveries, 5)
+	require.Len(t, pub.Leased, 1, "only the row due at once of an unpaused, unordered, unskipped endpoint")
+	l := pub.Leased[0]
+	require.Equal(t, now.ID, l.EndpointID)
+	require.Equal(t, outbox.KindStart, l.Kind)
+	require.Equal(t, app.ID, l.AppID)
+	require.Equal(t, "acme", l.AppName)
+	require.Equal(t, pub.ID, l.EventID)
+	require.Equal(t, "order.paid", l.EventType)
+	require.Equal(t, "https://example.com/hook", l.EndpointURL)
+	require.Equal(t, delivery.StatusPending, l.Status)
+	require.True(t, l.Exists)
+	require.Equal(t, at, l.Settings.Schedule)
+	require.Equal(t, time.Hour, l.Settings.Deadline)
+	require.Equal(t, 7*time.Second, l.Settings.RequestTimeout)
+	var id int64
+	var created, until time.Time
+	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT id, created_at, leased_until FROM outbox WHERE delivery_id = $1`, l.DeliveryID).Scan(&id, &created, &until))
+	require.Equal(t, id, l.ID)
+	require.True(t, created.Equal(l.CreatedAt), "created %s, returned %s", created, l.CreatedAt)
+	require.True(t, until.Equal(l.Until), "leased until %s, returned %s", until, l.Until)
+	require.Equal(t, 17*time.Second, until.Sub(created), "the lease is Lease past the request timeout, from the publish")
+	for _, d := range pub.Deliveries {
+		if d.EndpointID != now.ID {
+			require.Nil(t, leasedUntil(d.ID), "the row of endpoint %s is left to the rounds", d.EndpointID)
+		}
+	}
+	require.True(t, pub.Notified, "the unleased rows ask for a round")
+	require.False(t, pub.ClaimBy.IsZero())
+
+	// Every row leased: no round is asked for.
+	pub, err = p.PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.shipped", Data: json.RawMessage(`{}`)}, h)
+	require.NoError(t, err)
+	require.Len(t, pub.Leased, 1)
+	require.Equal(t, alone.ID, pub.Leased[0].EndpointID)
+	require.False(t, pub.Notified, "no NOTIFY for rows the sender holds")
+	_, ok := pub.WakeAt()
+	require.False(t, ok, "and no round asked for")
+
+	// Without a Handoff nothing is leased.
+	pub, err = p.PublishNow(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.shipped", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.Nil(t, pub.Leased)
+	require.Nil(t, leasedUntil(pub.Deliveries[0].ID))
+
+	// A repeat leases nothing more.
+	ev := outbox.Event{ID: "evt-once", Type: "order.shipped", Data: json.RawMessage(`{}`)}
+	_, err = p.PublishHandoff(ctx, st.Pool(), app.ID, ev, h)
+	require.NoError(t, err)
+	pub, err = p.PublishHandoff(ctx, st.Pool(), app.ID, ev, h)
+	require.NoError(t, err)
+	require.True(t, pub.Duplicate)
+	require.Nil(t, pub.Leased)
+}

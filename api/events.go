@@ -119,10 +119,13 @@ func (s *Server) createEvent(c *gin.Context) {
 
 // publish publishes ev for app in a statement of its own, leasing the rows
 // due at once to this process's sender when it takes them (see Taker).
+// Such a publish is not canceled with the request: a statement that
+// committed as its client went away is still followed by Take, or its rows
+// would wait for their leases to lapse.
 func (s *Server) publish(ctx context.Context, app string, ev outbox.Event) (outbox.Published, error) {
 	if s.taker != nil {
 		if h, ok := s.taker.Handoff(); ok {
-			return s.publisher.PublishHandoff(ctx, s.store.HotPool(), app, ev, h)
+			return s.publisher.PublishHandoff(context.WithoutCancel(ctx), s.store.HotPool(), app, ev, h)
 		}
 	}
 	return s.publisher.PublishNow(ctx, s.store.HotPool(), app, ev)

@@ -125,7 +125,9 @@ type Dispatcher struct {
 	// HeldMax bounds the start rows the Sender holds at once. Defaults to
 	// HeldMaxDefault.
 	HeldMax int
-	// held counts the start rows the Sender holds; lanes bound each app's
+	// held counts the start rows the Sender holds, and the places a round
+	// or a Take reserved for the rows it is about to give it (reserve),
+	// never more than HeldMax together; lanes bound each app's
 	// first attempts in progress (see AppShareDefault): a flood from one
 	// app queues in its own lane and never delays another app's attempts;
 	// doneRows deletes the rows of ended first attempts in shared
@@ -198,7 +200,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.firsts.Wait()
 	d.lanes = slots.New(cmp.Or(d.AppShare, AppShareDefault))
 	defer d.running(ctx)()
-	heldMax := int64(cmp.Or(d.HeldMax, HeldMaxDefault))
 	w := d.waker()
 	go d.listen(ctx, w)
 	backoff := time.Duration(0)
@@ -216,8 +217,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 				w.request(time.Now())
 			}
 		}
-		room := heldMax - d.held.Load()
-		if room <= 0 {
+		// The round's places among the sender's HeldMax are taken before
+		// it claims, and given back once its first attempts hold their own
+		// (sendFirsts): Take's ingests share the bound.
+		places := d.reserve(batch)
+		if places == 0 {
 			// The sender holds its bound: claim nothing until some rows end.
 			select {
 			case <-ctx.Done():
@@ -227,7 +231,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			continue
 		}
 		w.take()
-		n, err := d.dispatch(ctx, int(min(int64(batch), room)))
+		n, err := d.dispatch(ctx, places)
+		d.held.Add(-int64(places))
 		if n > 0 || err != nil {
 			d.Metrics.Round(err)
 		}

@@ -43,8 +43,9 @@ func (d *Dispatcher) Handoff() (h outbox.Handoff, ok bool) {
 // publish in its process that committed (see Handoff), as a round makes
 // those it claimed: each at its own due time, in its own goroutine. A row
 // it cannot take (the dispatcher stopped, its lease too short for its
-// plan) goes back to the outbox for the rounds; one whose endpoint the
-// breaker now holds waits there until its probe.
+// plan, the sender's HeldMax places taken) goes back to the outbox for the
+// rounds before Take returns; one whose endpoint the breaker now holds
+// waits there until its probe.
 func (d *Dispatcher) Take(rows []outbox.Leased) {
 	if len(rows) == 0 {
 		return
@@ -52,14 +53,38 @@ func (d *Dispatcher) Take(rows []outbox.Leased) {
 	d.runMu.RLock()
 	ctx := d.runCtx
 	t := d.sort(rows, ctx != nil, time.Now())
-	if ctx != nil {
+	if len(t.send) > 0 {
 		// Under runMu: Run waits for first attempts only once no more can
-		// be added.
-		d.sendFirsts(ctx, t.send)
+		// be added. Concurrent ingests share HeldMax's places.
+		k := d.reserve(len(t.send))
+		for _, f := range t.send[k:] {
+			t.back = append(t.back, f.row.ID)
+		}
+		d.sendFirsts(ctx, t.send[:k])
+		d.held.Add(-int64(k))
 	}
 	d.runMu.RUnlock()
-	if len(t.back) > 0 || len(t.held) > 0 {
-		go d.putBack(t.back, t.held, t.heldAt)
+	for _, id := range t.back {
+		d.release(id)
+	}
+	for i, f := range t.held {
+		d.hold(f, t.heldAt[i])
+	}
+}
+
+// reserve takes up to n of the sender's HeldMax places (see held) and
+// returns how many it took.
+func (d *Dispatcher) reserve(n int) int {
+	bound := int64(cmp.Or(d.HeldMax, HeldMaxDefault))
+	for {
+		cur := d.held.Load()
+		k := min(int64(n), bound-cur)
+		if k <= 0 {
+			return 0
+		}
+		if d.held.CompareAndSwap(cur, cur+k) {
+			return int(k)
+		}
 	}
 }
 
@@ -88,16 +113,6 @@ func (d *Dispatcher) sort(rows []outbox.Leased, running bool, now time.Time) tak
 		t.send = append(t.send, f)
 	}
 	return t
-}
-
-// putBack releases rows (ids) to the rounds and holds held until heldAt.
-func (d *Dispatcher) putBack(ids []int64, held []first, heldAt []time.Time) {
-	for _, id := range ids {
-		d.release(id)
-	}
-	for i, f := range held {
-		d.hold(f, heldAt[i])
-	}
 }
 
 // running marks the dispatcher running on ctx (Take's first attempts run

@@ -1,0 +1,142 @@
+package dispatch
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/activities"
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+// runHeldMax runs a dispatcher over f with the given HeldMax, rounds only
+// when asked for, and waits until it offers a hand-off.
+func runHeldMax(t *testing.T, f senderFixture, heldMax int) *Dispatcher {
+	t.Helper()
+	d := &Dispatcher{
+		Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour, HeldMax: heldMax,
+		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	require.Eventually(t, func() bool { _, ok := d.Handoff(); return ok }, 10*time.Second, time.Millisecond, "the dispatcher runs")
+	t.Cleanup(func() { cancel(); <-done })
+	return d
+}
+
+// TestTakeKeepsHeldMaxOverManyEndpoints: one event to an app with three
+// endpoints due at once, published while the sender holds nothing and
+// HeldMax is 1: Handoff says yes (0 < 1), the publish leases all three
+// rows, and Take holds all three: the sender holds 3 rows, past HeldMax.
+func TestTakeKeepsHeldMaxOverManyEndpoints(t *testing.T) {
+	f := setupSender(t, 3*time.Second, 5*time.Second)
+	ctx := context.Background()
+	sched := []time.Duration{0, time.Second}
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
+	require.NoError(t, err)
+	for range 2 {
+		_, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: f.app.ID, URL: f.ep.URL, Environment: "live",
+			RetrySchedule: sched, Deadline: time.Hour, RequestTimeout: 5 * time.Second})
+		require.NoError(t, err)
+	}
+	d := runHeldMax(t, f, 1)
+	h, ok := d.Handoff()
+	require.True(t, ok)
+	p := f.publishHandoff(t, h)
+	require.Len(t, p.Leased, 3)
+	d.Take(p.Leased)
+	require.LessOrEqual(t, d.held.Load(), int64(1), "the sender holds more than HeldMax rows")
+	var back int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE leased_until IS NULL`).Scan(&back))
+	require.Equal(t, 2, back, "the rows past the bound went back to the rounds")
+}
+
+// TestTakeKeepsHeldMaxOverConcurrentIngests: three ingests that asked
+// for a hand-off before any of them took its rows (concurrent requests)
+// each lease and take one row: with HeldMax 1 the sender holds 3.
+func TestTakeKeepsHeldMaxOverConcurrentIngests(t *testing.T) {
+	f := setupSender(t, 3*time.Second, 5*time.Second)
+	sched := []time.Duration{0, time.Second}
+	_, _, err := f.st.PatchEndpoint(context.Background(), f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
+	require.NoError(t, err)
+	d := runHeldMax(t, f, 1)
+	var hs []outbox.Handoff
+	for range 3 {
+		h, ok := d.Handoff()
+		require.True(t, ok)
+		hs = append(hs, h)
+	}
+	for _, h := range hs {
+		p := f.publishHandoff(t, h)
+		require.Len(t, p.Leased, 1)
+		d.Take(p.Leased)
+	}
+	require.LessOrEqual(t, d.held.Load(), int64(1), "the sender holds more than HeldMax rows")
+}
+
+// TestLeasedRowEqualsClaimedRow: a row a publish leased decodes to
+// the same Row a round's claim reads for it (timestamps to the
+// microsecond, settings, names), and its lease covers its plan.
+func TestLeasedRowEqualsClaimedRow(t *testing.T) {
+	f := setupSender(t, 0, 7*time.Second)
+	ctx := context.Background()
+	sched := []time.Duration{160 * time.Millisecond, time.Second}
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
+	require.NoError(t, err)
+	p := f.publishHandoff(t, outbox.Handoff{Lease: handoffLease})
+	require.Len(t, p.Leased, 1)
+	l := p.Leased[0]
+	_, err = f.st.Pool().Exec(ctx, `UPDATE outbox SET leased_until = NULL`)
+	require.NoError(t, err)
+	tx, err := f.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	rows, err := store.ClaimOutbox(ctx, tx, 10)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	r := rows[0]
+	require.True(t, r.CreatedAt.Equal(l.CreatedAt), "created %s vs %s", r.CreatedAt, l.CreatedAt)
+	r.CreatedAt, l.Row.CreatedAt = time.Time{}, time.Time{}
+	require.Equal(t, r, l.Row)
+	fl, ok := planFirst(l.Row, time.Now())
+	require.True(t, ok)
+	require.False(t, fl.leaseUntil(time.Now()).After(l.Until))
+}
+
+// TestTakeAfterStopReleasesBeforeReturning: rows a publish leased
+// just before the dispatcher stopped reach Take after Run returned (an
+// ingest that outlived the HTTP server's shutdown timeout). Take puts
+// them back before it returns, so the process may close its pool then
+// (Stack.Close runs the closers after the services stopped): they do not
+// wait, leased and unsent, for their lease to lapse.
+func TestTakeAfterStopReleasesBeforeReturning(t *testing.T) {
+	f := setupSender(t, 0, time.Second)
+	ctx := context.Background()
+	sched := []time.Duration{0, time.Second}
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
+	require.NoError(t, err)
+	own, err := pgxpool.NewWithConfig(ctx, f.st.Pool().Config().Copy())
+	require.NoError(t, err)
+	d := &Dispatcher{
+		Pool: own, Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour,
+		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(rctx) }()
+	require.Eventually(t, func() bool { _, ok := d.Handoff(); return ok }, 10*time.Second, time.Millisecond)
+	h, _ := d.Handoff()
+	p := f.publishHandoff(t, h)
+	require.Len(t, p.Leased, 1)
+	cancel()
+	<-done
+	d.Take(p.Leased)
+	own.Close()
+	require.Nil(t, f.leasedUntil(t, p.Leased[0].DeliveryID), "a row taken after the stop is still leased after the process closed its pool")
+}

@@ -2,50 +2,29 @@ package dispatch
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"hookrelay/activities"
 	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
-// runHeldMax runs a dispatcher over f with the given HeldMax, rounds only
-// when asked for, and waits until it offers a hand-off.
-func runHeldMax(t *testing.T, f senderFixture, heldMax int) *Dispatcher {
-	t.Helper()
-	d := &Dispatcher{
-		Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour, HeldMax: heldMax,
-		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(ctx) }()
-	require.Eventually(t, func() bool { _, ok := d.Handoff(); return ok }, 10*time.Second, time.Millisecond, "the dispatcher runs")
-	t.Cleanup(func() { cancel(); <-done })
-	return d
-}
-
 // TestTakeKeepsHeldMaxOverManyEndpoints: one event to an app with three
 // endpoints due at once, published while the sender holds nothing and
-// HeldMax is 1: Handoff says yes (0 < 1), the publish leases all three
-// rows, and Take holds all three: the sender holds 3 rows, past HeldMax.
+// HeldMax is 1: Handoff says yes (0 < 1) and the publish leases all three
+// rows; Take sends one and puts the other two back.
 func TestTakeKeepsHeldMaxOverManyEndpoints(t *testing.T) {
-	f := setupSender(t, 3*time.Second, 5*time.Second)
+	f, d, _ := setupHandoff(t, 3*time.Second, 5*time.Second, func(d *Dispatcher) { d.HeldMax = 1 })
 	ctx := context.Background()
 	sched := []time.Duration{0, time.Second}
-	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
-	require.NoError(t, err)
 	for range 2 {
 		_, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: f.app.ID, URL: f.ep.URL, Environment: "live",
 			RetrySchedule: sched, Deadline: time.Hour, RequestTimeout: 5 * time.Second})
 		require.NoError(t, err)
 	}
-	d := runHeldMax(t, f, 1)
 	h, ok := d.Handoff()
 	require.True(t, ok)
 	p := f.publishHandoff(t, h)
@@ -59,13 +38,9 @@ func TestTakeKeepsHeldMaxOverManyEndpoints(t *testing.T) {
 
 // TestTakeKeepsHeldMaxOverConcurrentIngests: three ingests that asked
 // for a hand-off before any of them took its rows (concurrent requests)
-// each lease and take one row: with HeldMax 1 the sender holds 3.
+// each lease and take one row: with HeldMax 1 the sender holds one.
 func TestTakeKeepsHeldMaxOverConcurrentIngests(t *testing.T) {
-	f := setupSender(t, 3*time.Second, 5*time.Second)
-	sched := []time.Duration{0, time.Second}
-	_, _, err := f.st.PatchEndpoint(context.Background(), f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
-	require.NoError(t, err)
-	d := runHeldMax(t, f, 1)
+	f, d, _ := setupHandoff(t, 3*time.Second, 5*time.Second, func(d *Dispatcher) { d.HeldMax = 1 })
 	var hs []outbox.Handoff
 	for range 3 {
 		h, ok := d.Handoff()
@@ -116,26 +91,17 @@ func TestLeasedRowEqualsClaimedRow(t *testing.T) {
 // (Stack.Close runs the closers after the services stopped): they do not
 // wait, leased and unsent, for their lease to lapse.
 func TestTakeAfterStopReleasesBeforeReturning(t *testing.T) {
-	f := setupSender(t, 0, time.Second)
-	ctx := context.Background()
-	sched := []time.Duration{0, time.Second}
-	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
-	require.NoError(t, err)
-	own, err := pgxpool.NewWithConfig(ctx, f.st.Pool().Config().Copy())
-	require.NoError(t, err)
-	d := &Dispatcher{
-		Pool: own, Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour,
-		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(rctx) }()
-	require.Eventually(t, func() bool { _, ok := d.Handoff(); return ok }, 10*time.Second, time.Millisecond)
+	var own *pgxpool.Pool
+	f, d, stop := setupHandoff(t, 0, time.Second, func(d *Dispatcher) {
+		var err error
+		own, err = pgxpool.NewWithConfig(context.Background(), d.Pool.Config().Copy())
+		require.NoError(t, err)
+		d.Pool = own
+	})
 	h, _ := d.Handoff()
 	p := f.publishHandoff(t, h)
 	require.Len(t, p.Leased, 1)
-	cancel()
-	<-done
+	stop()
 	d.Take(p.Leased)
 	own.Close()
 	require.Nil(t, f.leasedUntil(t, p.Leased[0].DeliveryID), "a row taken after the stop is still leased after the process closed its pool")

@@ -15,10 +15,10 @@ import (
 	"hookrelay/store"
 )
 
-// setupHandoff is setupSender with a first wait of 0s, and a dispatcher
-// (its sender's breaker b, nil for none) whose rounds run only when asked
-// for (no poll while the test runs).
-func setupHandoff(t *testing.T, answer, timeout time.Duration, b *activities.Breaker) (senderFixture, *Dispatcher, func()) {
+// setupHandoff is setupSender with a first wait of 0s, and a running
+// dispatcher (set, when not nil, configures it first) whose rounds run only
+// when asked for (no poll while the test runs).
+func setupHandoff(t *testing.T, answer, timeout time.Duration, set func(*Dispatcher)) (senderFixture, *Dispatcher, func()) {
 	t.Helper()
 	f := setupSender(t, answer, timeout)
 	sched := []time.Duration{0, time.Second}
@@ -26,7 +26,10 @@ func setupHandoff(t *testing.T, answer, timeout time.Duration, b *activities.Bre
 	require.NoError(t, err)
 	d := &Dispatcher{
 		Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour,
-		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler), Breaker: b},
+		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
+	}
+	if set != nil {
+		set(d)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -108,7 +111,9 @@ func TestTakePutsBackWhatItCannotSend(t *testing.T) {
 // its new rows go to the rounds; a row leased by a publish that did not
 // know yet is held in the outbox until the probe, with nothing sent.
 func TestTakeLeavesHeldEndpointsToTheRounds(t *testing.T) {
-	f, d, _ := setupHandoff(t, time.Second, 100*time.Millisecond, &activities.Breaker{Misses: 1, Cooldown: time.Minute})
+	f, d, _ := setupHandoff(t, time.Second, 100*time.Millisecond, func(d *Dispatcher) {
+		d.Sender.Breaker = &activities.Breaker{Misses: 1, Cooldown: time.Minute}
+	})
 	h, _ := d.Handoff()
 	require.Empty(t, h.Skip)
 	first := f.publishHandoff(t, h)

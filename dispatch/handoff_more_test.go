@@ -25,15 +25,27 @@ func TestTakeKeepsHeldMaxOverManyEndpoints(t *testing.T) {
 			RetrySchedule: sched, Deadline: time.Hour, RequestTimeout: 5 * time.Second})
 		require.NoError(t, err)
 	}
-	h, ok := d.Handoff()
-	require.True(t, ok)
-	p := f.publishHandoff(t, h)
+	p := f.publishHandoff(t, handoff(t, d))
 	require.Len(t, p.Leased, 3)
 	d.Take(p.Leased)
 	require.LessOrEqual(t, d.held.Load(), int64(1), "the sender holds more than HeldMax rows")
 	var back int
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE leased_until IS NULL`).Scan(&back))
-	require.Equal(t, 2, back, "the rows past the bound went back to the rounds")
+	// Two, or three when the dispatcher's first round held the one place.
+	require.GreaterOrEqual(t, back, 2, "the rows past the bound went back to the rounds")
+}
+
+// handoff waits for d to offer a hand-off (a round holds the places it may
+// fill while it runs: with a HeldMax of 1, every place) and returns it.
+func handoff(t *testing.T, d *Dispatcher) outbox.Handoff {
+	t.Helper()
+	var h outbox.Handoff
+	require.Eventually(t, func() bool {
+		var ok bool
+		h, ok = d.Handoff()
+		return ok
+	}, 10*time.Second, time.Millisecond)
+	return h
 }
 
 // TestTakeKeepsHeldMaxOverConcurrentIngests: three ingests that asked
@@ -43,9 +55,7 @@ func TestTakeKeepsHeldMaxOverConcurrentIngests(t *testing.T) {
 	f, d, _ := setupHandoff(t, 3*time.Second, 5*time.Second, func(d *Dispatcher) { d.HeldMax = 1 })
 	var hs []outbox.Handoff
 	for range 3 {
-		h, ok := d.Handoff()
-		require.True(t, ok)
-		hs = append(hs, h)
+		hs = append(hs, handoff(t, d))
 	}
 	for _, h := range hs {
 		p := f.publishHandoff(t, h)

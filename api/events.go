@@ -124,7 +124,7 @@ func (s *Server) createEvent(c *gin.Context) {
 // would wait for their leases to lapse.
 func (s *Server) publish(ctx context.Context, app string, ev outbox.Event) (outbox.Published, error) {
 	if s.taker != nil {
-		if h, ok := s.taker.Handoff(); ok {
+		if h, ok := s.taker.Handoff(app); ok {
 			return s.publisher.PublishHandoff(context.WithoutCancel(ctx), s.store.HotPool(), app, ev, h)
 		}
 	}

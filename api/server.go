@@ -65,9 +65,9 @@ type Waker = service.Waker
 // rows an ingest leased to it (dispatch.Dispatcher; see outbox.Handoff):
 // their first attempts go out with no dispatcher round.
 type Taker interface {
-	// Handoff says whether an ingest may lease its rows to the sender,
-	// and how.
-	Handoff() (outbox.Handoff, bool)
+	// Handoff says whether an ingest of app may lease its rows to the
+	// sender, and how.
+	Handoff(app string) (outbox.Handoff, bool)
 	// Take takes the rows a committed publish leased.
 	Take(rows []outbox.Leased)
 }

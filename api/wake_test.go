@@ -92,7 +92,7 @@ type takingSender struct {
 	taken []outbox.Leased
 }
 
-func (s *takingSender) Handoff() (outbox.Handoff, bool) {
+func (s *takingSender) Handoff(string) (outbox.Handoff, bool) {
 	return outbox.Handoff{Lease: 10 * time.Second}, !s.off
 }
 

@@ -20,20 +20,22 @@ const handoffDue = 2 * outbox.ClaimGuard
 // (first.leaseUntil), from a due time at most handoffDue away.
 const handoffLease = handoffDue + QueueMax + activities.RecordSlack + LeaseSlack
 
-// Handoff says whether an ingest in this process may lease its new start
-// rows to this dispatcher's Sender (outbox.Handoff) and pass them to Take
-// once committed: the first attempts then go out with no round, NOTIFY or
-// claim between the commit and the request. ok is false when the Sender
-// is off (none, carriers in use), the dispatcher is not running, or the
-// Sender holds HeldMax rows: the rows go to the rounds then.
-func (d *Dispatcher) Handoff() (h outbox.Handoff, ok bool) {
+// Handoff says whether an ingest of app in this process may lease its new
+// start rows to this dispatcher's Sender (outbox.Handoff) and pass them to
+// Take once committed: the first attempts then go out with no round,
+// NOTIFY or claim between the commit and the request. ok is false when the
+// Sender is off (none, carriers in use), the dispatcher is not running,
+// the Sender holds HeldMax rows, or app's first attempts already queue for
+// its share (AppShare): the rows go to the rounds then, which claim every
+// app's rows in turn, so a flooding app's ingests do not take the places
+// that free up before another app's rows get theirs.
+func (d *Dispatcher) Handoff(app string) (h outbox.Handoff, ok bool) {
 	if d.Sender == nil || d.carrying.Load() {
 		return h, false
 	}
 	d.runMu.RLock()
-	running := d.runCtx != nil
-	d.runMu.RUnlock()
-	if !running || d.held.Load() >= int64(cmp.Or(d.HeldMax, HeldMaxDefault)) {
+	defer d.runMu.RUnlock()
+	if d.runCtx == nil || d.held.Load() >= int64(cmp.Or(d.HeldMax, HeldMaxDefault)) || d.lanes.Waiting(app) > 0 {
 		return h, false
 	}
 	return outbox.Handoff{Lease: handoffLease, Skip: activities.OpenEndpoints(d.Sender)}, true

@@ -25,7 +25,7 @@ func TestTakeKeepsHeldMaxOverManyEndpoints(t *testing.T) {
 			RetrySchedule: sched, Deadline: time.Hour, RequestTimeout: 5 * time.Second})
 		require.NoError(t, err)
 	}
-	p := f.publishHandoff(t, handoff(t, d))
+	p := f.publishHandoff(t, handoff(t, d, f.app.ID))
 	require.Len(t, p.Leased, 3)
 	d.Take(p.Leased)
 	require.LessOrEqual(t, d.held.Load(), int64(1), "the sender holds more than HeldMax rows")
@@ -35,14 +35,14 @@ func TestTakeKeepsHeldMaxOverManyEndpoints(t *testing.T) {
 	require.GreaterOrEqual(t, back, 2, "the rows past the bound went back to the rounds")
 }
 
-// handoff waits for d to offer a hand-off (a round holds the places it may
+// handoff waits for d to offer app a hand-off (a round holds the places it may
 // fill while it runs: with a HeldMax of 1, every place) and returns it.
-func handoff(t *testing.T, d *Dispatcher) outbox.Handoff {
+func handoff(t *testing.T, d *Dispatcher, app string) outbox.Handoff {
 	t.Helper()
 	var h outbox.Handoff
 	require.Eventually(t, func() bool {
 		var ok bool
-		h, ok = d.Handoff()
+		h, ok = d.Handoff(app)
 		return ok
 	}, 10*time.Second, time.Millisecond)
 	return h
@@ -55,7 +55,7 @@ func TestTakeKeepsHeldMaxOverConcurrentIngests(t *testing.T) {
 	f, d, _ := setupHandoff(t, 3*time.Second, 5*time.Second, func(d *Dispatcher) { d.HeldMax = 1 })
 	var hs []outbox.Handoff
 	for range 3 {
-		hs = append(hs, handoff(t, d))
+		hs = append(hs, handoff(t, d, f.app.ID))
 	}
 	for _, h := range hs {
 		p := f.publishHandoff(t, h)
@@ -108,11 +108,31 @@ func TestTakeAfterStopReleasesBeforeReturning(t *testing.T) {
 		require.NoError(t, err)
 		d.Pool = own
 	})
-	h, _ := d.Handoff()
+	h, _ := d.Handoff(f.app.ID)
 	p := f.publishHandoff(t, h)
 	require.Len(t, p.Leased, 1)
 	stop()
 	d.Take(p.Leased)
 	own.Close()
 	require.Nil(t, f.leasedUntil(t, p.Leased[0].DeliveryID), "a row taken after the stop is still leased after the process closed its pool")
+}
+
+// TestHandoffLeavesAQueuingAppToTheRounds: once an app's first attempts
+// queue for its share, its ingests get no hand-off (their rows go to the
+// rounds, which take every app's rows in turn) while another app's still
+// do; when the queue is gone, the app gets it again.
+func TestHandoffLeavesAQueuingAppToTheRounds(t *testing.T) {
+	f, d, _ := setupHandoff(t, time.Second, 5*time.Second, func(d *Dispatcher) { d.AppShare = 1 })
+	for range 2 {
+		p := f.publishHandoff(t, handoff(t, d, f.app.ID))
+		require.Len(t, p.Leased, 1)
+		d.Take(p.Leased)
+	}
+	require.Eventually(t, func() bool { _, ok := d.Handoff(f.app.ID); return !ok }, 10*time.Second, time.Millisecond,
+		"the second first attempt waits for the app's one place: no hand-off")
+	_, ok := d.Handoff("app_other")
+	require.True(t, ok, "another app's ingest still hands its rows over")
+	handoff(t, d, f.app.ID)
+	f.waitOutboxEmpty(t)
+	require.EqualValues(t, 2, f.hits.Load())
 }

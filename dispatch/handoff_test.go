@@ -34,7 +34,7 @@ func setupHandoff(t *testing.T, answer, timeout time.Duration, set func(*Dispatc
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = d.Run(ctx) }()
-	require.Eventually(t, func() bool { _, ok := d.Handoff(); return ok }, 10*time.Second, time.Millisecond, "the dispatcher runs")
+	require.Eventually(t, func() bool { _, ok := d.Handoff(f.app.ID); return ok }, 10*time.Second, time.Millisecond, "the dispatcher runs")
 	stop := func() { cancel(); <-done }
 	t.Cleanup(stop)
 	return f, d, stop
@@ -60,7 +60,7 @@ func (f senderFixture) leasedUntil(t *testing.T, deliveryID string) *time.Time {
 // sent no NOTIFY), once, and its row ends.
 func TestTakeSendsWithNoRound(t *testing.T) {
 	f, d, stop := setupHandoff(t, 0, time.Second, nil)
-	h, ok := d.Handoff()
+	h, ok := d.Handoff(f.app.ID)
 	require.True(t, ok)
 	require.Empty(t, h.Skip)
 	p := f.publishHandoff(t, h)
@@ -85,7 +85,7 @@ func TestTakeSendsWithNoRound(t *testing.T) {
 // offers no hand-off.
 func TestTakePutsBackWhatItCannotSend(t *testing.T) {
 	f, d, stop := setupHandoff(t, 0, time.Second, nil)
-	h, _ := d.Handoff()
+	h, _ := d.Handoff(f.app.ID)
 
 	short := f.publishHandoff(t, outbox.Handoff{Lease: time.Millisecond})
 	require.Len(t, short.Leased, 1)
@@ -96,7 +96,7 @@ func TestTakePutsBackWhatItCannotSend(t *testing.T) {
 	require.Len(t, d.sort(long.Leased, true, time.Now()).send, 1, "the dispatcher's own lease is long enough")
 
 	stop()
-	_, ok := d.Handoff()
+	_, ok := d.Handoff(f.app.ID)
 	require.False(t, ok, "a stopped dispatcher takes nothing")
 	late := f.publishHandoff(t, h)
 	require.Len(t, late.Leased, 1)
@@ -114,14 +114,14 @@ func TestTakeLeavesHeldEndpointsToTheRounds(t *testing.T) {
 	f, d, _ := setupHandoff(t, time.Second, 100*time.Millisecond, func(d *Dispatcher) {
 		d.Sender.Breaker = &activities.Breaker{Misses: 1, Cooldown: time.Minute}
 	})
-	h, _ := d.Handoff()
+	h, _ := d.Handoff(f.app.ID)
 	require.Empty(t, h.Skip)
 	first := f.publishHandoff(t, h)
 	require.Len(t, first.Leased, 1)
 	d.Take(first.Leased)
-	require.Eventually(t, func() bool { h, _ := d.Handoff(); return len(h.Skip) == 1 }, 10*time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { h, _ := d.Handoff(f.app.ID); return len(h.Skip) == 1 }, 10*time.Second, 5*time.Millisecond,
 		"the first attempt's timeout opened the breaker")
-	held, ok := d.Handoff()
+	held, ok := d.Handoff(f.app.ID)
 	require.True(t, ok)
 	require.Equal(t, []string{f.ep.ID}, held.Skip)
 	require.Empty(t, f.publishHandoff(t, held).Leased, "the held endpoint's row is left to the rounds")

@@ -77,6 +77,13 @@ func Durations(ms []int64) []time.Duration {
 	return out
 }
 
+// StoredSettings are the settings an endpoint's row stores in
+// milliseconds: its retry schedule, deadline and request timeout.
+func StoredSettings(scheduleMS []int64, deadlineMS, timeoutMS int64) Settings {
+	return Settings{Schedule: Durations(scheduleMS), Deadline: time.Duration(deadlineMS) * time.Millisecond,
+		RequestTimeout: time.Duration(timeoutMS) * time.Millisecond}
+}
+
 // Class is the classification of one attempt (docs/contract.md#4-retries-and-classes).
 type Class string
 

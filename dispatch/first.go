@@ -86,6 +86,11 @@ func (f first) leaseUntil(now time.Time) time.Time {
 // delays another delivery's attempt.
 func (d *Dispatcher) sendFirsts(ctx context.Context, fs []first) {
 	d.held.Add(int64(len(fs)))
+	d.goFirsts(ctx, fs)
+}
+
+// goFirsts is sendFirsts for rows whose places in held were reserved.
+func (d *Dispatcher) goFirsts(ctx context.Context, fs []first) {
 	for _, f := range fs {
 		d.firsts.Go(func() {
 			defer d.held.Add(-1)

@@ -35,7 +35,7 @@ func (d *Dispatcher) Handoff(app string) (h outbox.Handoff, ok bool) {
 	}
 	d.runMu.RLock()
 	defer d.runMu.RUnlock()
-	if d.runCtx == nil || d.held.Load() >= int64(cmp.Or(d.HeldMax, HeldMaxDefault)) || d.lanes.Waiting(app) > 0 {
+	if d.runCtx == nil || d.held.Load() >= d.heldMax() || d.lanes.Waiting(app) > 0 {
 		return h, false
 	}
 	return outbox.Handoff{Lease: handoffLease, Skip: activities.OpenEndpoints(d.Sender)}, true
@@ -62,8 +62,7 @@ func (d *Dispatcher) Take(rows []outbox.Leased) {
 		for _, f := range t.send[k:] {
 			t.back = append(t.back, f.row.ID)
 		}
-		d.sendFirsts(ctx, t.send[:k])
-		d.held.Add(-int64(k))
+		d.goFirsts(ctx, t.send[:k])
 	}
 	d.runMu.RUnlock()
 	for _, id := range t.back {
@@ -77,10 +76,9 @@ func (d *Dispatcher) Take(rows []outbox.Leased) {
 // reserve takes up to n of the sender's HeldMax places (see held) and
 // returns how many it took.
 func (d *Dispatcher) reserve(n int) int {
-	bound := int64(cmp.Or(d.HeldMax, HeldMaxDefault))
 	for {
 		cur := d.held.Load()
-		k := min(int64(n), bound-cur)
+		k := min(int64(n), d.heldMax()-cur)
 		if k <= 0 {
 			return 0
 		}
@@ -116,6 +114,9 @@ func (d *Dispatcher) sort(rows []outbox.Leased, running bool, now time.Time) tak
 	}
 	return t
 }
+
+// heldMax is HeldMax with its default.
+func (d *Dispatcher) heldMax() int64 { return int64(cmp.Or(d.HeldMax, HeldMaxDefault)) }
 
 // running marks the dispatcher running on ctx (Take's first attempts run
 // on it) until the returned func is called.

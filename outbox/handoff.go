@@ -68,10 +68,7 @@ func leased(raw []byte, appID string, ev Event, tp, ts string) ([]Leased, error)
 			ID: r.ID, Kind: KindStart, CreatedAt: time.UnixMicro(r.CreatedUS), DeliveryID: r.DeliveryID,
 			Exists: true, Status: delivery.StatusPending, AppID: appID, EventID: ev.ID, EventType: ev.Type,
 			EndpointID: r.EndpointID, EndpointURL: r.URL, AppName: r.AppName, Cycle: 1,
-			Settings: delivery.Settings{
-				Schedule: delivery.Durations(r.Schedule), Deadline: time.Duration(r.DeadlineMS) * time.Millisecond,
-				RequestTimeout: time.Duration(r.TimeoutMS) * time.Millisecond,
-			},
+			Settings:    delivery.StoredSettings(r.Schedule, r.DeadlineMS, r.TimeoutMS),
 			Traceparent: tp, Tracestate: ts,
 		}}
 	}

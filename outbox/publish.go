@@ -307,22 +307,27 @@ const publishSQL = `
 	         CASE WHEN sq.last IS NOT NULL THEN tg.fifo_on_dead_letter = 'block' END
 	  FROM tg LEFT JOIN sq ON sq.endpoint_id = tg.endpoint_id
 	  RETURNING id, endpoint_id, sequence
+	), de AS (
+	  -- Each new delivery with its endpoint, read once, and its first
+	  -- attempt's earliest due (the first wait less its jitter).
+	  SELECT dl.id, dl.sequence, e.id AS endpoint_id, e.url, e.paused, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms,
+	         COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) AS earliest
+	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
 	), cb AS (
 	  -- The latest a dispatcher may claim the rows and still send each
-	  -- first attempt on time: the earliest due (first wait less its
-	  -- jitter), less ClaimGuard, at most ClaimAheadMax away.
-	  SELECT now() + LEAST(GREATEST(min(COALESCE(e.retry_schedule_ms[1], $11)) * (1 - $12::float8) - $13, 0), $14) * interval '1 millisecond' AS at
-	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
+	  -- first attempt on time: the earliest due, less ClaimGuard, at most
+	  -- ClaimAheadMax away.
+	  SELECT now() + LEAST(GREATEST(min(earliest) - $13, 0), $14) * interval '1 millisecond' AS at FROM de
 	), ob AS (
 	  -- A paused endpoint's row is held (store.HoldRows). A row due at
 	  -- once is leased to the publishing process's sender, for $22 past
 	  -- its request timeout, when it asked (Handoff).
 	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, leased_until)
-	  SELECT dl.id, $9, $1, (SELECT at FROM cb), e.paused,
-	         CASE WHEN $22::bigint > 0 AND NOT e.paused AND dl.sequence IS NULL AND NOT (e.id = ANY (COALESCE($23::text[], '{}')))
-	                   AND COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) <= $13
-	              THEN now() + ($22 + COALESCE(NULLIF(e.request_timeout_ms, 0), $24)) * interval '1 millisecond' END
-	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
+	  SELECT de.id, $9, $1, (SELECT at FROM cb), de.paused,
+	         CASE WHEN $22::bigint > 0 AND NOT de.paused AND de.sequence IS NULL AND NOT (de.endpoint_id = ANY (COALESCE($23::text[], '{}')))
+	                   AND de.earliest <= $13
+	              THEN now() + ($22 + COALESCE(NULLIF(de.request_timeout_ms, 0), $24)) * interval '1 millisecond' END
+	  FROM de
 	  RETURNING id, delivery_id, held, leased_until, created_at
 	), wake AS (
 	  -- Only a dispatcher that would not claim these rows in time needs
@@ -340,11 +345,11 @@ const publishSQL = `
 	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
 	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),
 	       (SELECT filtered_out FROM ev), (SELECT at FROM cb WHERE EXISTS (SELECT 1 FROM ob WHERE NOT held AND leased_until IS NULL)),
-	       (SELECT jsonb_agg(jsonb_build_object('id', ob.id, 'delivery', ob.delivery_id, 'endpoint', e.id, 'url', e.url,
-	                 'schedule', e.retry_schedule_ms, 'deadline', e.deadline_ms, 'timeout', e.request_timeout_ms, 'app', a.name,
+	       (SELECT jsonb_agg(jsonb_build_object('id', ob.id, 'delivery', ob.delivery_id, 'endpoint', de.endpoint_id, 'url', de.url,
+	                 'schedule', de.retry_schedule_ms, 'deadline', de.deadline_ms, 'timeout', de.request_timeout_ms, 'app', a.name,
 	                 'created', (extract(epoch FROM ob.created_at) * 1000000)::bigint, 'until', (extract(epoch FROM ob.leased_until) * 1000000)::bigint)
 	                 ORDER BY ob.id)
-	        FROM ob JOIN dl ON dl.id = ob.delivery_id JOIN endpoints e ON e.id = dl.endpoint_id JOIN apps a ON a.id = $1
+	        FROM ob JOIN de ON de.id = ob.delivery_id JOIN apps a ON a.id = $1
 	        WHERE ob.leased_until IS NOT NULL)
 	FROM dl`
 

@@ -149,8 +149,7 @@ func (s *Store) FirstRequestLateness(ctx context.Context, appID string, eventIDs
 	var sched []int64
 	var deadline, timeout int64
 	if _, err := pgx.ForEachRow(rows, []any{&id, &created, &started, &sched, &deadline, &timeout}, func() error {
-		set := delivery.Settings{Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
-			RequestTimeout: time.Duration(timeout) * time.Millisecond}.WithDefaults()
+		set := delivery.StoredSettings(sched, deadline, timeout).WithDefaults()
 		out = append(out, started.Sub(delivery.Plan(set, id, 1, nil, created, created.Add(set.Deadline)).At))
 		return nil
 	}); err != nil {

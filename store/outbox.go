@@ -39,10 +39,7 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 		err := r.Scan(&it.ID, &it.Kind, &it.RequestedBy, &it.CreatedAt, &it.DeliveryID, &it.Exists,
 			&it.Status, &it.ReplayID, &it.AppID, &it.EventID, &it.EventType, &it.EndpointID, &it.Cycle, &sched, &deadline, &timeout,
 			&it.CarrierID, &it.Outcome, &it.Traceparent, &it.Tracestate, &it.EndpointURL, &it.AppName, &it.OrderingKey, &it.Sequence, &it.Block)
-		it.Settings = delivery.Settings{
-			Schedule: delivery.Durations(sched), Deadline: time.Duration(deadline) * time.Millisecond,
-			RequestTimeout: time.Duration(timeout) * time.Millisecond,
-		}
+		it.Settings = delivery.StoredSettings(sched, deadline, timeout)
 		return it, err
 	})
 	if err != nil {

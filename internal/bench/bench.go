@@ -194,6 +194,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.TemporalCeilingPerSec, err = ceiling(ctx, stack.Client, o.CeilingWorkflows, o.Concurrency); err != nil {
 		return nil, err
 	}
+	b.progress("hookrelay: warm-up")
+	if rep.WarmUpEvents, err = b.warmUp(ctx); err != nil {
+		return nil, err
+	}
 	// Both shapes on the same server: carriers first, then the sender.
 	shapes := []string{"sender"}
 	if o.Carriers {

@@ -114,13 +114,17 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	rep := &NoisyReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), RateB: o.Rate, RateA: o.Rate / 2,
 		Seconds: float64(o.Events) / o.Rate, Schedule: o.Schedule}
 	phases := []struct{ name, noisy string }{{"B alone", ""}, {"B beside A answering after 5 s", appSlow}, {"B beside A never answering (10 s timeout)", appSilent}}
-	// A warm-up, not measured: B alone for noisyWarmUp, so the first phase
+	// A warm-up, not measured: B alone for warmUpFor, so the first phase
 	// does not pay for the stack's first minutes (pools, caches, Temporal's
-	// first tasks) and the ratios compare like with like.
+	// first tasks, plans made on empty tables; see warmUp) and the ratios
+	// compare like with like.
 	b.progress("noisy: warm-up")
 	warm := *b
-	warm.o.Events = int(o.Rate * noisyWarmUp.Seconds())
+	warm.o.Events = int(o.Rate * warmUpFor.Seconds())
 	if _, err := warm.noisyPhase(ctx, appB, ""); err != nil {
+		return nil, err
+	}
+	if err := b.analyze(ctx); err != nil {
 		return nil, err
 	}
 	for i, ph := range phases {
@@ -154,9 +158,6 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	b.progress("")
 	return rep, nil
 }
-
-// noisyWarmUp is how long the noisy bench sends B alone before it measures.
-const noisyWarmUp = 10 * time.Second
 
 // app creates an app with one endpoint to url on the bench's schedule.
 func (b *runner) app(ctx context.Context, name, url string) (string, error) {
@@ -209,7 +210,7 @@ func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase
 // WriteTable prints the noisy-neighbour table.
 func (r *NoisyReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\nhookrelay bench --noisy — %s, %s\n", r.Date, r.Machine)
-	fmt.Fprintf(w, "  app B at %.0f events/s, app A at %.0f events/s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n\n", r.RateB, r.RateA, r.Seconds, noisyWarmUp, r.Schedule)
+	fmt.Fprintf(w, "  app B at %.0f events/s, app A at %.0f events/s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n\n", r.RateB, r.RateA, r.Seconds, warmUpFor, r.Schedule)
 	fmt.Fprintf(w, "  %-44s %28s %10s %12s %8s %6s\n", "phase", "B lateness p50/p95/p99 (ms)", "p99 ratio", "B delivered", "CPU s", "held")
 	for _, p := range r.Phases {
 		ratio := "—"

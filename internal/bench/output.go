@@ -70,6 +70,9 @@ type Report struct {
 	SpeedupVsCompared  float64   `json:"speedup_vs_compared,omitempty"`
 	CPURatioVsCompared float64   `json:"cpu_ratio_vs_compared,omitempty"`
 	LatencySamplesMS   []float64 `json:"-"`
+	// WarmUpEvents is how many events the warm-up sent before anything
+	// was measured (see warmUp).
+	WarmUpEvents int `json:"warm_up_events"`
 	// Tracing is the same shape measured again with tracing on (--tracing).
 	Tracing *TracingReport `json:"tracing,omitempty"`
 }
@@ -85,6 +88,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	row("ingest rate", rate)
 	row("schedule", strings.Join(r.Schedule, ","))
+	row("not measured", fmt.Sprintf("a warm-up of %d events, then ANALYZE", r.WarmUpEvents))
 	if p := r.Compared; p != nil {
 		row("shape", "carriers → sender (same server, same run)")
 		row("deliveries/s (steady)", fmt.Sprintf("%.1f → %.1f (× %.2f)", p.DeliveriesPerSecond, r.DeliveriesPerSecond, r.SpeedupVsCompared))

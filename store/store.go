@@ -77,10 +77,16 @@ func (s *Store) HotPool() *pgxpool.Pool {
 // execution. With the default, Postgres plans these statements each time
 // (their arrays make a custom plan look cheaper), which was about 40 % of
 // Postgres's time per delivery (pg_stat_statements, track_planning). Each
-// of them finds its rows by key whatever the parameters, so the kept plan
-// is the right one; no other statement runs there. A SET, not a startup
-// parameter, so a connection pooler in front of Postgres accepts it.
-const HotPoolSetup = `SET plan_cache_mode = force_generic_plan`
+// of them finds its rows by key whatever the parameters, so a plan that
+// reaches them by key is right for good; no other statement runs there.
+// Sequential scans are off so that the kept plan is such a plan even when
+// it is made on a new install's empty tables, before any ANALYZE: there
+// a scan of the whole table is the cheapest way to read its one page,
+// and the plan kept it as the table grew (each claim and record read
+// every delivery and event until autovacuum's first ANALYZE made the plan
+// again). A SET, not a startup parameter, so a connection pooler in front
+// of Postgres accepts it.
+const HotPoolSetup = `SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off`
 
 // HotPoolConns is the most connections of the hot path's pool: its
 // statements are coalesced (Batched), so a few carry any rate.

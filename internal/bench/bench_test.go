@@ -35,6 +35,7 @@ func TestSmoke(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 300, rep.Delivered)
 	require.Zero(t, rep.Lost)
+	require.Equal(t, 60, rep.WarmUpEvents, "a fifth of the events at full speed, not measured")
 	require.Equal(t, "sender", rep.Shape)
 	require.Equal(t, 1.0, rep.DirectShare, "every first attempt made by the sender")
 	require.Zero(t, rep.CarriedShare)
@@ -56,7 +57,7 @@ func TestSmoke(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(dir, "bench-report.json"))
 	require.NoError(t, err)
 	for _, key := range []string{`"deliveries_per_second"`, `"latency_ms"`, `"p99"`, `"ingest_per_second"`, `"cpu_ms_per_delivery"`, `"lost"`, `"duplicates"`,
-		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"compared"`, `"speedup_vs_compared"`, `"carried_share"`, `"direct_share"`, `"first_attempt_lateness_ms"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`} {
+		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"compared"`, `"speedup_vs_compared"`, `"carried_share"`, `"direct_share"`, `"first_attempt_lateness_ms"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`, `"warm_up_events"`} {
 		require.Contains(t, string(raw), key)
 	}
 }

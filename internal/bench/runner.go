@@ -183,14 +183,24 @@ func envelope(id, typ string, i int) []byte {
 // empty tables, and the bench's first minute, its whole run, would be
 // measured on those plans, or on new ones from the moment autovacuum
 // came by.
+//
+// The receivers' record is cleared first, so the warm-up waits for its own
+// deliveries (and their retries) to land: none of them is still on its
+// way when the measured run starts. A warm-up that lost a delivery is an
+// error.
 func (b *runner) warmUp(ctx context.Context) (events int, err error) {
 	warm := *b
 	warm.o.Events = max(int(b.o.Rate*warmUpFor.Seconds()), 1)
 	if b.o.Rate <= 0 {
 		warm.o.Events = max(b.o.Events/5, 1)
 	}
-	if err := warm.hookrelay(ctx, &Report{}); err != nil {
+	b.sink.reset()
+	var rep Report
+	if err := warm.hookrelay(ctx, &rep); err != nil {
 		return 0, fmt.Errorf("warm-up: %w", err)
+	}
+	if rep.Lost > 0 {
+		return 0, fmt.Errorf("warm-up: %d of %d deliveries not made within %s", rep.Lost, rep.Lost+rep.Delivered, b.o.DrainTimeout)
 	}
 	return warm.o.Events, b.analyze(ctx)
 }

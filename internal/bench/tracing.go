@@ -92,12 +92,16 @@ func measureTracing(ctx context.Context, o Options, off *Report) (*TracingReport
 	if err := b.setup(ctx); err != nil {
 		return nil, err
 	}
-	// The same warm-up the run had before its measurement.
+	// The same warm-ups the run had before its measurement.
 	if _, err = ceiling(ctx, stack.Client, max(o.CeilingWorkflows/5, 1), o.Concurrency); err != nil {
 		return nil, err
 	}
 	stack.Dispatcher.UseCarriers(false)
 	on := *off
+	if on.WarmUpEvents, err = b.warmUp(ctx); err != nil {
+		return nil, err
+	}
+	b.sink.reset()
 	on.Compared, on.Tracing = nil, nil
 	on.Shape = "sender, traced"
 	req0, bytes0 := col.requests.Load(), col.bytes.Load()

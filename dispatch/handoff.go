@@ -63,6 +63,7 @@ func (d *Dispatcher) Take(rows []outbox.Leased) {
 			t.back = append(t.back, f.row.ID)
 		}
 		d.goFirsts(ctx, t.send[:k])
+		d.Metrics.Handoffs(k)
 	}
 	d.runMu.RUnlock()
 	for _, id := range t.back {

@@ -119,6 +119,10 @@ type harnessConfig struct {
 	trustedProxies []netip.Prefix
 	// configure, when set, changes the configuration last.
 	configure func(*config.Config)
+	// oneProcess runs the API and the worker in one process, as `hookrelay
+	// dev` does (ingest then hands rows due at once to its own sender);
+	// stopWorker and startWorker are not for such a harness.
+	oneProcess bool
 }
 
 func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
@@ -156,10 +160,16 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	}
 	// The SDK logs warnings and errors (a failing workflow task) with the rest.
 	h.opts = app.Options{TaskQueue: h.queue, SDKLogger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	h.api, err = app.Start(ctx, h.cfg, h.logger.With("process", "api"), app.RoleAPI, h.opts)
+	roles := app.RoleAPI
+	if hc.oneProcess {
+		roles |= app.RoleWorker
+	}
+	h.api, err = app.Start(ctx, h.cfg, h.logger.With("process", "api"), roles, h.opts)
 	require.NoError(t, err)
 	h.store, h.client, h.url = h.api.Store, h.api.Client, "http://"+h.api.APIAddr
-	h.startWorker()
+	if !hc.oneProcess {
+		h.startWorker()
+	}
 	t.Cleanup(func() {
 		if t.Failed() {
 			// The harness's own log tells why a delivery did not move.

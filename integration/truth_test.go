@@ -248,6 +248,65 @@ func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
 	require.Less(t, pct(lb, .99), pct(la, .5)/4, "B is not queued behind A's backlog")
 }
 
+// TestLiveFloodDoesNotDelayAnotherAppInOneProcess: where the API and the
+// worker share a process, ingest hands rows due at once to its own
+// sender, with no round. App A floods an endpoint that answers each
+// request after 2 s, from 8 clients, while app B sends 40 events 50 ms
+// apart: A's first attempts queue for their share, so A's ingests stop
+// handing rows off and A's rows wait for the rounds, which take every
+// app's rows in turn; B's rows are still handed off and go out on time.
+// Figures from one run decide, not a clock: B's p99 lateness must be
+// under a quarter of A's median, and at least B's 40 rows went through
+// the hand-off.
+func TestLiveFloodDoesNotDelayAnotherAppInOneProcess(t *testing.T) {
+	h := newHarness(t, func(hc *harnessConfig) { hc.oneProcess = true })
+	appA, appB := h.createApp(), h.createApp()
+	slow := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(2 * time.Second):
+		case <-r.Context().Done():
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	fast := newReceiver(t, nil)
+	h.createEndpoint(appA, map[string]any{"url": slow.URL(), "retry_schedule": []string{"0s", "5s"}})
+	h.createEndpoint(appB, map[string]any{"url": fast.URL(), "retry_schedule": []string{"0s", "5s"}})
+	handoffs := func() float64 { return scrape(t, h.url+"/metrics")("hookrelay_dispatcher_handoffs_total") }
+	const flood = 3000
+	var fw sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	fw.Go(func() {
+		for i := range flood {
+			sem <- struct{}{}
+			fw.Go(func() {
+				defer func() { <-sem }()
+				h.send(appA, "flood.made", map[string]any{"i": i})
+			})
+		}
+	})
+	// B sends once A's first attempts queue for their share.
+	require.Eventually(t, func() bool { return len(slow.receipts()) >= 400 }, time.Minute, 20*time.Millisecond)
+	before := handoffs()
+	for i := range 40 {
+		h.send(appB, "order.paid", map[string]any{"i": i})
+		time.Sleep(50 * time.Millisecond)
+	}
+	handed := handoffs() - before
+	fw.Wait()
+	require.Eventually(t, func() bool {
+		var open int
+		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = ANY ($1)`, delivery.InFlight()).Scan(&open))
+		return open == 0
+	}, 5*time.Minute, 200*time.Millisecond)
+	la, lb := h.lateness(appA), h.lateness(appB)
+	require.Len(t, lb, 40)
+	require.Len(t, la, flood)
+	t.Logf("live flood of %d from app A to a 2 s endpoint: A's first-attempt lateness p50 %s p99 %s; app B's, sent meanwhile, p50 %s p99 %s; %v rows handed off while B sent",
+		flood, pct(la, .5), pct(la, .99), pct(lb, .5), pct(lb, .99), handed)
+	require.GreaterOrEqual(t, handed, 40.0, "B's rows were handed to the sender")
+	require.Less(t, pct(lb, .99), pct(la, .5)/4, "B is not queued behind A's flood")
+}
+
 // TestBacklogBoundIsPerApp: with no worker, an app past its outbox bound is
 // answered 429 with Retry-After; another app's ingest is still 202.
 func TestBacklogBoundIsPerApp(t *testing.T) {

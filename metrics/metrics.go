@@ -46,6 +46,7 @@ type Sender struct {
 	firstAttempt   prometheus.Histogram
 	rounds         prometheus.Counter
 	roundErrors    prometheus.Counter
+	handoffs       prometheus.Counter
 }
 
 // NewSender registers the sender's series on reg. With endpointSeries it
@@ -69,6 +70,8 @@ func NewSender(reg prometheus.Registerer, endpointSeries bool) *Sender {
 			Help: "Outbox dispatcher rounds that claimed rows."}),
 		roundErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "dispatcher_errors_total",
 			Help: "Outbox dispatcher rounds that failed (retried with backoff)."}),
+		handoffs: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "dispatcher_handoffs_total",
+			Help: "First attempts an ingest handed to its own process's sender, with no dispatcher round."}),
 	}
 	if endpointSeries {
 		s.byEndpoint = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "endpoint_attempts_total",
@@ -78,7 +81,7 @@ func NewSender(reg prometheus.Registerer, endpointSeries bool) *Sender {
 	// Only endpoints whose filter fails on an event have a series.
 	s.filterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "filter_errors_total",
 		Help: "Events an endpoint's payload filter failed to evaluate on (counted as no match), by endpoint ID."}, []string{"endpoint_id"})
-	reg.MustRegister(s.filterErrors, s.ingested, s.attempts, s.finished, s.deadLettered, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors)
+	reg.MustRegister(s.filterErrors, s.ingested, s.attempts, s.finished, s.deadLettered, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors, s.handoffs)
 	return s
 }
 
@@ -135,6 +138,13 @@ func (s *Sender) Round(err error) {
 	s.rounds.Inc()
 	if err != nil {
 		s.roundErrors.Inc()
+	}
+}
+
+// Handoffs counts n first attempts an ingest handed to the sender.
+func (s *Sender) Handoffs(n int) {
+	if s != nil {
+		s.handoffs.Add(float64(n))
 	}
 }
 

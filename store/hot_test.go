@@ -98,9 +98,10 @@ func TestHotPoolPlansUseKeys(t *testing.T) {
 // each attempt grew with the tables until autovacuum's first ANALYZE made
 // the plans again (the bench's whole measured phase on its new cluster).
 // Left alone: with no statistics the planner may look an event up through
-// events_app_type (app, type, received_at) rather than its key, which
-// walks the app's newer events of that type; the lookups here are of new
-// events, found first.
+// events_app_type (app, type, received_at) rather than its key, reading
+// the app's events of the types that sort first (a new delivery's
+// foreign-key check, a repeated publish); this test seeds and publishes
+// one type. That lasts until the first ANALYZE of events.
 func TestHotPoolPlansMadeOnFreshTablesUseKeys(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -85,7 +85,8 @@ func (s *Store) HotPool() *pgxpool.Pool {
 // and the plan kept it as the table grew (each claim and record read
 // every delivery and event until autovacuum's first ANALYZE made the plan
 // again). A SET, not a startup parameter, so a connection pooler in front
-// of Postgres accepts it.
+// of Postgres accepts it; a pooler in transaction mode keeps it on the
+// server connection that ran it, where other clients' statements run too.
 const HotPoolSetup = `SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off`
 
 // HotPoolConns is the most connections of the hot path's pool: its

@@ -198,6 +198,21 @@ func (h *harness) lateness(appID string) []time.Duration {
 	return out
 }
 
+// settledLateness waits until no delivery is in flight and returns the
+// first-attempt lateness of appA's na deliveries and of appB's nb, sorted.
+func (h *harness) settledLateness(appA string, na int, appB string, nb int) (la, lb []time.Duration) {
+	h.t.Helper()
+	require.Eventually(h.t, func() bool {
+		var open int
+		require.NoError(h.t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = ANY ($1)`, delivery.InFlight()).Scan(&open))
+		return open == 0
+	}, 5*time.Minute, 200*time.Millisecond)
+	la, lb = h.lateness(appA), h.lateness(appB)
+	require.Len(h.t, la, na)
+	require.Len(h.t, lb, nb)
+	return la, lb
+}
+
 func pct(d []time.Duration, p float64) time.Duration {
 	if len(d) == 0 {
 		return 0
@@ -217,7 +232,6 @@ func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
 	rc := newReceiver(t, nil)
 	h.createEndpoint(appA, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "5s"}})
 	h.createEndpoint(appB, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "5s"}})
-	ctx := context.Background()
 	const flood = 20000
 	h.stopWorker()
 	var fw sync.WaitGroup
@@ -235,14 +249,7 @@ func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
 		h.send(appB, "order.paid", map[string]any{"i": i})
 		time.Sleep(50 * time.Millisecond)
 	}
-	require.Eventually(t, func() bool {
-		var open int
-		require.NoError(t, h.store.Pool().QueryRow(ctx, `SELECT count(*) FROM deliveries WHERE status = ANY ($1)`, delivery.InFlight()).Scan(&open))
-		return open == 0
-	}, 5*time.Minute, 200*time.Millisecond)
-	la, lb := h.lateness(appA), h.lateness(appB)
-	require.Len(t, lb, 40)
-	require.Len(t, la, flood)
+	la, lb := h.settledLateness(appA, flood, appB, 40)
 	t.Logf("backlog of %d from app A: A's first-attempt lateness p50 %s p99 %s; app B's, sent meanwhile, p50 %s p99 %s",
 		flood, pct(la, .5), pct(la, .99), pct(lb, .5), pct(lb, .99))
 	require.Less(t, pct(lb, .99), pct(la, .5)/4, "B is not queued behind A's backlog")
@@ -293,14 +300,7 @@ func TestLiveFloodDoesNotDelayAnotherAppInOneProcess(t *testing.T) {
 	}
 	handed := handoffs() - before
 	fw.Wait()
-	require.Eventually(t, func() bool {
-		var open int
-		require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM deliveries WHERE status = ANY ($1)`, delivery.InFlight()).Scan(&open))
-		return open == 0
-	}, 5*time.Minute, 200*time.Millisecond)
-	la, lb := h.lateness(appA), h.lateness(appB)
-	require.Len(t, lb, 40)
-	require.Len(t, la, flood)
+	la, lb := h.settledLateness(appA, flood, appB, 40)
 	t.Logf("live flood of %d from app A to a 2 s endpoint: A's first-attempt lateness p50 %s p99 %s; app B's, sent meanwhile, p50 %s p99 %s; %v rows handed off while B sent",
 		flood, pct(la, .5), pct(la, .99), pct(lb, .5), pct(lb, .99), handed)
 	require.GreaterOrEqual(t, handed, 40.0, "B's rows were handed to the sender")

@@ -23,14 +23,8 @@ func TestBaselineIsNotFailedByFailFirst(t *testing.T) {
 	require.NoError(t, err)
 	defer rs.stop()
 	b := &runner{o: Options{Events: events, Concurrency: 4}, rs: rs, sink: s}
-	for i := range rs.urls {
-		secret, err := signing.GenerateSecret()
-		require.NoError(t, err)
-		v, err := webhook.NewVerifier(secret)
-		require.NoError(t, err)
-		rs.verifiers[i].Store(v)
+	for range giveSecrets(t, b) {
 		b.types = append(b.types, "t")
-		b.secrets = append(b.secrets, secret)
 	}
 	_, err = b.baseline(context.Background())
 	require.NoError(t, err)
@@ -38,4 +32,19 @@ func TestBaselineIsNotFailedByFailFirst(t *testing.T) {
 	defer s.mu.Unlock()
 	require.Zero(t, s.rejected, "every baseline request verifies")
 	require.Equal(t, events, len(s.first), "every baseline request counts (%d answered 502)", len(s.failed))
+}
+
+// giveSecrets gives each of b's receivers a new signing secret its
+// verifier checks, in b.secrets, and returns them.
+func giveSecrets(t *testing.T, b *runner) []string {
+	t.Helper()
+	for i := range b.rs.urls {
+		secret, err := signing.GenerateSecret()
+		require.NoError(t, err)
+		v, err := webhook.NewVerifier(secret)
+		require.NoError(t, err)
+		b.rs.verifiers[i].Store(v)
+		b.secrets = append(b.secrets, secret)
+	}
+	return b.secrets
 }

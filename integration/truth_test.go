@@ -258,8 +258,8 @@ func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
 // TestLiveFloodDoesNotDelayAnotherAppInOneProcess: where the API and the
 // worker share a process, ingest hands rows due at once to its own
 // sender, with no round. App A floods an endpoint that answers each
-// request after 2 s, from 8 clients, while app B sends 40 events 50 ms
-// apart: A's first attempts queue for their share, so A's ingests stop
+// request after 2 s, from 8 clients, while app B sends 40 events, each
+// once the one before arrived: A's first attempts queue for their share, so A's ingests stop
 // handing rows off and A's rows wait for the rounds, which take every
 // app's rows in turn; B's rows are still handed off and go out on time.
 // Figures from one run decide, not a clock: B's p99 lateness must be
@@ -294,9 +294,9 @@ func TestLiveFloodDoesNotDelayAnotherAppInOneProcess(t *testing.T) {
 	// B sends once A's first attempts queue for their share.
 	require.Eventually(t, func() bool { return len(slow.receipts()) >= 400 }, time.Minute, 20*time.Millisecond)
 	before := handoffs()
-	for i := range 40 {
+	for i := range 40 { // each once the one before arrived, through A's flood
 		h.send(appB, "order.paid", map[string]any{"i": i})
-		time.Sleep(50 * time.Millisecond)
+		require.Eventually(t, func() bool { return len(fast.receipts()) > i }, time.Minute, time.Millisecond)
 	}
 	handed := handoffs() - before
 	fw.Wait()

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,19 +18,17 @@ import (
 	"hookrelay/internal/app"
 	"hookrelay/signing"
 	"hookrelay/store"
-	"hookrelay/webhook"
 )
 
-// fakeDeliveryDelay is how long after accepting an event the fake API of
-// fakeDeliveryRunner delivers it.
-const fakeDeliveryDelay = 2 * time.Second
-
 // fakeDeliveryRunner is a runner on two real receivers and a fake API
-// that accepts each event and delivers it, signed, to its receiver
-// fakeDeliveryDelay later, as hookrelay would; inFlight says how many
-// accepted events the fake has not delivered yet. Its stack's store has
-// no database: hookrelay() fails at its lateness query, after its drain,
-// which is what the tests look at.
+// that accepts each event and delivers it, signed, to its receiver, as
+// hookrelay would; inFlight says how many accepted events the fake has
+// not delivered yet. The fake delivers only once an event is accepted
+// while the receivers' record is empty, so that a receipt can only be of
+// what this runner sent since: a runner that waits on a record still
+// holding earlier receipts never sees its deliveries, and returns with
+// them in flight. Its stack's store has no database: hookrelay() fails at
+// its lateness query, after its drain, which is what the tests look at.
 func fakeDeliveryRunner(t *testing.T, events int) (b *runner, inFlight func() int) {
 	t.Helper()
 	s := &sink{first: map[string]time.Time{}}
@@ -38,19 +37,16 @@ func fakeDeliveryRunner(t *testing.T, events int) (b *runner, inFlight func() in
 	t.Cleanup(rs.stop)
 	keys := make([][]signing.Key, len(rs.urls))
 	b = &runner{o: Options{Events: events, Concurrency: 4, DrainTimeout: 10 * time.Second}, rs: rs, sink: s, key: "k", appID: "app", client: apiClient()}
-	for i := range rs.urls {
-		secret, err := signing.GenerateSecret()
-		require.NoError(t, err)
-		v, err := webhook.NewVerifier(secret)
-		require.NoError(t, err)
-		rs.verifiers[i].Store(v)
+	for i, secret := range giveSecrets(t, b) {
 		k, err := signing.ParseSecret(secret)
 		require.NoError(t, err)
 		keys[i] = []signing.Key{{ID: "k", Secret: k}}
 		b.types = append(b.types, fmt.Sprintf("t%d", i))
-		b.secrets = append(b.secrets, secret)
 	}
 	var n, pending atomic.Int64
+	ready := make(chan struct{})
+	open := sync.OnceFunc(func() { close(ready) })
+	t.Cleanup(open)
 	client := &http.Client{Timeout: 10 * time.Second}
 	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var in struct{ Type string }
@@ -60,10 +56,13 @@ func fakeDeliveryRunner(t *testing.T, events int) (b *runner, inFlight func() in
 		if in.Type == "t1" {
 			recv = 1
 		}
+		if s.count() == 0 {
+			open()
+		}
 		pending.Add(1)
 		go func() {
 			defer pending.Add(-1)
-			time.Sleep(fakeDeliveryDelay)
+			<-ready
 			body := envelope(id, in.Type, 0)
 			h, _ := signing.Sign(id, time.Now(), body, keys[recv])
 			req, _ := http.NewRequest("POST", rs.urls[recv], bytes.NewReader(body))

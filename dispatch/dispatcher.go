@@ -111,9 +111,9 @@ type Dispatcher struct {
 	// firsts tracks first attempts in progress; firstDone and
 	// firstHandedOff count those that ended the delivery and those handed
 	// to a DeliveryWorkflow, firstHeld the rows held back with nothing
-	// sent (see Held).
-	firsts                               sync.WaitGroup
-	firstDone, firstHandedOff, firstHeld atomic.Int64
+	// sent (see Held), taken the rows Take sent on (see Taken).
+	firsts                                      sync.WaitGroup
+	firstDone, firstHandedOff, firstHeld, taken atomic.Int64
 	// carrying turns the Sender off while running (see UseCarriers).
 	carrying atomic.Bool
 	// runCtx is Run's context while it runs, nil otherwise (see Take).
@@ -173,6 +173,10 @@ func (d *Dispatcher) Counts() (own, carried, direct int64) {
 // or its failed first attempt's hand-off held back while its endpoint does
 // not answer.
 func (d *Dispatcher) Held() int64 { return d.firstHeld.Load() }
+
+// Taken returns how many start rows an ingest handed to the sender (see
+// Take) since the dispatcher began: their first attempts had no round.
+func (d *Dispatcher) Taken() int64 { return d.taken.Load() }
 
 // Name names the dispatcher among a process's services.
 func (*Dispatcher) Name() string { return "dispatcher" }

@@ -210,6 +210,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		b.progress("hookrelay: %s", run.Shape)
 		stack.Dispatcher.UseCarriers(shape == "carriers")
 		own0, carried0, direct0 := stack.Dispatcher.Counts()
+		taken0 := stack.Dispatcher.Taken()
 		s.reset()
 		profiling := o.CPUProfile != nil && i == len(shapes)-1
 		if profiling {
@@ -228,6 +229,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if n := float64(own1 - own0 + carried1 - carried0 + direct1 - direct0); n > 0 {
 			run.CarriedShare = float64(carried1-carried0) / n
 			run.DirectShare = float64(direct1-direct0) / n
+			run.TakenShare = float64(stack.Dispatcher.Taken()-taken0) / n
 		}
 		if prev != nil {
 			run.Compared = prev

@@ -39,9 +39,11 @@ func TestSmoke(t *testing.T) {
 	require.Equal(t, "sender", rep.Shape)
 	require.Equal(t, 1.0, rep.DirectShare, "every first attempt made by the sender")
 	require.Zero(t, rep.CarriedShare)
+	require.Positive(t, rep.TakenShare, "rows due at once go from their ingest to the sender")
 	require.NotNil(t, rep.Compared, "both shapes in one run")
 	require.Equal(t, "carriers", rep.Compared.Shape)
 	require.Positive(t, rep.Compared.CarriedShare, "a burst of 300 goes through carriers")
+	require.Zero(t, rep.Compared.TakenShare, "carriers take nothing from the ingest")
 	require.Equal(t, 300, rep.Compared.Delivered)
 	require.Zero(t, rep.Compared.Lost)
 	require.Positive(t, rep.SpeedupVsCompared)
@@ -57,7 +59,7 @@ func TestSmoke(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(dir, "bench-report.json"))
 	require.NoError(t, err)
 	for _, key := range []string{`"deliveries_per_second"`, `"latency_ms"`, `"p99"`, `"ingest_per_second"`, `"cpu_ms_per_delivery"`, `"lost"`, `"duplicates"`,
-		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"compared"`, `"speedup_vs_compared"`, `"carried_share"`, `"direct_share"`, `"first_attempt_lateness_ms"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`, `"warm_up_events"`} {
+		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"compared"`, `"speedup_vs_compared"`, `"carried_share"`, `"direct_share"`, `"taken_share"`, `"first_attempt_lateness_ms"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`, `"warm_up_events"`} {
 		require.Contains(t, string(raw), key)
 	}
 }

@@ -33,10 +33,13 @@ type Report struct {
 	// answered 502 (Options.FailFirst).
 	FailFirst int `json:"fail_first_percent"`
 	// Shape is "sender" or "carriers"; CarriedShare and DirectShare are
-	// the shares of first attempts made in a carrier and by the sender.
+	// the shares of first attempts made in a carrier and by the sender,
+	// TakenShare of those the sender took from their ingest with no
+	// round (dispatch.Dispatcher.Take).
 	Shape        string  `json:"shape"`
 	CarriedShare float64 `json:"carried_share"`
 	DirectShare  float64 `json:"direct_share"`
+	TakenShare   float64 `json:"taken_share"`
 	// LatenessMS is first-attempt lateness: the request's start minus its
 	// due time (acceptance plus the jittered first wait).
 	LatenessMS          Latency `json:"first_attempt_lateness_ms"`
@@ -103,6 +106,7 @@ func (r *Report) WriteTable(w io.Writer) {
 		row("shape", r.Shape)
 	}
 	row("first attempts by sender / carrier", fmt.Sprintf("%.1f %% / %.1f %%", r.DirectShare*100, r.CarriedShare*100))
+	row("… taken from their ingest, no round", fmt.Sprintf("%.1f %%", r.TakenShare*100))
 	if r.FailFirst > 0 {
 		row("first requests answered 502", fmt.Sprintf("%d %% of deliveries (their latency includes the retry's wait)", r.FailFirst))
 	}

@@ -118,8 +118,7 @@ func (s *Server) createEvent(c *gin.Context) {
 }
 
 // publish publishes ev for app in a statement of its own, leasing the rows
-// due within dispatch.HandoffWithin to this process's sender when it takes
-// them (see Taker).
+// due at once to this process's sender when it takes them (see Taker).
 // Such a publish is not canceled with the request: a statement that
 // committed as its client went away is still followed by Take, or its rows
 // would wait for their leases to lapse.

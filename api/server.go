@@ -129,7 +129,7 @@ type Options struct {
 	// Dispatcher is the dispatcher of the API's own process: an ingest
 	// whose publish sent no NOTIFY asks it for a round by its rows' claim
 	// time once they committed (see dispatch.Dispatcher.Wake), and, when it
-	// is a Taker, leases the rows due soon to its sender. Defaults to
+	// is a Taker, leases the rows due at once to its sender. Defaults to
 	// nil: an API in a process of its own, whose dispatchers find such
 	// rows by their look after each round.
 	Dispatcher Waker

@@ -9,21 +9,16 @@ import (
 	"hookrelay/outbox"
 )
 
-// HandoffWithin bounds the first waits of the rows an ingest hands to its
-// process's sender (outbox.Handoff's Within): the default schedule's first
-// attempt (1 s after acceptance, ±10 %) is held by the sender from its
-// ingest, with no round, NOTIFY or claim, as one due at once is. A row
-// whose first wait is longer goes to the rounds, which claim it
-// outbox.ClaimGuard before its due time.
-const HandoffWithin = 2 * time.Second
+// handoffDue bounds how long after its acceptance the first attempt of a
+// row leased by its publish is due: such a row's earliest first wait is
+// at most outbox.ClaimGuard, so its latest, with jitter, is below twice
+// that. The rest of the bound is the time from the commit to Take.
+const handoffDue = 2 * outbox.ClaimGuard
 
-// handoffTake bounds the time from a publish's commit to Take.
-const handoffTake = outbox.ClaimGuard
-
-// handoffLease is how long past its first attempt's latest due time and
-// its request timeout a row leased by its publish stays leased: as a
-// round's lease (first.leaseUntil), and handoffTake.
-const handoffLease = handoffTake + QueueMax + activities.RecordSlack + LeaseSlack
+// handoffLease is how long past its request timeout a row leased by its
+// publish stays leased, counted from the publish: as a round's lease
+// (first.leaseUntil), from a due time at most handoffDue away.
+const handoffLease = handoffDue + QueueMax + activities.RecordSlack + LeaseSlack
 
 // Handoff says whether an ingest of app in this process may lease its new
 // start rows to this dispatcher's Sender (outbox.Handoff) and pass them to
@@ -43,7 +38,7 @@ func (d *Dispatcher) Handoff(app string) (h outbox.Handoff, ok bool) {
 	if d.runCtx == nil || d.held.Load() >= d.heldMax() || d.lanes.Waiting(app) > 0 {
 		return h, false
 	}
-	return outbox.Handoff{Within: HandoffWithin, Lease: handoffLease, Skip: activities.OpenEndpoints(d.Sender)}, true
+	return outbox.Handoff{Lease: handoffLease, Skip: activities.OpenEndpoints(d.Sender)}, true
 }
 
 // Take makes the first attempts of rows, leased to this dispatcher by a

@@ -139,38 +139,3 @@ func TestTakeLeavesHeldEndpointsToTheRounds(t *testing.T) {
 	require.Zero(t, attempts)
 	require.EqualValues(t, 1, f.hits.Load(), "only the first delivery's request went out")
 }
-
-// TestTakeHoldsARowDueLater: with the default schedule (first attempt 1 s
-// after acceptance, ±10 %), the publish leases the row to the sender (no
-// NOTIFY, no round), for long enough for its plan, and Take holds it until
-// its due time: its one request starts at that time, not before.
-func TestTakeHoldsARowDueLater(t *testing.T) {
-	f, d, stop := setupHandoff(t, 0, time.Second, nil)
-	ctx := context.Background()
-	sched := delivery.DefaultSchedule()
-	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &sched})
-	require.NoError(t, err)
-	p := f.publishHandoff(t, handoff(t, d, f.app.ID))
-	require.Len(t, p.Leased, 1, "a row due in a second is handed to the sender")
-	require.False(t, p.Notified, "no round is asked for")
-	l := p.Leased[0]
-	plan, ok := planFirst(l.Row, time.Now())
-	require.True(t, ok)
-	require.Greater(t, plan.due.Sub(l.CreatedAt), 850*time.Millisecond, "due about a second after acceptance")
-	require.Len(t, d.sort(p.Leased, true, time.Now()).send, 1, "the lease covers the plan")
-	require.False(t, l.Until.Before(plan.leaseUntil(plan.due).Add(handoffTake)), "the lease: the plan's, and the time to Take")
-	require.LessOrEqual(t, l.Until.Sub(l.CreatedAt), 1101*time.Millisecond+handoffLease+time.Second,
-		"counted from the latest due time (1.1 s), not from the next HoldMax")
-
-	d.Take(p.Leased)
-	require.Eventually(t, func() bool {
-		dl, err := f.st.GetDelivery(ctx, f.app.ID, l.DeliveryID)
-		return err == nil && dl.Status == delivery.StatusSucceeded
-	}, 10*time.Second, 5*time.Millisecond)
-	var started time.Time
-	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT started_at FROM attempts WHERE delivery_id = $1`, l.DeliveryID).Scan(&started))
-	require.False(t, started.Before(plan.due.Truncate(time.Millisecond)), "started %s, due %s", started, plan.due)
-	f.waitOutboxEmpty(t)
-	stop()
-	require.EqualValues(t, 1, f.hits.Load(), "one request")
-}

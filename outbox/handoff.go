@@ -10,27 +10,19 @@ import (
 )
 
 // Handoff asks a publish to lease its start rows whose first attempts are
-// due soon (the first wait, less its jitter, no longer than Within) to a
-// sender in the publishing process, in the statement that writes them: the
-// sender takes them from the Published and holds each until its due time,
-// with no dispatcher round, NOTIFY or claim between the commit and the
-// request.
+// due at once (the earliest first wait, less its jitter, no longer than
+// ClaimGuard) to a sender in the publishing process, in the statement that
+// writes them: the sender takes them from the Published, with no
+// dispatcher round, NOTIFY or claim between the commit and the request.
 // A leased row is left alone by the dispatchers until its lease lapses, so
 // a process that dies after the commit loses nothing: its rows are claimed
 // again then, as a round's are. Rows of ordered deliveries, of paused
 // endpoints and of the endpoints in Skip are written unleased, for the
 // dispatchers' rounds.
 type Handoff struct {
-	// Within bounds the first waits of the rows leased: a row whose first
-	// attempt's earliest due time (its first wait less its jitter) is at
-	// most Within after the publish is leased. Defaults to ClaimGuard (the
-	// rows due at once).
-	Within time.Duration
-	// Lease is how long past its first attempt's latest due time (its
-	// first wait with its jitter, counted from the publish) and its
-	// request timeout a leased row's lease lasts; it must cover the time
-	// from the commit to the sender, the attempt's wait for a share and
-	// its recording.
+	// Lease is how long past its request timeout a leased row's lease
+	// lasts, counted from the publish; it must cover the first attempt's
+	// due time, its wait for a share and its recording.
 	Lease time.Duration
 	// Skip are endpoints whose rows go to the rounds (the sender's breaker
 	// holds their attempts).
@@ -83,7 +75,7 @@ func leased(raw []byte, appID string, ev Event, tp, ts string) ([]Leased, error)
 	return out, nil
 }
 
-// PublishHandoff is PublishNow that leases the rows due within h.Within to the
+// PublishHandoff is PublishNow that leases the rows due at once to the
 // process's sender (see Handoff); the Published's Leased are its rows.
 func (p *Publisher) PublishHandoff(ctx context.Context, q Querier, appID string, ev Event, h Handoff) (Published, error) {
 	return p.publish(ctx, q, appID, ev, &h)

@@ -108,38 +108,3 @@ func TestPublishHandoffLeasesOnlyRowsDueAtOnce(t *testing.T) {
 	require.True(t, pub.Duplicate)
 	require.Nil(t, pub.Leased)
 }
-
-// TestPublishHandoffLeasesRowsDueWithin: a Handoff's Within leases the
-// rows whose first attempts are due within it (the default schedule's,
-// 1 s ±10 %), each for Lease past its latest due time and its request
-// timeout; a row due later is written unleased and asks for a round.
-func TestPublishHandoffLeasesRowsDueWithin(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st := pg.Store(t, "outbox")
-	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
-	require.NoError(t, err)
-	ep := func(sched []time.Duration) store.Endpoint {
-		out, _, err := st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", Environment: "live",
-			Headers: map[string]string{}, Deadline: time.Hour, RequestTimeout: 3 * time.Second, RetrySchedule: sched})
-		require.NoError(t, err)
-		return out
-	}
-	soon := ep(delivery.DefaultSchedule())
-	later := ep([]time.Duration{5 * time.Second})
-	h := outbox.Handoff{Within: 2 * time.Second, Lease: 10 * time.Second}
-	pub, err := outbox.NewPublisher().PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)}, h)
-	require.NoError(t, err)
-	require.Len(t, pub.Deliveries, 2)
-	require.Len(t, pub.Leased, 1, "only the row due within 2 s")
-	l := pub.Leased[0]
-	require.Equal(t, soon.ID, l.EndpointID)
-	lease := l.Until.Sub(l.CreatedAt)
-	require.GreaterOrEqual(t, lease, 1100*time.Millisecond+13*time.Second, "Lease and the request timeout past the latest due time, 1.1 s")
-	require.LessOrEqual(t, lease, 1101*time.Millisecond+13*time.Second)
-	var unleased int
-	require.NoError(t, st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox o JOIN deliveries d ON d.id = o.delivery_id
-		WHERE d.endpoint_id = $1 AND o.leased_until IS NULL`, later.ID).Scan(&unleased))
-	require.Equal(t, 1, unleased, "the row due in 5 s is left to the rounds")
-	require.True(t, pub.Notified, "and asks for one")
-}

@@ -169,8 +169,8 @@ func (e *StaleFiltersError) Error() string {
 	return "the filters of app " + e.AppID + " kept changing during the publish; nothing was written, publish again"
 }
 
-// publish publishes ev; h, when not nil, leases the rows due within
-// h.Within to the process's sender (see Handoff).
+// publish publishes ev; h, when not nil, leases the rows due at once to
+// the process's sender (see Handoff).
 func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Event, h *Handoff) (Published, error) {
 	now := time.Now().UTC()
 	if err := ev.Validate(now); err != nil {
@@ -195,10 +195,10 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 	out := Published{ID: ev.ID, Type: ev.Type, Created: created, APIVersion: ev.APIVersion, Data: ev.Data, OrderingKey: ev.OrderingKey, Deliveries: []DeliveryRef{}}
 	traceparent, tracestate := TraceContext(ctx)
 	fs := p.known(appID)
-	var lease, within time.Duration
+	var lease time.Duration
 	var skip []string
 	if h != nil {
-		lease, within, skip = h.Lease, h.Within, h.Skip
+		lease, skip = h.Lease, h.Skip
 	}
 	for round := 0; ; round++ {
 		v, err := p.verdicts(fs, ev, created)
@@ -214,7 +214,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
 			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey,
-			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds(), within.Milliseconds()).
+			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds()).
 			Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &skipped, &claimBy, &handed)
 		if err != nil {
 			var pgErr *pgconn.PgError
@@ -256,7 +256,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 // read them, with the trace context $19–$20, see TraceContext), the
 // sequence numbers of its deliveries to fifo endpoints (key $21), their
 // outbox rows, leased to the publishing process's sender when it asked
-// ($22–$25, see Handoff), and the dispatcher's wake-up. When an
+// ($22–$24, see Handoff), and the dispatcher's wake-up. When an
 // enabled endpoint's filter is not among the verdicts (added or changed
 // since), it writes nothing and says so (the second column).
 const publishSQL = `
@@ -311,8 +311,7 @@ const publishSQL = `
 	  -- Each new delivery with its endpoint, read once, and its first
 	  -- attempt's earliest due (the first wait less its jitter).
 	  SELECT dl.id, dl.sequence, e.id AS endpoint_id, e.url, e.paused, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms,
-	         COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) AS earliest,
-	         COALESCE(e.retry_schedule_ms[1], $11) * (1 + $12::float8) AS latest
+	         COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) AS earliest
 	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
 	), cb AS (
 	  -- The latest a dispatcher may claim the rows and still send each
@@ -320,15 +319,14 @@ const publishSQL = `
 	  -- ClaimAheadMax away.
 	  SELECT now() + LEAST(GREATEST(min(earliest) - $13, 0), $14) * interval '1 millisecond' AS at FROM de
 	), ob AS (
-	  -- A paused endpoint's row is held (store.HoldRows). A row due
-	  -- within $25 (at least ClaimGuard) is leased to the publishing
-	  -- process's sender, for $22 past its latest due time and its
-	  -- request timeout, when it asked (Handoff).
+	  -- A paused endpoint's row is held (store.HoldRows). A row due at
+	  -- once is leased to the publishing process's sender, for $22 past
+	  -- its request timeout, when it asked (Handoff).
 	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, leased_until)
 	  SELECT de.id, $9, $1, (SELECT at FROM cb), de.paused,
 	         CASE WHEN $22::bigint > 0 AND NOT de.paused AND de.sequence IS NULL AND NOT (de.endpoint_id = ANY (COALESCE($23::text[], '{}')))
-	                   AND de.earliest <= GREATEST($13, $25::bigint)
-	              THEN now() + (ceil(de.latest) + $22 + COALESCE(NULLIF(de.request_timeout_ms, 0), $24)) * interval '1 millisecond' END
+	                   AND de.earliest <= $13
+	              THEN now() + ($22 + COALESCE(NULLIF(de.request_timeout_ms, 0), $24)) * interval '1 millisecond' END
 	  FROM de
 	  RETURNING id, delivery_id, held, leased_until, created_at
 	), wake AS (

@@ -39,7 +39,7 @@ func TestSmoke(t *testing.T) {
 	require.Equal(t, "sender", rep.Shape)
 	require.Equal(t, 1.0, rep.DirectShare, "every first attempt made by the sender")
 	require.Zero(t, rep.CarriedShare)
-	require.Positive(t, rep.TakenShare, "rows due at once go from their ingest to the sender")
+	require.Positive(t, rep.TakenShare, "rows due at once go from their ingest to the sender (0s first wait)")
 	require.NotNil(t, rep.Compared, "both shapes in one run")
 	require.Equal(t, "carriers", rep.Compared.Shape)
 	require.Positive(t, rep.Compared.CarriedShare, "a burst of 300 goes through carriers")

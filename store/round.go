@@ -51,12 +51,9 @@ func BeginRound(ctx context.Context, pool *pgxpool.Pool, limit int) (*Round, []o
 
 // Lease leases start rows (ids) to a sender, each until its until: no
 // dispatcher claims them before their lease lapses. Written with Commit.
-// Its statement and Stamp's name the rows by key (o.id = ANY): a kept
-// plan then reaches them by key whatever size the outbox had when it was
-// made, as the record's does (store TestHotPoolPlansMadeOnASmallOutboxUseKeys).
 func (r *Round) Lease(ids []int64, until []time.Time) {
 	if len(ids) > 0 {
-		r.writes.Queue(`UPDATE outbox o SET leased_until = v.until FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, until) WHERE o.id = v.id AND o.id = ANY ($1)`,
+		r.writes.Queue(`UPDATE outbox o SET leased_until = v.until FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, until) WHERE o.id = v.id`,
 			ids, until)
 	}
 }
@@ -67,7 +64,7 @@ func (r *Round) Lease(ids []int64, until []time.Time) {
 // Written with Commit.
 func (r *Round) Stamp(ids []int64, carrierIDs []string) {
 	if len(ids) > 0 {
-		r.writes.Queue(`UPDATE outbox o SET carrier_id = v.carrier FROM unnest($1::bigint[], $2::text[]) AS v(id, carrier) WHERE o.id = v.id AND o.id = ANY ($1)`,
+		r.writes.Queue(`UPDATE outbox o SET carrier_id = v.carrier FROM unnest($1::bigint[], $2::text[]) AS v(id, carrier) WHERE o.id = v.id`,
 			ids, carrierIDs)
 	}
 }

@@ -102,15 +102,11 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		                       $9::text[], $10::text[], $11::text[], $14::text[], $15::int[], $16::timestamptz[])
 		    AS t(id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids, status, succeeded, next_at)
 		), ob AS (
-		  -- o.id = ANY ($17): the kept plan reaches the rows by key
-		  -- whatever size the outbox had when it was made.
 		  UPDATE outbox o SET outcome = v.outcome::jsonb
-		  FROM unnest($17::bigint[], $18::text[], $8::text[]) AS v(id, outcome, class)
-		  WHERE o.id = ANY ($17) AND o.id = v.id AND v.id > 0 AND v.class <> $19
+		  FROM unnest($17::bigint[], $18::text[], $8::text[]) AS v(id, outcome, class) WHERE o.id = v.id AND v.id > 0 AND v.class <> $19
 		), obdone AS (
 		  -- A sender's first attempt that succeeded ends its start row here.
-		  DELETE FROM outbox o USING unnest($17::bigint[], $8::text[]) AS v(id, class)
-		  WHERE o.id = ANY ($17) AND o.id = v.id AND v.id > 0 AND v.class = $19
+		  DELETE FROM outbox o USING unnest($17::bigint[], $8::text[]) AS v(id, class) WHERE o.id = v.id AND v.id > 0 AND v.class = $19
 		), d AS (
 		  SELECT id, endpoint_id FROM deliveries WHERE id = ANY ($2) ORDER BY id FOR UPDATE
 		), ins AS (

@@ -121,10 +121,13 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	b.progress("noisy: warm-up")
 	warm := *b
 	warm.o.Events = int(o.Rate * warmUpFor.Seconds())
-	if _, err := warm.noisyPhase(ctx, appB, ""); err != nil {
-		return nil, err
+	began := time.Now()
+	analyzed := b.analyzeMidway(ctx, func() bool { return time.Since(began) >= warmUpFor/2 })
+	_, err = warm.noisyPhase(ctx, appB, "")
+	if aerr := analyzed(); err == nil && aerr != nil {
+		err = aerr
 	}
-	if err := b.analyze(ctx); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	for i, ph := range phases {

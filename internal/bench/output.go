@@ -91,7 +91,7 @@ func (r *Report) WriteTable(w io.Writer) {
 	}
 	row("ingest rate", rate)
 	row("schedule", strings.Join(r.Schedule, ","))
-	row("not measured", fmt.Sprintf("a warm-up of %d events, then ANALYZE", r.WarmUpEvents))
+	row("not measured", fmt.Sprintf("a warm-up of %d events, ANALYZE halfway through", r.WarmUpEvents))
 	if p := r.Compared; p != nil {
 		row("shape", "carriers → sender (same server, same run)")
 		row("deliveries/s (steady)", fmt.Sprintf("%.1f → %.1f (× %.2f)", p.DeliveriesPerSecond, r.DeliveriesPerSecond, r.SpeedupVsCompared))

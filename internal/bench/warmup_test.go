@@ -105,3 +105,26 @@ func TestWarmUpWaitsForItsDeliveries(t *testing.T) {
 	t.Logf("warm-up returned after %v with %d of its 20 deliveries in flight", took.Round(time.Millisecond), left)
 	require.Zero(t, left, "the warm-up's deliveries leak into the measured phase")
 }
+
+// TestAnalyzeMidwayRunsOnce: the warm-up's ANALYZE runs once, as soon as
+// the warm-up is halfway through (before it ends), or when the warm-up
+// ends first; either way its error comes back. This runner has no
+// database, so each ANALYZE fails, and says so.
+func TestAnalyzeMidwayRunsOnce(t *testing.T) {
+	b := &runner{}
+	asked := make(chan struct{})
+	var calls atomic.Int64
+	wait := b.analyzeMidway(context.Background(), func() bool {
+		if calls.Add(1) == 3 {
+			close(asked)
+			return true
+		}
+		return false
+	})
+	<-asked // halfway, the warm-up still running
+	require.ErrorContains(t, wait(), "analyze: no database")
+	require.EqualValues(t, 3, calls.Load(), "not asked again once halfway")
+
+	wait = b.analyzeMidway(context.Background(), func() bool { return false })
+	require.ErrorContains(t, wait(), "analyze: no database", "the warm-up ended before its halfway mark: analyzed then")
+}

@@ -122,7 +122,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	warm := *b
 	warm.o.Events = int(o.Rate * warmUpFor.Seconds())
 	began := time.Now()
-	analyzed := b.analyzeMidway(ctx, func() bool { return time.Since(began) >= warmUpFor/2 })
+	analyzed := analyzeMidway(ctx, func() bool { return time.Since(began) >= warmUpFor/2 }, b.analyze)
 	_, err = warm.noisyPhase(ctx, appB, "")
 	if aerr := analyzed(); err == nil && aerr != nil {
 		err = aerr

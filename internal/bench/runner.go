@@ -196,7 +196,7 @@ func (b *runner) warmUp(ctx context.Context) (events int, err error) {
 		warm.o.Events = max(b.o.Events/5, 1)
 	}
 	b.sink.reset()
-	analyzed := b.analyzeMidway(ctx, func() bool { return b.sink.count() >= warm.o.Events/2 })
+	analyzed := analyzeMidway(ctx, func() bool { return b.sink.count() >= max(warm.o.Events/2, 1) }, b.analyze)
 	var rep Report
 	err = warm.hookrelay(ctx, &rep)
 	if aerr := analyzed(); err == nil && aerr != nil {
@@ -211,16 +211,17 @@ func (b *runner) warmUp(ctx context.Context) (events int, err error) {
 	return warm.o.Events, nil
 }
 
-// analyzeMidway runs ANALYZE (analyze) once halfway says a warm-up is
-// halfway through, while its traffic still flows: the statistics then see
-// the outbox as a running deployment's autovacuum does, holding the rows
-// of the next second, not empty as it is once the warm-up's deliveries
-// have all landed. With an empty outbox in its statistics the planner
+// analyzeMidway runs analyze (runner.analyze: ANALYZE) once halfway
+// says a warm-up is halfway through, while its traffic still flows: the
+// statistics then see the outbox holding rows, as a running deployment's
+// autovacuum does, not empty as it is once the warm-up's deliveries have
+// all landed. With an empty outbox in its statistics the planner
 // estimates it at no rows whatever its size, and the record's kept plan
 // read the whole outbox for every attempt (83 rows at 80 events/s with the
 // default schedule). The returned func waits for the ANALYZE (or runs it,
-// when the warm-up ended first) and returns its error.
-func (b *runner) analyzeMidway(ctx context.Context, halfway func() bool) (wait func() error) {
+// when the warm-up ended first) and returns its error; it runs analyze
+// once however often it is called.
+func analyzeMidway(ctx context.Context, halfway func() bool, analyze func(context.Context) error) (wait func() error) {
 	ended := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
@@ -229,16 +230,21 @@ func (b *runner) analyzeMidway(ctx context.Context, halfway func() bool) (wait f
 		for !halfway() {
 			select {
 			case <-ended:
-				done <- b.analyze(ctx)
+				done <- analyze(ctx)
 				return
 			case <-t.C:
 			}
 		}
-		done <- b.analyze(ctx)
+		done <- analyze(ctx)
 	}()
+	var once sync.Once
+	var err error
 	return func() error {
-		close(ended)
-		return <-done
+		once.Do(func() {
+			close(ended)
+			err = <-done
+		})
+		return err
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -107,24 +108,36 @@ func TestWarmUpWaitsForItsDeliveries(t *testing.T) {
 }
 
 // TestAnalyzeMidwayRunsOnce: the warm-up's ANALYZE runs once, as soon as
-// the warm-up is halfway through (before it ends), or when the warm-up
-// ends first; either way its error comes back. This runner has no
-// database, so each ANALYZE fails, and says so.
+// the warm-up is halfway through, before it ends (review finding: a test
+// that only read the error passed with the ANALYZE moved to the end), or
+// when the warm-up ends first; its error comes back from every wait.
 func TestAnalyzeMidwayRunsOnce(t *testing.T) {
-	b := &runner{}
-	asked := make(chan struct{})
-	var calls atomic.Int64
-	wait := b.analyzeMidway(context.Background(), func() bool {
-		if calls.Add(1) == 3 {
-			close(asked)
-			return true
-		}
-		return false
-	})
-	<-asked // halfway, the warm-up still running
-	require.ErrorContains(t, wait(), "analyze: no database")
-	require.EqualValues(t, 3, calls.Load(), "not asked again once halfway")
+	ctx := context.Background()
+	var runs atomic.Int64
+	ran := make(chan struct{}, 2)
+	analyze := func(context.Context) error {
+		runs.Add(1)
+		ran <- struct{}{}
+		return errors.New("analyzed")
+	}
+	var halfway atomic.Bool
+	wait := analyzeMidway(ctx, halfway.Load, analyze)
+	select {
+	case <-ran:
+		t.Fatal("analyzed before the warm-up was halfway")
+	case <-time.After(50 * time.Millisecond):
+	}
+	halfway.Store(true)
+	select { // the warm-up still running: wait not called yet
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not analyzed once the warm-up was halfway")
+	}
+	require.ErrorContains(t, wait(), "analyzed")
+	require.ErrorContains(t, wait(), "analyzed", "a second wait returns the same error")
+	require.EqualValues(t, 1, runs.Load())
 
-	wait = b.analyzeMidway(context.Background(), func() bool { return false })
-	require.ErrorContains(t, wait(), "analyze: no database", "the warm-up ended before its halfway mark: analyzed then")
+	wait = analyzeMidway(ctx, func() bool { return false }, analyze)
+	require.ErrorContains(t, wait(), "analyzed", "the warm-up ended before its halfway mark: analyzed then")
+	require.EqualValues(t, 2, runs.Load())
 }

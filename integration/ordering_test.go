@@ -315,7 +315,10 @@ func TestFIFOBlockReplayUnblocksAtOnce(t *testing.T) {
 // TestFIFOReleasedDeadLettersReplayHoldsNothing: "A released dead letter
 // stays a dead letter, replayable; its replay no longer holds anything"
 // (contract section 14). Its replay dead-letters again: the deliveries
-// accepted after it are not blocked by it.
+// accepted after it are not blocked by it. Its waits are 60 s: at 15 s it
+// failed in two clean-clone CI runs on a slow machine (the replay's
+// request, then the third delivery, not there yet), and passed 34 of 34
+// runs alone; the cause is not known yet.
 func TestFIFOReleasedDeadLettersReplayHoldsNothing(t *testing.T) {
 	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "k", I: 1}: 100})
 	h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block", "retry_schedule": []string{"0s"}})
@@ -323,12 +326,12 @@ func TestFIFOReleasedDeadLettersReplayHoldsNothing(t *testing.T) {
 	h.waitDelivery(appID, first, 30*time.Second, delivery.StatusDeadLettered)
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+first+"/release", nil, nil))
 	second := h.sendKeyed(appID, "k", 2).Deliveries[0].ID
-	h.waitDelivery(appID, second, 15*time.Second, delivery.StatusSucceeded)
+	h.waitDelivery(appID, second, 60*time.Second, delivery.StatusSucceeded)
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+first+"/replay", nil, nil))
-	require.Eventually(t, func() bool { return len(o.receipts("k")) == 3 }, 15*time.Second, 20*time.Millisecond)
-	h.waitDelivery(appID, first, 15*time.Second, delivery.StatusDeadLettered)
+	require.Eventually(t, func() bool { return len(o.receipts("k")) == 3 }, 60*time.Second, 20*time.Millisecond)
+	h.waitDelivery(appID, first, 60*time.Second, delivery.StatusDeadLettered)
 	third := h.sendKeyed(appID, "k", 3).Deliveries[0].ID
-	h.waitDelivery(appID, third, 15*time.Second, delivery.StatusSucceeded)
+	h.waitDelivery(appID, third, 60*time.Second, delivery.StatusSucceeded)
 }
 
 // TestFIFOUnderARateLimit: a fifo endpoint's rate limit holds its heads

@@ -113,9 +113,7 @@ func TestHotPoolPlansMadeOnFreshTablesUseKeys(t *testing.T) {
 	}
 	plans := explainHotPool(t, f)
 	runHotPath(t, f) // the kept plans are made here, on near-empty tables
-	no := false      // its 410 disabled the endpoint
-	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &no})
-	require.NoError(t, err)
+	enableAgain(t, f)
 	seedReview(t, f, 20_000)
 	first := len(plans())
 	runHotPath(t, f)
@@ -149,15 +147,21 @@ func TestHotPoolPlansMadeOnASmallOutboxUseKeys(t *testing.T) {
 	require.NoError(t, err)
 	plans := explainHotPool(t, f)
 	runHotPath(t, f) // the kept plans are made here, on a small outbox
-	no := false      // its 410 disabled the endpoint
-	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &no})
-	require.NoError(t, err)
+	enableAgain(t, f)
 	n, err := f.st.Pool().CopyFrom(ctx, pgx.Identifier{"outbox"}, []string{"delivery_id", "kind", "app_id", "held"}, pgx.CopyFromRows(backlog))
 	require.NoError(t, err)
 	require.EqualValues(t, 19_900, n)
 	first := len(plans())
 	runHotPath(t, f)
 	checkHotPlans(t, plans()[first:])
+}
+
+// enableAgain enables f's endpoint, which runHotPath's 410 disabled.
+func enableAgain(t *testing.T, f fixture) {
+	t.Helper()
+	no := false
+	_, _, err := f.st.PatchEndpoint(context.Background(), f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &no})
+	require.NoError(t, err)
 }
 
 // explainHotPool gives f's store a hot pool of one connection set as the

@@ -175,7 +175,9 @@ func (d *Dispatcher) Counts() (own, carried, direct int64) {
 func (d *Dispatcher) Held() int64 { return d.firstHeld.Load() }
 
 // Taken returns how many start rows an ingest handed to the sender (see
-// Take) since the dispatcher began: their first attempts had no round.
+// Take) since the dispatcher began: no round came between their commit
+// and the sender (one the sender then holds back, its app's share in use,
+// goes to a round). Metrics.Handoffs counts the same, for Prometheus.
 func (d *Dispatcher) Taken() int64 { return d.taken.Load() }
 
 // Name names the dispatcher among a process's services.

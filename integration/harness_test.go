@@ -180,6 +180,9 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 				}
 			}
 			t.Logf("last log lines:\n%s", strings.Join(lines[max(0, len(lines)-40):], "\n"))
+			// And where each workflow stopped: a stall outside the log
+			// (a timer, a signal, a start's backoff) shows here.
+			t.Logf("workflows on %s:\n%s", h.queue, h.workflowTrail())
 		}
 		h.api.Close()
 		if h.worker != nil {

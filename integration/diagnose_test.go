@@ -13,8 +13,8 @@ import (
 
 // Bounds of a failed test's workflow trail.
 const (
-	// trailWorkflows is how many of the harness's workflows (the latest
-	// started) a failed test's log shows.
+	// trailWorkflows is how many of the harness's workflows (the first
+	// page visibility lists: running ones first) a failed test's log shows.
 	trailWorkflows = 12
 	// trailEvents is how many of each one's last history events it shows.
 	trailEvents = 30

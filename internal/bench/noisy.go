@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -124,10 +125,8 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	began := time.Now()
 	analyzed := analyzeMidway(ctx, func() bool { return time.Since(began) >= warmUpFor/2 }, b.analyze)
 	_, err = warm.noisyPhase(ctx, appB, "")
-	if aerr := analyzed(); err == nil && aerr != nil {
-		err = aerr
-	}
-	if err != nil {
+	// The warm-up's error first; analyzed always waits.
+	if err = cmp.Or(err, analyzed()); err != nil {
 		return nil, err
 	}
 	for i, ph := range phases {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -198,11 +199,8 @@ func (b *runner) warmUp(ctx context.Context) (events int, err error) {
 	b.sink.reset()
 	analyzed := analyzeMidway(ctx, func() bool { return b.sink.count() >= max(warm.o.Events/2, 1) }, b.analyze)
 	var rep Report
-	err = warm.hookrelay(ctx, &rep)
-	if aerr := analyzed(); err == nil && aerr != nil {
-		err = aerr
-	}
-	if err != nil {
+	// The warm-up's error first; analyzed always waits.
+	if err := cmp.Or(warm.hookrelay(ctx, &rep), analyzed()); err != nil {
 		return 0, fmt.Errorf("warm-up: %w", err)
 	}
 	if rep.Lost > 0 {
@@ -227,11 +225,11 @@ func analyzeMidway(ctx context.Context, halfway func() bool, analyze func(contex
 	go func() {
 		t := time.NewTicker(10 * time.Millisecond)
 		defer t.Stop()
+	wait:
 		for !halfway() {
 			select {
 			case <-ended:
-				done <- analyze(ctx)
-				return
+				break wait
 			case <-t.C:
 			}
 		}

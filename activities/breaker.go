@@ -133,16 +133,6 @@ func (b *Breaker) admit(endpointID, deliveryID string, now time.Time, probeFor t
 	return time.Time{}, true
 }
 
-// until is heldUntil under the lock: it changes nothing.
-func (b *Breaker) until(endpointID, deliveryID string, now time.Time) time.Time {
-	if b == nil || b.Misses <= 0 {
-		return time.Time{}
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.circuits[endpointID].heldUntil(deliveryID, now)
-}
-
 // heldUntil is when c (nil: closed) may let deliveryID's attempt out: the
 // end of its cool-down, or of the probe another delivery has out; zero
 // when it is closed, a probe may go now, or deliveryID's attempt is the
@@ -166,10 +156,16 @@ func (c *circuit) probing(deliveryID string, now time.Time) bool {
 
 // HeldUntil is when a's breaker may next let deliveryID's attempt to
 // endpointID out, zero when it would now: a sender leaves the rows of an
-// endpoint that stopped answering in the outbox until then. It is a
-// function, not a method, so it is not registered as an activity.
-func HeldUntil(a *Activities, endpointID, deliveryID string, now time.Time) time.Time {
-	return a.Breaker.until(endpointID, deliveryID, now)
+// endpoint that stopped answering in the outbox until then. Past the
+// cool-down, the first delivery it lets out is the probe, as in admit
+// (out for the request timeout and its slacks): the other rows it then
+// sees, a failed first attempt's among them (whose hand-off would start a
+// workflow to make the probe's attempt), wait for that probe, not one
+// workflow each. It is a function, not a method, so it is not registered
+// as an activity.
+func HeldUntil(a *Activities, endpointID, deliveryID string, now time.Time, timeout time.Duration) time.Time {
+	until, _ := a.Breaker.admit(endpointID, deliveryID, now, timeout+FlightSlack+RecordSlack)
+	return until
 }
 
 // OpenEndpoints lists the endpoints a's breaker holds open (their attempts held, or
@@ -272,6 +268,17 @@ func answer(res SendResult) (answered, counts bool) {
 		return true, true
 	}
 	return false, res.Class == ClassRetryable
+}
+
+// Unanswered says whether res, a request that was sent, got no answer
+// that a's breaker counts (a timeout, a refused or reset connection; see
+// answer), with the breaker on. A function, like HeldUntil.
+func Unanswered(a *Activities, res SendResult) bool {
+	if a.Breaker == nil || a.Breaker.Misses <= 0 {
+		return false
+	}
+	answered, counts := answer(res)
+	return counts && !answered
 }
 
 // held asks the breaker whether req, to endpointID (empty: an attempt

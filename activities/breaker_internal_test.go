@@ -218,7 +218,7 @@ func TestHeldWaitersUnderChurn(t *testing.T) {
 			}
 			now := time.Now()
 			b.observe("ep", i%3 == 0, now, now)
-			_ = b.until("ep", "dlv_0", now)
+			_ = HeldUntil(a, "ep", "dlv_0", now, time.Second)
 		}
 	})
 	for i := range 64 {
@@ -268,4 +268,23 @@ func TestOpenEndpointsListsOpenBreakers(t *testing.T) {
 	require.Nil(t, OpenEndpoints(a), "an answer closes it")
 	require.Nil(t, OpenEndpoints(&Activities{Breaker: &Breaker{}}))
 	require.Nil(t, OpenEndpoints(&Activities{}))
+}
+
+// TestHeldUntilLetsOneProbeOut: past the cool-down, HeldUntil lets one
+// delivery out, which is then the probe; every other delivery it is asked
+// about waits for that probe, so a round holding many rows of a silent
+// endpoint hands one of them on, not all.
+func TestHeldUntilLetsOneProbeOut(t *testing.T) {
+	t.Parallel()
+	a := &Activities{Breaker: &Breaker{Misses: 1, Cooldown: time.Second}}
+	now := time.Now()
+	opened, _ := a.Breaker.observe("ep", false, now, now)
+	require.False(t, opened.IsZero())
+	require.Equal(t, opened, HeldUntil(a, "ep", "dlv_1", now, time.Second), "held during the cool-down")
+	past := opened.Add(time.Millisecond)
+	require.Zero(t, HeldUntil(a, "ep", "dlv_1", past, time.Second), "no probe let out past the cool-down")
+	require.Zero(t, HeldUntil(a, "ep", "dlv_1", past, time.Second), "the probe's own delivery held")
+	probeEnd := past.Add(time.Second + FlightSlack + RecordSlack)
+	require.Equal(t, probeEnd, HeldUntil(a, "ep", "dlv_2", past, time.Second), "a second delivery let out beside the probe")
+	require.Zero(t, HeldUntil(a, "ep", "dlv_2", probeEnd, time.Second), "no new probe once the first one's time is up")
 }

@@ -130,11 +130,15 @@ type Dispatcher struct {
 	// never more than HeldMax together; lanes bound each app's
 	// first attempts in progress (see AppShareDefault): a flood from one
 	// app queues in its own lane and never delays another app's attempts;
-	// doneRows deletes the rows of ended first attempts in shared
-	// statements.
+	// doneRows deletes the rows of ended first attempts, and heldRows
+	// leases the rows of held-back ones until their recheck, in shared
+	// statements: when an endpoint stops answering, the attempts waiting
+	// for its share are held back together, and one statement holds
+	// them all instead of each taking a connection of the pool.
 	held     atomic.Int64
 	lanes    *slots.Keyed
 	doneRows *coalesce.Coalescer[int64, struct{}]
+	heldRows *coalesce.Coalescer[heldRow, struct{}]
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
 	// started and carried count new deliveries started in their own
@@ -203,6 +207,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// timeout); those not yet due go back to the outbox.
 	d.doneRows = coalesce.New(d.deleteRows)
 	defer d.doneRows.Close()
+	d.heldRows = coalesce.New(d.holdRows)
+	defer d.heldRows.Close()
 	defer d.firsts.Wait()
 	d.lanes = slots.New(cmp.Or(d.AppShare, AppShareDefault))
 	defer d.running(ctx)()

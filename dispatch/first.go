@@ -142,10 +142,14 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		// A failure as its endpoint stopped answering (on this worker):
 		// its retry would be held too, so the row waits in the outbox with
 		// its recorded outcome, costing no workflow until a probe may go
-		// (or its deadline comes).
+		// (or its deadline comes). A failure with no answer waits there
+		// until shortly before its retry (missHold).
 		var at time.Time
 		if e.outcome != nil {
-			at = d.heldBack(f.row, time.Now(), e.outcome)
+			now := time.Now()
+			if at = d.heldBack(f.row, now, e.outcome); at.IsZero() {
+				at = missHold(d.Sender, f, now, e.outcome)
+			}
 		}
 		if at.IsZero() {
 			d.handOff(ctx, f.row, e.outcome)
@@ -258,11 +262,30 @@ func (d *Dispatcher) hold(f first, at time.Time) {
 	if last := f.set.LastStart(f.deadline); at.After(last) {
 		at = last
 	}
-	if err := store.HoldOutbox(ctx, d.Pool, f.row.ID, at); err != nil {
+	if _, err := d.heldRows.Do(ctx, heldRow{id: f.row.ID, until: at}); err != nil {
 		d.Logger.Warn("held first attempt's row not leased until its recheck; its lease lapses", "row", f.row.ID, "err", err)
 		return
 	}
 	d.firstHeld.Add(1)
+}
+
+// heldRow is a start row held in the outbox until its recheck (see hold).
+type heldRow struct {
+	id    int64
+	until time.Time
+}
+
+// holdRows leases a batch of held rows until their rechecks (a
+// coalesce.Func).
+func (d *Dispatcher) holdRows(ctx context.Context, rows []heldRow) ([]struct{}, []error, error) {
+	ids, until := make([]int64, len(rows)), make([]time.Time, len(rows))
+	for i, r := range rows {
+		ids[i], until[i] = r.id, r.until
+	}
+	if err := store.HoldOutbox(ctx, d.Pool, ids, until); err != nil {
+		return nil, nil, err
+	}
+	return make([]struct{}, len(rows)), nil, nil
 }
 
 // heldBack says until when start row it waits in the outbox, at now,
@@ -276,11 +299,11 @@ func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOu
 	if it.EndpointID == "" {
 		return time.Time{}
 	}
-	until := activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now)
+	set := it.Settings.WithDefaults()
+	until := activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now, set.RequestTimeout)
 	if until.IsZero() {
 		return time.Time{}
 	}
-	set := it.Settings.WithDefaults()
 	last := set.LastStart(it.CreatedAt.Add(set.Deadline))
 	if !now.Before(last) {
 		return time.Time{}
@@ -298,6 +321,31 @@ func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOu
 		return at
 	}
 	return last
+}
+
+// MissLead is how long before its retry is due a failed first attempt
+// that got no answer is handed to its DeliveryWorkflow (see missHold).
+const MissLead = time.Second
+
+// missHold is until when f's row, whose first attempt got no answer
+// (outcome o: a timeout, a refused or reset connection), waits in the
+// outbox with its recorded outcome before its delivery goes to its
+// workflow: MissLead before its retry is due, when that is within
+// StartDelayMax (zero: it goes now). Its endpoint may have stopped
+// answering: the requests sent to it meanwhile then get no answer either,
+// the breaker opens, and the round that takes the row back holds it until
+// the probe (heldBack), so an endpoint that went silent costs no workflow
+// per delivery. Otherwise that round hands it off, its retry's remaining
+// wait the run's start delay, and the retry goes at its time.
+func missHold(a *activities.Activities, f first, now time.Time, o *activities.SendOutcome) time.Time {
+	if f.row.Ordered() || o.Err() != nil || !o.Result.Class.Retried() || !activities.Unanswered(a, o.Result) {
+		return time.Time{}
+	}
+	at := o.Result.NextAttemptAt.Add(-MissLead)
+	if !at.After(now) || o.Result.NextAttemptAt.Sub(now) > StartDelayMax {
+		return time.Time{}
+	}
+	return at
 }
 
 // busyRecheck is when f's first attempt, held back by a share in use, is

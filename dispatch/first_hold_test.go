@@ -128,3 +128,47 @@ func TestFailedFirstAttemptWithNoRetryLeftIsNotHeld(t *testing.T) {
 	require.Equal(t, 1, attempts)
 	require.EqualValues(t, 1, hits.Load())
 }
+
+// TestFirstAttemptWithNoAnswerWaitsForItsRetry: a first attempt that got
+// no answer (it timed out), its endpoint's breaker still closed, starts no
+// workflow at once: its row waits in the outbox with its recorded outcome,
+// leased until MissLead before its retry is due, since its endpoint may
+// have stopped answering. Once that lease lapses, the row goes to its
+// workflow from the outcome, not sent again.
+func TestFirstAttemptWithNoAnswerWaitsForItsRetry(t *testing.T) {
+	// Every request times out: the receiver answers after 1 s, the
+	// endpoint's timeout is 100 ms; the default schedule retries 5 s later.
+	f := setupSender(t, time.Second, 100*time.Millisecond)
+	ctx := context.Background()
+	fc := &fakeClient{}
+	d := &Dispatcher{
+		Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
+		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler),
+			Breaker: &activities.Breaker{Misses: activities.BreakerMissesDefault}},
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(rctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	started := func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		return len(fc.starts) > 0
+	}
+	id := f.publish(t)
+	require.Eventually(t, func() bool { return d.Held() > 0 }, 20*time.Second, 20*time.Millisecond, "the first attempt with no answer was not held")
+	var leased, next time.Time
+	var outcome bool
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `
+		SELECT o.leased_until, d.next_attempt_at, o.outcome IS NOT NULL
+		FROM outbox o JOIN deliveries d ON d.id = o.delivery_id WHERE o.delivery_id = $1`, id).Scan(&leased, &next, &outcome))
+	require.True(t, outcome, "the held row lost its recorded outcome")
+	require.WithinDuration(t, next.Add(-MissLead), leased, time.Millisecond, "the row is not leased until MissLead before its retry")
+	require.False(t, started(), "a first attempt with no answer started its workflow before its lease lapsed")
+	require.Eventually(t, started, 20*time.Second, 20*time.Millisecond, "the held row was never handed off")
+	var rows, attempts int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox WHERE delivery_id = $1), (SELECT count(*) FROM attempts WHERE delivery_id = $1)`, id).Scan(&rows, &attempts))
+	require.Zero(t, rows, "the handed-off row was not deleted")
+	require.Equal(t, 1, attempts)
+	require.EqualValues(t, 1, f.hits.Load(), "the held first attempt was sent again")
+}

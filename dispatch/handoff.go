@@ -66,12 +66,14 @@ func (d *Dispatcher) Take(rows []outbox.Leased) {
 		d.Metrics.Handoffs(k)
 		d.taken.Add(int64(k))
 	}
+	// Held rows (sorted only while running) are held under runMu, while
+	// Run's heldRows still takes them.
+	for i, f := range t.held {
+		d.hold(f, t.heldAt[i])
+	}
 	d.runMu.RUnlock()
 	for _, id := range t.back {
 		d.release(id)
-	}
-	for i, f := range t.held {
-		d.hold(f, t.heldAt[i])
 	}
 }
 

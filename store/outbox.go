@@ -121,15 +121,22 @@ func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
 	return WakeDispatcher(ctx, q)
 }
 
-// HoldOutbox leases start row id until until: its first attempt was held
-// back with nothing sent (its endpoint's share in use, or the endpoint not
-// answering), and no round takes the row before then.
-func HoldOutbox(ctx context.Context, q outbox.Querier, id int64, until time.Time) error {
-	if _, err := q.Exec(ctx, `UPDATE outbox SET leased_until = $2 WHERE id = $1`, id, until); err != nil {
-		return fmt.Errorf("hold outbox row %d: %w", id, err)
+// HoldOutbox leases each start row ids[i] until until[i], in one
+// statement: its first attempt was held back with nothing sent (its
+// endpoint's share in use, or the endpoint not answering), and no round
+// takes the row before then.
+func HoldOutbox(ctx context.Context, q outbox.Querier, ids []int64, until []time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, leaseSQL, ids, until); err != nil {
+		return fmt.Errorf("hold %d outbox rows: %w", len(ids), err)
 	}
 	return nil
 }
+
+// leaseSQL leases each row $1[i] until $2[i] (HoldOutbox, Round.Lease).
+const leaseSQL = `UPDATE outbox o SET leased_until = v.until FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, until) WHERE o.id = v.id`
 
 // DoneCarriers deletes the rows of carriers that started.
 func DoneCarriers(ctx context.Context, q outbox.Querier, carrierIDs []string) error {

@@ -53,8 +53,7 @@ func BeginRound(ctx context.Context, pool *pgxpool.Pool, limit int) (*Round, []o
 // dispatcher claims them before their lease lapses. Written with Commit.
 func (r *Round) Lease(ids []int64, until []time.Time) {
 	if len(ids) > 0 {
-		r.writes.Queue(`UPDATE outbox o SET leased_until = v.until FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, until) WHERE o.id = v.id`,
-			ids, until)
+		r.writes.Queue(leaseSQL, ids, until)
 	}
 }
 

@@ -156,14 +156,26 @@ func (c *circuit) probing(deliveryID string, now time.Time) bool {
 
 // HeldUntil is when a's breaker may next let deliveryID's attempt to
 // endpointID out, zero when it would now: a sender leaves the rows of an
-// endpoint that stopped answering in the outbox until then. Past the
-// cool-down, the first delivery it lets out is the probe, as in admit
-// (out for the request timeout and its slacks): the other rows it then
-// sees, a failed first attempt's among them (whose hand-off would start a
-// workflow to make the probe's attempt), wait for that probe, not one
-// workflow each. It is a function, not a method, so it is not registered
-// as an activity.
-func HeldUntil(a *Activities, endpointID, deliveryID string, now time.Time, timeout time.Duration) time.Time {
+// endpoint that stopped answering in the outbox until then. It changes
+// nothing. It is a function, not a method, so it is not registered as an
+// activity.
+func HeldUntil(a *Activities, endpointID, deliveryID string, now time.Time) time.Time {
+	b := a.Breaker
+	if b == nil || b.Misses <= 0 {
+		return time.Time{}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.circuits[endpointID].heldUntil(deliveryID, now)
+}
+
+// TakeProbe is HeldUntil for a delivery that goes on now when it returns
+// zero (a failed first attempt's row handed to its workflow, whose retry
+// is due): past the cool-down that delivery is then the probe, as in
+// admit (out for timeout and its slacks), and the rows of the endpoint
+// that come after it wait for that probe, not one workflow each. A
+// function, like HeldUntil.
+func TakeProbe(a *Activities, endpointID, deliveryID string, now time.Time, timeout time.Duration) time.Time {
 	until, _ := a.Breaker.admit(endpointID, deliveryID, now, timeout+FlightSlack+RecordSlack)
 	return until
 }

@@ -218,7 +218,7 @@ func TestHeldWaitersUnderChurn(t *testing.T) {
 			}
 			now := time.Now()
 			b.observe("ep", i%3 == 0, now, now)
-			_ = HeldUntil(a, "ep", "dlv_0", now, time.Second)
+			_ = HeldUntil(a, "ep", "dlv_0", now)
 		}
 	})
 	for i := range 64 {
@@ -270,21 +270,24 @@ func TestOpenEndpointsListsOpenBreakers(t *testing.T) {
 	require.Nil(t, OpenEndpoints(&Activities{}))
 }
 
-// TestHeldUntilLetsOneProbeOut: past the cool-down, HeldUntil lets one
-// delivery out, which is then the probe; every other delivery it is asked
-// about waits for that probe, so a round holding many rows of a silent
-// endpoint hands one of them on, not all.
-func TestHeldUntilLetsOneProbeOut(t *testing.T) {
+// TestTakeProbeLetsOneProbeOut: past the cool-down, TakeProbe lets one
+// delivery out, which is then the probe; every other delivery it or
+// HeldUntil is asked about waits for that probe, so a round holding many
+// failed rows of a silent endpoint hands one of them on, not all.
+// HeldUntil alone reserves nothing.
+func TestTakeProbeLetsOneProbeOut(t *testing.T) {
 	t.Parallel()
 	a := &Activities{Breaker: &Breaker{Misses: 1, Cooldown: time.Second}}
 	now := time.Now()
 	opened, _ := a.Breaker.observe("ep", false, now, now)
 	require.False(t, opened.IsZero())
-	require.Equal(t, opened, HeldUntil(a, "ep", "dlv_1", now, time.Second), "held during the cool-down")
+	require.Equal(t, opened, TakeProbe(a, "ep", "dlv_1", now, time.Second), "let out during the cool-down")
 	past := opened.Add(time.Millisecond)
-	require.Zero(t, HeldUntil(a, "ep", "dlv_1", past, time.Second), "no probe let out past the cool-down")
-	require.Zero(t, HeldUntil(a, "ep", "dlv_1", past, time.Second), "the probe's own delivery held")
+	require.Zero(t, HeldUntil(a, "ep", "dlv_2", past), "HeldUntil reserved the probe")
+	require.Zero(t, TakeProbe(a, "ep", "dlv_1", past, time.Second), "no probe let out past the cool-down")
+	require.Zero(t, TakeProbe(a, "ep", "dlv_1", past, time.Second), "the probe's own delivery held")
 	probeEnd := past.Add(time.Second + FlightSlack + RecordSlack)
-	require.Equal(t, probeEnd, HeldUntil(a, "ep", "dlv_2", past, time.Second), "a second delivery let out beside the probe")
-	require.Zero(t, HeldUntil(a, "ep", "dlv_2", probeEnd, time.Second), "no new probe once the first one's time is up")
+	require.Equal(t, probeEnd, TakeProbe(a, "ep", "dlv_2", past, time.Second), "a second delivery let out beside the probe")
+	require.Equal(t, probeEnd, HeldUntil(a, "ep", "dlv_2", past), "HeldUntil does not see the probe")
+	require.Zero(t, TakeProbe(a, "ep", "dlv_2", probeEnd, time.Second), "no new probe once the first one's time is up")
 }

@@ -171,11 +171,11 @@ func (d *Dispatcher) Counts() (own, carried, direct int64) {
 	return d.started.Load(), d.carried.Load(), d.firstDone.Load() + d.firstHandedOff.Load()
 }
 
-// Held returns how many times a start row was left in the outbox with
-// nothing sent since the dispatcher began: its first attempt held back
-// (its endpoint's or app's share in use, or its endpoint not answering),
-// or its failed first attempt's hand-off held back while its endpoint does
-// not answer.
+// Held returns how many times a start row was left in the outbox since
+// the dispatcher began: its first attempt held back with nothing sent (its
+// endpoint's or app's share in use, or its endpoint not answering), or its
+// failed first attempt's hand-off held back while its endpoint does not
+// answer or, with no answer, until shortly before its retry (missHold).
 func (d *Dispatcher) Held() int64 { return d.firstHeld.Load() }
 
 // Taken returns how many start rows an ingest handed to the sender (see
@@ -319,7 +319,9 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	for _, it := range items {
 		var held time.Time
 		if it.Kind == outbox.KindStart && sender {
-			held = d.heldBack(it, now, nil)
+			// A failed first attempt's row (handed to its workflow below
+			// unless held) may take the probe.
+			held = d.heldBack(it, now, nil, it.Outcome != nil && it.CarrierID == "" && !it.Stale() && !it.Ordered())
 		}
 		switch {
 		case it.CarrierID != "":

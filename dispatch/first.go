@@ -147,7 +147,7 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		var at time.Time
 		if e.outcome != nil {
 			now := time.Now()
-			if at = d.heldBack(f.row, now, e.outcome); at.IsZero() {
+			if at = d.heldBack(f.row, now, e.outcome, false); at.IsZero() {
 				at = missHold(d.Sender, f, now, e.outcome)
 			}
 		}
@@ -250,12 +250,12 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 }
 
 // hold leaves f's row in the outbox, leased until at (no later than the
-// last moment an attempt fits before its deadline), with nothing sent: a
-// first attempt held back by its endpoint's or its app's share, or by an
-// endpoint that stopped answering, is not an attempt and costs no
-// workflow. The round that takes the row
-// again makes the attempt, or hands the delivery to its workflow once its
-// deadline has passed.
+// last moment an attempt fits before its deadline): a first attempt held
+// back by its endpoint's or its app's share, or by an endpoint that
+// stopped answering, is not an attempt and costs no workflow; a failed
+// one whose hand-off is held (heldBack, missHold) keeps its recorded
+// outcome. The round that takes the row again makes the attempt or hands
+// the delivery to its workflow (at once once its deadline has passed).
 func (d *Dispatcher) hold(f first, at time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -263,7 +263,7 @@ func (d *Dispatcher) hold(f first, at time.Time) {
 		at = last
 	}
 	if _, err := d.heldRows.Do(ctx, heldRow{id: f.row.ID, until: at}); err != nil {
-		d.Logger.Warn("held first attempt's row not leased until its recheck; its lease lapses", "row", f.row.ID, "err", err)
+		d.Logger.Warn("held start row not leased until its recheck; its lease lapses", "row", f.row.ID, "err", err)
 		return
 	}
 	d.firstHeld.Add(1)
@@ -294,16 +294,20 @@ func (d *Dispatcher) holdRows(ctx context.Context, rows []heldRow) ([]struct{}, 
 // or with o nil the outcome recorded on the row), as that retry would be
 // held too. It waits until the endpoint's probe, spread
 // (delivery.HeldWait), while an attempt still fits before the deadline;
-// past that, or with no retry left, its workflow dead-letters it.
-func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOutcome) time.Time {
+// past that, or with no retry left, its workflow dead-letters it. With
+// probe set (a failed first attempt's row that a round hands to its
+// workflow when it is not held), a row whose retry is due takes the probe
+// past the cool-down (activities.TakeProbe): one such row goes on, and the
+// rows after it wait for that probe instead of each starting a workflow.
+func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOutcome, probe bool) time.Time {
 	if it.EndpointID == "" {
 		return time.Time{}
 	}
-	set := it.Settings.WithDefaults()
-	until := activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now, set.RequestTimeout)
-	if until.IsZero() {
+	until := activities.HeldUntil(d.Sender, it.EndpointID, it.DeliveryID, now)
+	if until.IsZero() && !probe {
 		return time.Time{}
 	}
+	set := it.Settings.WithDefaults()
 	last := set.LastStart(it.CreatedAt.Add(set.Deadline))
 	if !now.Before(last) {
 		return time.Time{}
@@ -315,6 +319,12 @@ func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOu
 		}
 	}
 	if o != nil && (o.Err() != nil || !o.Result.Class.Retried() || o.Result.NextAttemptAt.IsZero()) {
+		return time.Time{}
+	}
+	if probe && o != nil && !o.Result.NextAttemptAt.After(now.Add(set.RequestTimeout)) {
+		until = activities.TakeProbe(d.Sender, it.EndpointID, it.DeliveryID, now, set.RequestTimeout)
+	}
+	if until.IsZero() {
 		return time.Time{}
 	}
 	if at := now.Add(delivery.HeldWait(until, now, it.DeliveryID, 1)); at.Before(last) {

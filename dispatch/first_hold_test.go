@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/delivery"
+	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
@@ -163,4 +165,41 @@ func runSender(t *testing.T, st *store.Store, breaker *activities.Breaker) (*Dis
 	go func() { defer close(done); _ = d.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	return d, fc
+}
+
+// TestHeldBackTakesTheProbeOnlyForAFailedRowItLetsGo: past the cool-down,
+// a round's failed first attempt whose retry is due takes the probe as it
+// goes to its workflow, and the endpoint's other rows wait for it; a row
+// that goes on for another reason (past its deadline, to be
+// dead-lettered) takes nothing, nor does a row only asked about.
+func TestHeldBackTakesTheProbeOnlyForAFailedRowItLetsGo(t *testing.T) {
+	f := setupSender(t, time.Second, 100*time.Millisecond)
+	ctx := context.Background()
+	a := &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler),
+		Breaker: &activities.Breaker{Misses: 1, Cooldown: 300 * time.Millisecond}}
+	d := &Dispatcher{Pool: f.st.Pool(), Logger: slog.New(slog.DiscardHandler), Sender: a}
+	id := f.publish(t)
+	var rowID int64
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT id FROM outbox WHERE delivery_id = $1`, id).Scan(&rowID))
+	set := delivery.Settings{Schedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: 100 * time.Millisecond}.WithDefaults()
+	now := time.Now()
+	res, err := activities.SendFirst(ctx, a, activities.SendRequest{DeliveryID: id, EndpointID: f.ep.ID, Cycle: 1, Number: 1,
+		Timeout: set.RequestTimeout, Settings: set, Deadline: now.Add(time.Hour), At: now}, rowID, now.Add(QueueMax))
+	require.NoError(t, err)
+	require.True(t, activities.Unanswered(a, res), "the first attempt did not time out: %+v", res)
+	row := func(deliveryID string, created time.Time, outcome []byte) outbox.Row {
+		return outbox.Row{Kind: outbox.KindStart, DeliveryID: deliveryID, EndpointID: f.ep.ID, CreatedAt: created, Settings: set, Outcome: outcome}
+	}
+	fresh := row("dlv_fresh", time.Now(), nil)
+	require.False(t, d.heldBack(fresh, time.Now(), nil, false).IsZero(), "the breaker did not open")
+	past := time.Now().Add(time.Second) // past the cool-down
+	o := activities.Outcome(res, nil)
+	o.Result.NextAttemptAt = past
+	failed, err := json.Marshal(o)
+	require.NoError(t, err)
+	require.Zero(t, d.heldBack(row("dlv_late", past.Add(-2*time.Hour), failed), past, nil, true), "a row past its deadline was held")
+	require.Zero(t, d.heldBack(fresh, past, nil, false), "a row was held with no probe out")
+	require.Zero(t, d.heldBack(row("dlv_failed", past, failed), past, nil, true), "the failed row was held with no probe out")
+	require.False(t, d.heldBack(fresh, past, nil, false).IsZero(), "a row was let out beside the failed row's probe")
+	require.False(t, d.heldBack(row("dlv_failed2", past, failed), past, nil, true).IsZero(), "a second failed row was let out beside the probe")
 }

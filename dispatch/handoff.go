@@ -110,7 +110,7 @@ func (d *Dispatcher) sort(rows []outbox.Leased, running bool, now time.Time) tak
 			t.back = append(t.back, r.ID)
 			continue
 		}
-		if at := d.heldBack(r.Row, now, nil); !at.IsZero() {
+		if at := d.heldBack(r.Row, now, nil, false); !at.IsZero() {
 			t.held, t.heldAt = append(t.held, f), append(t.heldAt, at)
 			continue
 		}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,4 +44,27 @@ func TestEndedPausedEndpointsRowsAreClaimed(t *testing.T) {
 			require.NotEmpty(t, rows, "a %s endpoint's rows are claimed, even while it is paused (outbox: %v)", name, f.outboxKinds(t))
 		})
 	}
+}
+
+// TestHoldOutboxLeasesAndLeavesTheConnectionAsItWas: a hold moves each
+// row's lease, and its commit's synchronous_commit = off ends with its
+// statement: the pooled connection it ran on commits the next statement
+// (another tenant's ingest, say) synchronously again.
+func TestHoldOutboxLeasesAndLeavesTheConnectionAsItWas(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	dlv := f.publish(t)
+	var id int64
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT id FROM outbox WHERE delivery_id = $1`, dlv).Scan(&id))
+	conn, err := f.st.Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	until := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	require.NoError(t, store.HoldOutbox(ctx, conn, []int64{id}, []time.Time{until}))
+	var leased time.Time
+	var setting string
+	require.NoError(t, conn.QueryRow(ctx, `SELECT leased_until, current_setting('synchronous_commit') FROM outbox WHERE id = $1`, id).Scan(&leased, &setting))
+	require.True(t, leased.Equal(until), "leased until %v, not %v", leased, until)
+	require.Equal(t, "on", setting, "the hold's setting outlived its statement")
 }

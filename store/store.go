@@ -93,6 +93,11 @@ const HotPoolSetup = `SET plan_cache_mode = force_generic_plan; SET enable_seqsc
 // statements are coalesced (Batched), so a few carry any rate.
 const HotPoolConns = 8
 
+// HotPoolLifetimeJitter spreads the ends of the hot pool's connections
+// (all opened at start) over this much past their lifetime, so they are
+// not all replaced at once.
+const HotPoolLifetimeJitter = 10 * time.Minute
+
 // Pool is the underlying pool.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 

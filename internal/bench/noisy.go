@@ -131,6 +131,9 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	}
 	for i, ph := range phases {
 		b.progress("noisy: %s", ph.name)
+		if err := b.settle(ctx); err != nil {
+			return nil, err
+		}
 		// --cpuprofile profiles the last phase (B beside a silent A).
 		profiling := o.CPUProfile != nil && i == len(phases)-1
 		if profiling {

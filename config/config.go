@@ -59,8 +59,9 @@ type Config struct {
 	// DatabaseURL is hookrelay's Postgres. Empty in dev mode starts a
 	// private cluster. Env HOOKRELAY_DATABASE_URL.
 	DatabaseURL string
-	// DBMaxConns is the main pgx pool's size; the hot path's pool adds up
-	// to store.HotPoolConns (8) more. Env HOOKRELAY_DB_MAX_CONNS.
+	// DBMaxConns is the main pgx pool's size; the hot path's pool keeps
+	// store.HotPoolConns (8) more open from start, or DBMaxConns if fewer.
+	// Env HOOKRELAY_DB_MAX_CONNS.
 	DBMaxConns int
 	// PostgresPort is the private cluster's port (dev). Env HOOKRELAY_PG_PORT.
 	PostgresPort int
@@ -266,7 +267,7 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 	b.uses(dev, apiCmd, workerCmd, rotate)
 	b.str(&c.SecretKey, "secret-key", "HOOKRELAY_SECRET_KEY", "", "base64 AES-256 keys sealing secrets and custom headers, comma-separated, newest first: the newest seals, all open (see rotate-secret-key)")
 	b.uses(dev, apiCmd, workerCmd)
-	b.num(&c.DBMaxConns, "db-max-conns", "HOOKRELAY_DB_MAX_CONNS", DBMaxConnsDefault, "the main Postgres pool's size (the hot path's pool adds up to 8 connections)")
+	b.num(&c.DBMaxConns, "db-max-conns", "HOOKRELAY_DB_MAX_CONNS", DBMaxConnsDefault, "the main Postgres pool's size (the hot path's pool keeps 8 more open, or this many if fewer)")
 	b.duration(&c.Retention, "retention", "HOOKRELAY_RETENTION", base.Retention, "how long finished deliveries, attempts and events are kept (dead letters at least their 7-day replay window)")
 	b.boolean(&c.MetricsEndpointLabels, "metrics-endpoint-labels", "HOOKRELAY_METRICS_ENDPOINT_LABELS", false, "also count attempts per endpoint ID (one series per endpoint)")
 	b.duration(&c.ShutdownTimeout, "shutdown-timeout", "HOOKRELAY_SHUTDOWN_TIMEOUT", ShutdownTimeoutDefault, "graceful stop bound")

@@ -49,7 +49,7 @@ func TestEndedPausedEndpointsRowsAreClaimed(t *testing.T) {
 // TestHoldOutboxLeasesAndLeavesTheConnectionAsItWas: a hold moves each
 // row's lease, and its commit's synchronous_commit = off ends with its
 // statement: the pooled connection it ran on commits the next statement
-// (another tenant's ingest, say) synchronously again.
+// (a claim or a round's, say) synchronously again.
 func TestHoldOutboxLeasesAndLeavesTheConnectionAsItWas(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -129,10 +129,18 @@ func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
 // Its commit does not wait for the WAL to reach the disk (holdSQL): a
 // tenant whose endpoint stopped answering holds hundreds of rows a
 // second, and each flush it forced would queue before other tenants'
-// commits. Losing a hold to a crash of Postgres costs nothing but time:
-// the row keeps its earlier lease, and the round that takes it back
-// sooner holds it again or hands it off from its recorded outcome, since
-// no request of it is on the wire.
+// commits. A crash of Postgres (or a failover to a standby) may lose the
+// holds of its last moments, and that sends nothing twice: a request goes
+// out only after its claim (ClaimAttempt, ClaimTarget) commits
+// synchronously, which flushes every hold written before it, and a row
+// whose first attempt has a recorded outcome is handed off from it, never
+// sent again. The row then keeps its earlier lease: a round takes it back
+// sooner and holds it again, or later (an earlier lease is not cut at the
+// delivery's last start), in which case a delivery with a short deadline
+// may be dead-lettered where the hold would have let it be attempted.
+//
+// q must not be a transaction or a batch: the setting would last until
+// it ends.
 func HoldOutbox(ctx context.Context, q outbox.Querier, ids []int64, until []time.Time) error {
 	if len(ids) == 0 {
 		return nil

@@ -116,10 +116,12 @@ func (st *Stack) connectPostgres(ctx context.Context) error {
 	st.Store.FailingAfter, st.Store.AutoDisableAfter = st.Config.FailingAfter, st.Config.AutoDisableAfter
 	hotCfg := poolCfg.Copy()
 	hotCfg.MaxConns = min(store.HotPoolConns, hotCfg.MaxConns)
-	// Every hot connection is opened at start and replaced in the
-	// background (store.HotPoolLifetimeJitter), so no delivery waits for a
-	// new connection (opened on demand when a burst found every one busy,
-	// it cost the statement waiting for it 9-19 ms here).
+	// Every hot connection is opened (in the background) at start and, once
+	// its lifetime ends, replaced in the background (the ends spread by
+	// store.HotPoolLifetimeJitter), so a burst rarely waits for a new
+	// connection (opened on demand when a burst found every one busy, it
+	// cost the statement waiting for it 9-19 ms here); one replaced after a
+	// failed reconnect may still be opened on demand.
 	hotCfg.MinConns = hotCfg.MaxConns
 	hotCfg.MaxConnLifetimeJitter = store.HotPoolLifetimeJitter
 	hotCfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {

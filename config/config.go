@@ -59,9 +59,8 @@ type Config struct {
 	// DatabaseURL is hookrelay's Postgres. Empty in dev mode starts a
 	// private cluster. Env HOOKRELAY_DATABASE_URL.
 	DatabaseURL string
-	// DBMaxConns is the main pgx pool's size; the hot path's pool keeps
-	// store.HotPoolConns (8) more open from start, or DBMaxConns if fewer.
-	// Env HOOKRELAY_DB_MAX_CONNS.
+	// DBMaxConns is the main pgx pool's size; the hot path's pool keeps min(8
+	// (store.HotPoolConns), DBMaxConns) more open. Env HOOKRELAY_DB_MAX_CONNS.
 	DBMaxConns int
 	// PostgresPort is the private cluster's port (dev). Env HOOKRELAY_PG_PORT.
 	PostgresPort int

@@ -127,7 +127,7 @@ func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
 // first attempt's hand-off was, and no round takes the row before then.
 //
 // Its commit does not wait for the WAL to reach the disk (holdSQL): a
-// tenant whose endpoint stopped answering holds hundreds of rows a
+// tenant whose endpoint stopped answering holds about a hundred rows a
 // second, and each flush it forced would queue before other tenants'
 // commits. A crash of Postgres (or a failover to a standby) may lose the
 // holds of its last moments, and that sends nothing twice: a request goes

@@ -92,7 +92,7 @@ func (c *circuit) signal() {
 // watch returns a channel closed when endpointID's breaker next opens or
 // closes (nil, which never fires, when it is closed: nothing waits then).
 func (b *Breaker) watch(endpointID string) <-chan struct{} {
-	if b == nil || b.Misses <= 0 {
+	if b.off() {
 		return nil
 	}
 	b.mu.Lock()
@@ -107,6 +107,9 @@ func (b *Breaker) watch(endpointID string) <-chan struct{} {
 	return c.changed
 }
 
+// off says whether b holds nothing: none, or Misses 0.
+func (b *Breaker) off() bool { return b == nil || b.Misses <= 0 }
+
 // forgetAfter is how long a closed circuit is kept after its last request
 // came back: past it, no request sent before its last answer can still
 // come back (delivery.MaxRequestTimeout), and what it counted is dropped.
@@ -118,7 +121,7 @@ const forgetAfter = delivery.MaxRequestTimeout + time.Minute
 // most probeFor; its delivery is admitted again while it is out (an
 // attempt checks again after waiting for its endpoint's share).
 func (b *Breaker) admit(endpointID, deliveryID string, now time.Time, probeFor time.Duration) (until time.Time, ok bool) {
-	if b == nil || b.Misses <= 0 {
+	if b.off() {
 		return time.Time{}, true
 	}
 	b.mu.Lock()
@@ -161,7 +164,7 @@ func (c *circuit) probing(deliveryID string, now time.Time) bool {
 // activity.
 func HeldUntil(a *Activities, endpointID, deliveryID string, now time.Time) time.Time {
 	b := a.Breaker
-	if b == nil || b.Misses <= 0 {
+	if b.off() {
 		return time.Time{}
 	}
 	b.mu.Lock()
@@ -186,7 +189,7 @@ func TakeProbe(a *Activities, endpointID, deliveryID string, now time.Time, time
 // outbox.Handoff). A function, like HeldUntil.
 func OpenEndpoints(a *Activities) []string {
 	b := a.Breaker
-	if b == nil || b.Misses <= 0 {
+	if b.off() {
 		return nil
 	}
 	b.mu.Lock()
@@ -201,7 +204,7 @@ func OpenEndpoints(a *Activities) []string {
 // sent got; it reports the end of a cool-down it began (zero: none), and
 // closed when an answer closed an open breaker.
 func (b *Breaker) observe(endpointID string, answered bool, sent, now time.Time) (opened time.Time, closed bool) {
-	if b == nil || b.Misses <= 0 {
+	if b.off() {
 		return time.Time{}, false
 	}
 	b.mu.Lock()
@@ -286,7 +289,7 @@ func answer(res SendResult) (answered, counts bool) {
 // that a's breaker counts (a timeout, a refused or reset connection; see
 // answer), with the breaker on. A function, like HeldUntil.
 func Unanswered(a *Activities, res SendResult) bool {
-	if a.Breaker == nil || a.Breaker.Misses <= 0 {
+	if a.Breaker.off() {
 		return false
 	}
 	answered, counts := answer(res)

@@ -172,10 +172,9 @@ func (d *Dispatcher) Counts() (own, carried, direct int64) {
 }
 
 // Held returns how many times a start row was left in the outbox since
-// the dispatcher began: its first attempt held back with nothing sent (its
-// endpoint's or app's share in use, or its endpoint not answering), or its
-// failed first attempt's hand-off held back while its endpoint does not
-// answer or, with no answer, until shortly before its retry (missHold).
+// the dispatcher began: its first attempt held back (a share in use, its
+// endpoint not answering), or its failed first attempt's hand-off (the
+// endpoint not answering; with no answer, until before its retry).
 func (d *Dispatcher) Held() int64 { return d.firstHeld.Load() }
 
 // Taken returns how many start rows an ingest handed to the sender (see
@@ -309,30 +308,32 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 		return 0, nil
 	}
 	var singles, fresh, ordered []outbox.Row
-	var done []int64
+	var done, leaseIDs []int64
 	var firsts []first
-	var leaseIDs []int64
 	var leaseUntil []time.Time
 	stamped := map[string]bool{}
 	now := time.Now()
 	sender := d.Sender != nil && !d.carrying.Load()
 	for _, it := range items {
-		var held time.Time
-		if it.Kind == outbox.KindStart && sender {
-			// A failed first attempt's row (handed to its workflow below
-			// unless held) may take the probe.
-			held = d.heldBack(it, now, nil, it.Outcome != nil && it.CarrierID == "" && !it.Stale() && !it.Ordered())
-		}
 		switch {
 		case it.CarrierID != "":
 			stamped[it.CarrierID] = true
+			continue
 		case it.Stale():
 			done = append(done, it.ID)
+			continue
 		case it.Ordered():
 			// Its sequencer sends it, in sequence order (see wake); the
 			// row stays leased to it until sent.
 			ordered = append(ordered, it)
 			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, now.Add(SequenceLease))
+			continue
+		}
+		var held time.Time
+		if it.Kind == outbox.KindStart && sender { // a failed one may take the probe
+			held = d.heldBack(it, now, nil, it.Outcome != nil)
+		}
+		switch {
 		case !held.IsZero():
 			// Its endpoint stopped answering: the row waits in the outbox
 			// for the breaker's probe, in this round's lease.

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"hookrelay/activities"
 	"hookrelay/internal/app"
@@ -251,11 +250,19 @@ const warmUpFor = 10 * time.Second
 
 // analyze gathers the statistics of every table of hookrelay's database.
 func (b *runner) analyze(ctx context.Context) error {
+	return b.exec(ctx, "analyze", `ANALYZE`)
+}
+
+// exec runs each statement on hookrelay's database, in order; what names
+// the step in its error.
+func (b *runner) exec(ctx context.Context, what string, statements ...string) error {
 	if b.stack == nil || b.stack.Pool == nil {
-		return errors.New("analyze: no database")
+		return fmt.Errorf("%s: no database", what)
 	}
-	if _, err := b.stack.Pool.Exec(ctx, `ANALYZE`); err != nil {
-		return fmt.Errorf("analyze: %w", err)
+	for _, q := range statements {
+		if _, err := b.stack.Pool.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %s: %w", what, q, err)
+		}
 	}
 	return nil
 }
@@ -277,13 +284,5 @@ func (b *runner) analyze(ctx context.Context) error {
 // follow a checkpoint. The bench's private cluster runs as its superuser,
 // which may CHECKPOINT.
 func (b *runner) settle(ctx context.Context) error {
-	if b.stack == nil || b.stack.Pool == nil {
-		return errors.New("settle: no database")
-	}
-	for _, q := range []string{`VACUUM (ANALYZE)`, `CHECKPOINT`} {
-		if _, err := b.stack.Pool.Exec(ctx, q); err != nil {
-			return fmt.Errorf("settle: %s: %w", q, err)
-		}
-	}
-	return nil
+	return b.exec(ctx, "settle", `VACUUM (ANALYZE)`, `CHECKPOINT`)
 }

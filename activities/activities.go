@@ -45,6 +45,7 @@ const (
 	SlotWaitInActivity = attempt.SlotWaitInActivity
 	SlotLead           = attempt.SlotLead
 	ClaimLead          = attempt.ClaimLead
+	ClaimMargin        = attempt.ClaimMargin
 	ReasonCanceled     = attempt.ReasonCanceled
 	RecordSlack        = attempt.RecordSlack
 )

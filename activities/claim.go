@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"hookrelay/delivery"
+	"hookrelay/internal/coalesce"
 	"hookrelay/store"
 )
 
@@ -32,6 +33,11 @@ func (a *Activities) load(ctx context.Context, req SendRequest, started time.Tim
 		return t, nil, err
 	}
 	c := &claim{until: claimEnd(req, delivery.Later(started, req.At)), release: release}
+	if !req.At.IsZero() {
+		// A coalescing store may wait for the claims of attempts due soon
+		// after this one, up to ClaimMargin before its due time.
+		ctx = coalesce.Linger(ctx, req.At.Add(-ClaimMargin))
+	}
 	t, ok, err = a.Store.ClaimTarget(ctx, req.DeliveryID, started, c.until)
 	if ok && t.EndpointID != req.EndpointID {
 		// The place taken is another endpoint's (a delivery never changes

@@ -2,6 +2,7 @@ package activities_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"hookrelay/activities"
+	"hookrelay/internal/coalesce"
 	"hookrelay/store"
 )
 
@@ -94,4 +96,66 @@ func TestFirstAttemptClaimedAheadLeavesAtItsDueTime(t *testing.T) {
 			}
 		})
 	}
+}
+
+// batchedStore is flakyStore whose ClaimTarget goes through a Coalescer,
+// as store.Batched's does, keeping the size of each batch it ran.
+type batchedStore struct {
+	*flakyStore
+	claims  *coalesce.Coalescer[string, bool]
+	mu      sync.Mutex
+	batches []int
+}
+
+func (s *batchedStore) ClaimTarget(ctx context.Context, id string, now, _ time.Time) (store.Target, bool, error) {
+	t, err := s.LoadTarget(ctx, id, now)
+	if err != nil {
+		return t, false, err
+	}
+	ok, err := s.claims.Do(ctx, id)
+	return t, ok, err
+}
+
+// TestFirstAttemptsDueCloseTogetherShareOneClaim: first attempts whose due
+// times are less than ClaimLead-ClaimMargin apart, asked to be claimed
+// ahead of them, are claimed in one statement (the claim lingers for them),
+// and each request still leaves at its own due time.
+func TestFirstAttemptsDueCloseTogetherShareOneClaim(t *testing.T) {
+	t.Parallel()
+	var hits sync.WaitGroup
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	tg := target(t, 200)
+	tg.URL = srv.URL
+	st := &batchedStore{flakyStore: &flakyStore{target: tg}}
+	st.claims = coalesce.New(func(_ context.Context, ids []string) ([]bool, []error, error) {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		st.batches = append(st.batches, len(ids))
+		claimed := make([]bool, len(ids))
+		for i := range claimed {
+			claimed[i] = true
+		}
+		return claimed, nil, nil
+	})
+	t.Cleanup(st.claims.Close)
+	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
+		Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
+	// Due a second away, so the claim's linger (up to ClaimMargin before
+	// the earliest due) outlasts any stall between the two calls.
+	due := time.Now().Add(time.Second)
+	for i, at := range []time.Time{due, due.Add(activities.ClaimLead - activities.ClaimMargin - time.Millisecond)} {
+		hits.Go(func() {
+			req := activities.SendRequest{DeliveryID: fmt.Sprintf("dlv_%d", i), EndpointID: tg.EndpointID, Cycle: 1, Number: 1,
+				Timeout: time.Second, At: at}
+			res, err := activities.SendFirst(context.Background(), a, req, int64(i+1), at.Add(time.Second))
+			require.NoError(t, err)
+			require.Equal(t, activities.ClassSuccess, res.Class, res.Error)
+			require.False(t, res.StartedAt.Before(at), "attempt started %s before its due time", at.Sub(res.StartedAt))
+		})
+	}
+	hits.Wait()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	require.Equal(t, []int{2}, st.batches, "both claims in one statement")
 }

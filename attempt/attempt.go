@@ -84,10 +84,17 @@ type SendRequest struct {
 	At time.Time `json:",omitzero"`
 }
 
-// ClaimLead is how long before its due time a sender's first attempt is
-// loaded and claimed (SendRequest.At): longer than that statement takes
-// under load, short beside a request's timeout.
-const ClaimLead = 25 * time.Millisecond
+// Bounds of the claim of a sender's first attempt (SendRequest.At).
+const (
+	// ClaimLead is how long before its due time a sender's first attempt
+	// asks to be loaded and claimed: short beside a request's timeout.
+	ClaimLead = 100 * time.Millisecond
+	// ClaimMargin is how long before its due time that claim's statement
+	// runs at the latest (longer than it takes under load). Between the two
+	// the claim waits for the claims of attempts due soon after it, and
+	// one statement claims them all: at 80 events/s about six.
+	ClaimMargin = 25 * time.Millisecond
+)
 
 // SendResult is the classified outcome of one attempt.
 type SendResult struct {

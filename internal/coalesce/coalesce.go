@@ -1,7 +1,8 @@
 // Package coalesce turns concurrent calls of one statement into one
 // statement for all of them. A call made while a batch runs waits for the
 // next batch, so under load N calls cost one round trip, and at low rates a
-// call waits for nothing.
+// call waits for nothing, unless its context says it may wait for company
+// (Linger): then the calls that come meanwhile share its statement.
 package coalesce
 
 import (
@@ -36,19 +37,40 @@ type Coalescer[I, O any] struct {
 	stop  chan struct{}
 	once  sync.Once
 	wg    sync.WaitGroup
+	// gathering holds a token while one worker takes calls into its
+	// batch, so calls that come while a batch lingers join it instead of
+	// starting batches of their own on idle workers.
+	gathering chan struct{}
 }
 
 type call[I, O any] struct {
 	in   I
+	by   time.Time
 	out  O
 	err  error
 	done chan struct{}
 }
 
+type lingerKey struct{}
+
+// Linger returns ctx saying that a call made with it may wait until by for
+// other calls to share its batch (a batch runs when the earliest by among
+// its calls comes, or when it is full). A call whose context says nothing,
+// or a time past, runs in the next batch as soon as a worker is free.
+func Linger(ctx context.Context, by time.Time) context.Context {
+	return context.WithValue(ctx, lingerKey{}, by)
+}
+
+// lingerOf is until when ctx lets a call wait for company (zero: not at all).
+func lingerOf(ctx context.Context) time.Time {
+	by, _ := ctx.Value(lingerKey{}).(time.Time)
+	return by
+}
+
 // New starts WorkersDefault workers that run fn on batches of at most
 // MaxDefault calls. Close stops them.
 func New[I, O any](fn Func[I, O]) *Coalescer[I, O] {
-	c := &Coalescer[I, O]{fn: fn, max: MaxDefault, calls: make(chan *call[I, O]), stop: make(chan struct{})}
+	c := &Coalescer[I, O]{fn: fn, max: MaxDefault, calls: make(chan *call[I, O]), stop: make(chan struct{}), gathering: make(chan struct{}, 1)}
 	for range WorkersDefault {
 		c.wg.Go(c.work)
 	}
@@ -59,7 +81,7 @@ func New[I, O any](fn Func[I, O]) *Coalescer[I, O] {
 // batch a call is answered whatever happens to ctx: the statement may have
 // applied.
 func (c *Coalescer[I, O]) Do(ctx context.Context, in I) (O, error) {
-	cl := &call[I, O]{in: in, done: make(chan struct{})}
+	cl := &call[I, O]{in: in, by: lingerOf(ctx), done: make(chan struct{})}
 	var zero O
 	select {
 	case c.calls <- cl:
@@ -81,24 +103,62 @@ func (c *Coalescer[I, O]) Close() {
 
 func (c *Coalescer[I, O]) work() {
 	for {
-		var batch []*call[I, O]
-		select {
-		case <-c.stop:
+		batch, ok := c.gather()
+		if !ok {
 			return
-		case cl := <-c.calls:
-			batch = append(batch, cl)
-		}
-	more:
-		for len(batch) < c.max {
-			select {
-			case cl := <-c.calls:
-				batch = append(batch, cl)
-			default:
-				break more
-			}
 		}
 		c.run(batch)
 	}
+}
+
+// gather takes the next batch: a first call, then those that come until
+// the earliest by among them (those already waiting, when that is past) or
+// until the batch is full. ok is false once the Coalescer is closed and
+// no call is left to run.
+func (c *Coalescer[I, O]) gather() (batch []*call[I, O], ok bool) {
+	select {
+	case c.gathering <- struct{}{}:
+	case <-c.stop:
+		return nil, false
+	}
+	defer func() { <-c.gathering }()
+	select {
+	case <-c.stop:
+		return nil, false
+	case cl := <-c.calls:
+		batch = append(batch, cl)
+	}
+	by := batch[0].by
+	due := !by.After(time.Now())
+	timer := time.NewTimer(time.Until(by))
+	defer timer.Stop()
+	for len(batch) < c.max {
+		if due {
+			// Only the calls already waiting join.
+			select {
+			case cl := <-c.calls:
+				batch = append(batch, cl)
+				continue
+			default:
+				return batch, true
+			}
+		}
+		select {
+		case cl := <-c.calls:
+			batch = append(batch, cl)
+			if cl.by.Before(by) {
+				by = cl.by
+				due = !by.After(time.Now())
+				timer.Reset(time.Until(by))
+			}
+		case <-timer.C:
+			due = true
+		case <-c.stop:
+			// Closing: the calls taken are answered.
+			return batch, true
+		}
+	}
+	return batch, true
 }
 
 func (c *Coalescer[I, O]) run(batch []*call[I, O]) {

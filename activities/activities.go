@@ -46,6 +46,7 @@ const (
 	SlotLead           = attempt.SlotLead
 	ClaimLead          = attempt.ClaimLead
 	ClaimMargin        = attempt.ClaimMargin
+	RecordLinger       = attempt.RecordLinger
 	ReasonCanceled     = attempt.ReasonCanceled
 	RecordSlack        = attempt.RecordSlack
 )

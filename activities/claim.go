@@ -33,12 +33,13 @@ func (a *Activities) load(ctx context.Context, req SendRequest, started time.Tim
 		return t, nil, err
 	}
 	c := &claim{until: claimEnd(req, delivery.Later(started, req.At)), release: release}
+	cctx := ctx
 	if !req.At.IsZero() {
 		// A coalescing store may wait for the claims of attempts due soon
 		// after this one, up to ClaimMargin before its due time.
-		ctx = coalesce.Linger(ctx, req.At.Add(-ClaimMargin))
+		cctx = coalesce.Linger(ctx, req.At.Add(-ClaimMargin))
 	}
-	t, ok, err = a.Store.ClaimTarget(ctx, req.DeliveryID, started, c.until)
+	t, ok, err = a.Store.ClaimTarget(cctx, req.DeliveryID, started, c.until)
 	if ok && t.EndpointID != req.EndpointID {
 		// The place taken is another endpoint's (a delivery never changes
 		// endpoint; a caller named the wrong one): the long way takes the

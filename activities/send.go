@@ -22,6 +22,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/delivery"
+	"hookrelay/internal/coalesce"
 	"hookrelay/internal/egress"
 	"hookrelay/internal/tracing"
 	"hookrelay/signing"
@@ -67,7 +68,13 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, 
 			return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 		}
 	}
-	errs, err := a.record(ctx, []store.Attempt{*rec})
+	// An unordered attempt's record may wait for company (RecordLinger);
+	// an ordered key's next message waits for this one's record.
+	rctx := ctx
+	if t.Sequence == 0 {
+		rctx = coalesce.Linger(ctx, a.now().Add(RecordLinger))
+	}
+	errs, err := a.record(rctx, []store.Attempt{*rec})
 	if err == nil {
 		err = errs[0]
 	}

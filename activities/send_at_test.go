@@ -144,18 +144,87 @@ func TestFirstAttemptsDueCloseTogetherShareOneClaim(t *testing.T) {
 	// Due a second away, so the claim's linger (up to ClaimMargin before
 	// the earliest due) outlasts any stall between the two calls.
 	due := time.Now().Add(time.Second)
-	for i, at := range []time.Time{due, due.Add(activities.ClaimLead - activities.ClaimMargin - time.Millisecond)} {
+	ats := []time.Time{due, due.Add(activities.ClaimLead - activities.ClaimMargin - time.Millisecond)}
+	results, errs := make([]activities.SendResult, len(ats)), make([]error, len(ats))
+	for i, at := range ats {
 		hits.Go(func() {
 			req := activities.SendRequest{DeliveryID: fmt.Sprintf("dlv_%d", i), EndpointID: tg.EndpointID, Cycle: 1, Number: 1,
 				Timeout: time.Second, At: at}
-			res, err := activities.SendFirst(context.Background(), a, req, int64(i+1), at.Add(time.Second))
-			require.NoError(t, err)
-			require.Equal(t, activities.ClassSuccess, res.Class, res.Error)
-			require.False(t, res.StartedAt.Before(at), "attempt started %s before its due time", at.Sub(res.StartedAt))
+			results[i], errs[i] = activities.SendFirst(context.Background(), a, req, int64(i+1), at.Add(time.Second))
 		})
 	}
 	hits.Wait()
+	for i, res := range results {
+		require.NoError(t, errs[i])
+		require.Equal(t, activities.ClassSuccess, res.Class, res.Error)
+		require.False(t, res.StartedAt.Before(ats[i]), "attempt started %s before its due time", ats[i].Sub(res.StartedAt))
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	require.Equal(t, []int{2}, st.batches, "both claims in one statement")
+}
+
+// lingerStore is flakyStore keeping until when each claim and record was
+// let wait for company (coalesce.LingerOf).
+type lingerStore struct {
+	*flakyStore
+	claimBy, recordBy []time.Time
+}
+
+func (s *lingerStore) ClaimTarget(ctx context.Context, id string, now, until time.Time) (store.Target, bool, error) {
+	s.claimBy = append(s.claimBy, coalesce.LingerOf(ctx))
+	return s.flakyStore.ClaimTarget(ctx, id, now, until)
+}
+
+func (s *lingerStore) RecordAttempts(ctx context.Context, as []store.Attempt) ([]error, error) {
+	s.recordBy = append(s.recordBy, coalesce.LingerOf(ctx))
+	return s.flakyStore.RecordAttempts(ctx, as)
+}
+
+// TestClaimAndRecordLingerOnlyWhereNothingWaits: a first attempt named
+// with its due time lets its claim wait until ClaimMargin before it; an
+// attempt due now does not wait. An unordered attempt's record waits up
+// to RecordLinger; an ordered one's, which its key's next message waits
+// for, not at all.
+func TestClaimAndRecordLingerOnlyWhereNothingWaits(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		name     string
+		sequence int64
+		ahead    time.Duration
+	}{{"unordered, due ahead", 0, 200 * time.Millisecond}, {"unordered, due now", 0, 0}, {"ordered, due now", 3, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			tg := target(t, 200)
+			tg.URL, tg.Sequence = srv.URL, c.sequence
+			st := &lingerStore{flakyStore: &flakyStore{target: tg}}
+			a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
+				Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
+			var at time.Time
+			if c.ahead > 0 {
+				at = time.Now().Add(c.ahead)
+			}
+			req := activities.SendRequest{DeliveryID: "dlv_1", EndpointID: tg.EndpointID, Cycle: 1, Number: 1, Timeout: time.Second, At: at}
+			before := time.Now()
+			res, err := activities.SendFirst(context.Background(), a, req, 1, before.Add(time.Second))
+			require.NoError(t, err)
+			require.Equal(t, activities.ClassSuccess, res.Class, res.Error)
+			require.Len(t, st.claimBy, 1)
+			if at.IsZero() {
+				require.True(t, st.claimBy[0].IsZero(), "a claim due now lingered until %s", st.claimBy[0])
+			} else {
+				require.Equal(t, at.Add(-activities.ClaimMargin), st.claimBy[0])
+			}
+			require.Len(t, st.recordBy, 1)
+			if c.sequence > 0 {
+				require.True(t, st.recordBy[0].IsZero(), "an ordered record lingered until %s", st.recordBy[0])
+				return
+			}
+			// No later than RecordLinger past the request's end (the
+			// record is asked once the answer is in).
+			require.False(t, st.recordBy[0].Before(res.StartedAt.Add(activities.RecordLinger)), "record lingers until %s", st.recordBy[0])
+			require.False(t, st.recordBy[0].After(time.Now().Add(activities.RecordLinger)), "record lingers until %s", st.recordBy[0])
+		})
+	}
 }

@@ -8,18 +8,11 @@ import (
 	"hookrelay/internal/coalesce"
 )
 
-// RecordLinger is how long an attempt's record may wait for the records of
-// other attempts to share its statement (and its commit): at 80 attempts a
-// second about two more join it. Nothing waits for a record but its own
-// attempt's end: the request went out before it.
-const RecordLinger = 20 * time.Millisecond
-
 // Batched is a Store whose hot attempt statements (LoadTarget,
 // ClaimAttempt, ClaimTarget, RecordAttempts) are coalesced across concurrent attempts:
 // under load hundreds of attempts load, claim and record in one statement
-// each; at low rates each runs at once, but a record waits up to
-// RecordLinger for company, and a claim as long as its context lets it
-// (coalesce.Linger). Close stops it.
+// each; at low rates each runs at once, unless its context lets it wait
+// for company (coalesce.Linger). Close stops it.
 type Batched struct {
 	*Store
 	loads   *coalesce.Coalescer[string, Target]
@@ -153,7 +146,7 @@ func (b *Batched) claimTargetBatch(ctx context.Context, cs []claim) ([]ClaimedTa
 // RecordAttempts is Store.RecordAttempts, recorded with the concurrent
 // ones in one statement (split where two calls name the same attempt).
 func (b *Batched) RecordAttempts(ctx context.Context, as []Attempt) ([]error, error) {
-	return b.records.Do(coalesce.Linger(ctx, time.Now().Add(RecordLinger)), as)
+	return b.records.Do(ctx, as)
 }
 
 func (b *Batched) recordBatch(ctx context.Context, calls [][]Attempt) ([][]error, []error, error) {

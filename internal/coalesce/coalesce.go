@@ -61,8 +61,9 @@ func Linger(ctx context.Context, by time.Time) context.Context {
 	return context.WithValue(ctx, lingerKey{}, by)
 }
 
-// lingerOf is until when ctx lets a call wait for company (zero: not at all).
-func lingerOf(ctx context.Context) time.Time {
+// LingerOf is until when ctx lets a call wait for company (zero: not at
+// all; see Linger).
+func LingerOf(ctx context.Context) time.Time {
 	by, _ := ctx.Value(lingerKey{}).(time.Time)
 	return by
 }
@@ -79,9 +80,10 @@ func New[I, O any](fn Func[I, O]) *Coalescer[I, O] {
 
 // Do runs in, in the next batch, and answers its part. Once taken into a
 // batch a call is answered whatever happens to ctx: the statement may have
-// applied.
+// applied. A batch that lingers (Linger) runs at its earliest by, so a
+// call taken into it may wait that long whatever its own ctx says.
 func (c *Coalescer[I, O]) Do(ctx context.Context, in I) (O, error) {
-	cl := &call[I, O]{in: in, by: lingerOf(ctx), done: make(chan struct{})}
+	cl := &call[I, O]{in: in, by: LingerOf(ctx), done: make(chan struct{})}
 	var zero O
 	select {
 	case c.calls <- cl:
@@ -130,8 +132,24 @@ func (c *Coalescer[I, O]) gather() (batch []*call[I, O], ok bool) {
 	}
 	by := batch[0].by
 	due := !by.After(time.Now())
-	timer := time.NewTimer(time.Until(by))
-	defer timer.Stop()
+	var timer *time.Timer
+	var fired <-chan time.Time
+	arm := func() {
+		if timer == nil {
+			timer = time.NewTimer(time.Until(by))
+			fired = timer.C
+		} else {
+			timer.Reset(time.Until(by))
+		}
+	}
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	if !due {
+		arm()
+	}
 	for len(batch) < c.max {
 		if due {
 			// Only the calls already waiting join.
@@ -148,10 +166,11 @@ func (c *Coalescer[I, O]) gather() (batch []*call[I, O], ok bool) {
 			batch = append(batch, cl)
 			if cl.by.Before(by) {
 				by = cl.by
-				due = !by.After(time.Now())
-				timer.Reset(time.Until(by))
+				if due = !by.After(time.Now()); !due {
+					arm()
+				}
 			}
-		case <-timer.C:
+		case <-fired:
 			due = true
 		case <-c.stop:
 			// Closing: the calls taken are answered.

@@ -92,7 +92,7 @@ const (
 	// ClaimMargin is how long before its due time that claim's statement
 	// runs at the latest (longer than it takes under load). Between the two
 	// the claim waits for the claims of attempts due soon after it, and
-	// one statement claims them all: at 80 events/s about six.
+	// one statement claims them all: at 80 events/s about seven.
 	ClaimMargin = 25 * time.Millisecond
 	// RecordLinger is how long an unordered attempt's record may wait for
 	// the records of other attempts to share its statement and its commit

@@ -73,3 +73,13 @@ func (a *Activities) releaseClaim(ctx context.Context, deliveryID string, until 
 		a.logger().Warn("claim of an attempt not sent not released; it lapses", "delivery_id", deliveryID, "err", err)
 	}
 }
+
+// recordLinger is ctx for the record of an attempt to t: an unordered
+// attempt's record may wait for company (RecordLinger); an ordered key's
+// next message waits for this one's record.
+func (a *Activities) recordLinger(ctx context.Context, t store.Target) context.Context {
+	if t.Sequence != 0 {
+		return ctx
+	}
+	return coalesce.Linger(ctx, a.now().Add(RecordLinger))
+}

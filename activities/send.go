@@ -22,7 +22,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/delivery"
-	"hookrelay/internal/coalesce"
 	"hookrelay/internal/egress"
 	"hookrelay/internal/tracing"
 	"hookrelay/signing"
@@ -68,13 +67,7 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, 
 			return SendResult{}, fmt.Errorf("send %s: %w", req.DeliveryID, err)
 		}
 	}
-	// An unordered attempt's record may wait for company (RecordLinger);
-	// an ordered key's next message waits for this one's record.
-	rctx := ctx
-	if t.Sequence == 0 {
-		rctx = coalesce.Linger(ctx, a.now().Add(RecordLinger))
-	}
-	errs, err := a.record(rctx, []store.Attempt{*rec})
+	errs, err := a.record(a.recordLinger(ctx, t), []store.Attempt{*rec})
 	if err == nil {
 		err = errs[0]
 	}

@@ -77,8 +77,7 @@ func TestFirstAttemptClaimedAheadLeavesAtItsDueTime(t *testing.T) {
 				tg.MaxInFlight = 1
 			}
 			st := &untilStore{flakyStore: &flakyStore{target: tg}}
-			a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
-				Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
+			a := sharedSender(st)
 			at := time.Now().Add(300 * time.Millisecond)
 			req := activities.SendRequest{DeliveryID: "dlv_1", EndpointID: tg.EndpointID, Cycle: 1, Number: 1,
 				Timeout: time.Second, At: at}
@@ -139,8 +138,7 @@ func TestFirstAttemptsDueCloseTogetherShareOneClaim(t *testing.T) {
 		return claimed, nil, nil
 	})
 	t.Cleanup(st.claims.Close)
-	a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
-		Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
+	a := sharedSender(st)
 	// Due a second away, so the claim's linger (up to ClaimMargin before
 	// the earliest due) outlasts any stall between the two calls.
 	due := time.Now().Add(time.Second)
@@ -199,8 +197,7 @@ func TestClaimAndRecordLingerOnlyWhereNothingWaits(t *testing.T) {
 			tg := target(t, 200)
 			tg.URL, tg.Sequence = srv.URL, c.sequence
 			st := &lingerStore{flakyStore: &flakyStore{target: tg}}
-			a := &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
-				Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
+			a := sharedSender(st)
 			var at time.Time
 			if c.ahead > 0 {
 				at = time.Now().Add(c.ahead)
@@ -227,4 +224,10 @@ func TestClaimAndRecordLingerOnlyWhereNothingWaits(t *testing.T) {
 			require.False(t, st.recordBy[0].After(time.Now().Add(activities.RecordLinger)), "record lingers until %s", st.recordBy[0])
 		})
 	}
+}
+
+// sharedSender is an Activities on st whose endpoints share 4 places.
+func sharedSender(st activities.Store) *activities.Activities {
+	return &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
+		Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
 }

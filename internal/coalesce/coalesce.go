@@ -131,28 +131,16 @@ func (c *Coalescer[I, O]) gather() (batch []*call[I, O], ok bool) {
 		batch = append(batch, cl)
 	}
 	by := batch[0].by
-	due := !by.After(time.Now())
 	var timer *time.Timer
-	var fired <-chan time.Time
-	arm := func() {
-		if timer == nil {
-			timer = time.NewTimer(time.Until(by))
-			fired = timer.C
-		} else {
-			timer.Reset(time.Until(by))
-		}
-	}
 	defer func() {
 		if timer != nil {
 			timer.Stop()
 		}
 	}()
-	if !due {
-		arm()
-	}
 	for len(batch) < c.max {
-		if due {
-			// Only the calls already waiting join.
+		wait := time.Until(by)
+		if wait <= 0 {
+			// Due: only the calls already waiting join.
 			select {
 			case cl := <-c.calls:
 				batch = append(batch, cl)
@@ -161,17 +149,17 @@ func (c *Coalescer[I, O]) gather() (batch []*call[I, O], ok bool) {
 				return batch, true
 			}
 		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		}
 		select {
 		case cl := <-c.calls:
 			batch = append(batch, cl)
 			if cl.by.Before(by) {
 				by = cl.by
-				if due = !by.After(time.Now()); !due {
-					arm()
-				}
+				timer.Reset(time.Until(by))
 			}
-		case <-fired:
-			due = true
+		case <-timer.C:
 		case <-c.stop:
 			// Closing: the calls taken are answered.
 			return batch, true

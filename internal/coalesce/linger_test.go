@@ -30,6 +30,15 @@ func (b *batches) get() ([][]int, []time.Time) {
 	return slices.Clone(b.ran), slices.Clone(b.at)
 }
 
+// start starts a Coalescer recording its batches in b, closed when t
+// ends, and says when (on the bubble's clock).
+func start(t *testing.T) (b *batches, c *Coalescer[int, int], t0 time.Time) {
+	b = &batches{}
+	c = New(b.fn)
+	t.Cleanup(c.Close)
+	return b, c, time.Now()
+}
+
 // goDo makes a call of v on c with ctx in its own goroutine; the channel
 // gets its answer.
 func goDo(ctx context.Context, c *Coalescer[int, int], v int) <-chan int {
@@ -46,10 +55,7 @@ func goDo(ctx context.Context, c *Coalescer[int, int], v int) <-chan int {
 // earliest by among them comes, not before and not at the later one's.
 func TestLingeringCallsShareTheEarliestBy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b batches
-		c := New(b.fn)
-		defer c.Close()
-		t0 := time.Now()
+		b, c, t0 := start(t)
 		a := goDo(Linger(context.Background(), t0.Add(50*time.Millisecond)), c, 1)
 		synctest.Wait()
 		<-time.After(20 * time.Millisecond)
@@ -77,10 +83,7 @@ func TestCallThatMayNotWaitCutsTheLingerShort(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				var b batches
-				c := New(b.fn)
-				defer c.Close()
-				t0 := time.Now()
+				b, c, t0 := start(t)
 				a := goDo(Linger(context.Background(), t0.Add(time.Hour)), c, 1)
 				synctest.Wait()
 				if <-goDo(ctx, c, 2) != 2 || <-a != 1 {
@@ -100,10 +103,7 @@ func TestCallThatMayNotWaitCutsTheLingerShort(t *testing.T) {
 // batch of its own.
 func TestFullBatchDoesNotLinger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var b batches
-		c := New(b.fn)
-		defer c.Close()
-		t0 := time.Now()
+		b, c, t0 := start(t)
 		ctx := Linger(context.Background(), t0.Add(time.Hour))
 		var got []<-chan int
 		for i := range MaxDefault + 1 {

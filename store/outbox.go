@@ -55,55 +55,67 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 // delivery are handled in order: only its oldest row is claimed, so a
 // cancel is dispatched after the start a sender holds and before a later
 // replay of the same delivery. Rows leased to a sender (see Round.Lease) are
-// left alone until their lease lapses; starts and replays of a paused
-// endpoint wait in the outbox.
+// left alone until their lease lapses, and not read: however many rows
+// other apps' senders hold, a round reads only the rows it may claim;
+// starts and replays of a paused endpoint wait in the outbox.
 func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error) {
-	rows, err := tx.Query(ctx, claimSQL, limit, outbox.KindCancel)
+	rows, err := tx.Query(ctx, ClaimSQL, ClaimArgs(limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
 	return collectRows(rows)
 }
 
-// claimSQL is ClaimOutbox's statement: $1 the batch, $2 outbox.KindCancel.
-const claimSQL = `
+// claimable is whether outbox row o, with its delivery d and endpoint e
+// (LEFT JOINed), may be claimed once unleased: its delivery's oldest row,
+// not held by a paused endpoint ($2 is outbox.KindCancel).
+const claimable = `NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
+		  AND NOT (o.kind <> $2 AND COALESCE(` + holding + `, false))`
+
+// ClaimSQL is ClaimOutbox's statement, with ClaimArgs (tests read its
+// plan). It reads each app's first unleased rows by key
+// (outbox_app_unleased) and every row whose lease lapsed by that lapse
+// (outbox_lapse), never a leased row: together these hold each app's
+// first rows by ID among those it may claim.
+const ClaimSQL = `
 		WITH RECURSIVE queued(app_id) AS (
-		  (SELECT app_id FROM outbox ORDER BY app_id LIMIT 1)
+		  (SELECT app_id FROM outbox WHERE leased_until IS NULL AND NOT held ORDER BY app_id LIMIT 1)
 		  UNION ALL
-		  SELECT (SELECT o.app_id FROM outbox o WHERE o.app_id > queued.app_id ORDER BY o.app_id LIMIT 1)
+		  SELECT (SELECT o.app_id FROM outbox o WHERE o.leased_until IS NULL AND NOT o.held AND o.app_id > queued.app_id ORDER BY o.app_id LIMIT 1)
 		  FROM queued WHERE queued.app_id IS NOT NULL
-		), picked AS (
-		  SELECT c.id FROM queued CROSS JOIN LATERAL (
-		    SELECT o.id, row_number() OVER (ORDER BY o.id) AS rn
-		    FROM outbox o
+		), ready AS (
+		  SELECT c.id, queued.app_id FROM queued CROSS JOIN LATERAL (
+		    SELECT o.id FROM outbox o
 		    LEFT JOIN deliveries d ON d.id = o.delivery_id
 		    LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		    WHERE o.app_id = queued.app_id AND NOT o.held
-		      AND (o.leased_until IS NULL OR o.leased_until < now())
-		      AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
-		      AND NOT (o.kind <> $2 AND COALESCE(` + holding + `, false))
+		    WHERE o.app_id = queued.app_id AND o.leased_until IS NULL AND NOT o.held AND ` + claimable + `
 		    ORDER BY o.id LIMIT $1
 		  ) c
 		  WHERE queued.app_id IS NOT NULL
-		  ORDER BY c.rn, c.id LIMIT $1
+		  UNION ALL
+		  SELECT o.id, o.app_id FROM outbox o
+		  LEFT JOIN deliveries d ON d.id = o.delivery_id
+		  LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		  WHERE o.leased_until < now() AND NOT o.held AND ` + claimable + `
+		), picked AS (
+		  SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY app_id ORDER BY id) AS rn FROM ready) r
+		  ORDER BY rn, id LIMIT $1
 		)` + rowSelect + `
-		WHERE o.id IN (SELECT id FROM picked)
+		WHERE o.id = ANY (ARRAY(SELECT id FROM picked))
 		  -- Checked again on the locked row: another dispatcher may have
 		  -- leased it since this statement's snapshot.
 		  AND (o.leased_until IS NULL OR o.leased_until < now())
 		ORDER BY o.id
 		FOR UPDATE OF o SKIP LOCKED`
 
+// ClaimArgs are ClaimSQL's parameters for a round of limit rows.
+func ClaimArgs(limit int) []any { return []any{limit, outbox.KindCancel} }
+
 // NextOutboxClaim is the earliest claim_by of the rows a round could claim (not
 // leased, not held by a paused endpoint); ok is false when there are none.
 func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bool, err error) {
 	var next *time.Time
-	err = q.QueryRow(ctx, `
-		SELECT min(o.claim_by) FROM outbox o
-		LEFT JOIN deliveries d ON d.id = o.delivery_id
-		LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		WHERE (o.leased_until IS NULL OR o.leased_until < now()) AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(`+holding+`, false))`, outbox.KindCancel).Scan(&next)
-	if err != nil {
+	if err = q.QueryRow(ctx, NextClaimSQL, outbox.KindCancel).Scan(&next); err != nil {
 		return time.Time{}, false, fmt.Errorf("next claim: %w", err)
 	}
 	if next == nil {
@@ -111,6 +123,21 @@ func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bo
 	}
 	return *next, true, nil
 }
+
+// NextClaimSQL is NextOutboxClaim's statement, $1 outbox.KindCancel
+// (tests read its plan): the earliest unleased row by claim_by
+// (outbox_unleased), and the rows whose leases lapsed (outbox_lapse).
+const NextClaimSQL = `
+		SELECT LEAST(
+		  (SELECT o.claim_by FROM outbox o
+		   LEFT JOIN deliveries d ON d.id = o.delivery_id
+		   LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		   WHERE o.leased_until IS NULL AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + holding + `, false))
+		   ORDER BY o.claim_by LIMIT 1),
+		  (SELECT min(o.claim_by) FROM outbox o
+		   LEFT JOIN deliveries d ON d.id = o.delivery_id
+		   LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		   WHERE o.leased_until < now() AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + holding + `, false))))`
 
 // ReleaseOutbox ends the lease of a start row whose first attempt was not made
 // or not handed off, so the next dispatcher round takes it again.

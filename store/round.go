@@ -38,7 +38,7 @@ func BeginRound(ctx context.Context, pool *pgxpool.Pool, limit int) (*Round, []o
 	var rows []outbox.Row
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(claimSQL, limit, outbox.KindCancel).Query(func(res pgx.Rows) error {
+	b.Queue(ClaimSQL, ClaimArgs(limit)...).Query(func(res pgx.Rows) error {
 		rows, err = collectRows(res)
 		return err
 	})

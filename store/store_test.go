@@ -28,7 +28,7 @@ type fixture struct {
 	ep  store.Endpoint
 }
 
-func setup(t *testing.T) fixture {
+func setup(t testing.TB) fixture {
 	t.Helper()
 	ctx := context.Background()
 	st := pg.Store(t, "store")
@@ -50,7 +50,7 @@ func (f fixture) batched(t *testing.T) *store.Batched {
 }
 
 // publish accepts one event and returns its delivery's ID.
-func (f fixture) publish(t *testing.T) string {
+func (f fixture) publish(t testing.TB) string {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := f.st.Pool().Begin(ctx)

@@ -240,14 +240,17 @@ func Later(a, b time.Time) time.Time {
 
 // HeldWait is how long an attempt that an endpoint's breaker holds until
 // until (the end of its cool-down, or of its probe) waits from now: the
-// time left moved by Jitter, so the attempts held together come back
-// spread over a tenth of that time either side, not all at once. It is 0
-// when until is zero or past.
+// time left, never less (before until the breaker lets nothing out, so an
+// attempt back earlier is only held again), and up to two tenths of it
+// more (Jitter's spread, moved to the late side), so the attempts held
+// together come back spread, not all at once. It is 0 when until is zero
+// or past.
 func HeldWait(until, now time.Time, deliveryID string, attempt int) time.Duration {
-	if until.IsZero() {
+	if until.IsZero() || !until.After(now) {
 		return 0
 	}
-	return Jitter(until.Sub(now), deliveryID, attempt)
+	left := until.Sub(now)
+	return max(left, Jitter(left, deliveryID, attempt)+time.Duration(float64(left)*JitterFraction))
 }
 
 // Next is Plan's answer: wait Wait (due at At), or, when DeadLetter is

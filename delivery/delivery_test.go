@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -71,6 +72,36 @@ func TestJitterBounds(t *testing.T) {
 		}
 	}
 	require.Zero(t, delivery.Jitter(0, "x", 1), "a zero wait stays zero")
+}
+
+// TestHeldWaitNeverEndsBeforeItsHold: an attempt a breaker holds until
+// until comes back no earlier (before, the breaker lets nothing out and it
+// would only be held again: one more round and hold statement per row
+// and cycle) and at most two tenths of the time left later, spread over
+// that window.
+func TestHeldWaitNeverEndsBeforeItsHold(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	for _, left := range []time.Duration{time.Millisecond, 10 * time.Second, 5 * time.Minute} {
+		until := now.Add(left)
+		var early, late int
+		for i := range 2000 {
+			got := delivery.HeldWait(until, now, "dlv_"+strconv.Itoa(i), 1)
+			require.GreaterOrEqual(t, got, left)
+			require.LessOrEqual(t, got, left+left/5+time.Millisecond)
+			if got < left+left/10 {
+				early++
+			} else {
+				late++
+			}
+		}
+		if left >= time.Second {
+			require.Greater(t, early, 800, "spread over the window")
+			require.Greater(t, late, 800, "spread over the window")
+		}
+	}
+	require.Zero(t, delivery.HeldWait(time.Time{}, now, "dlv", 1), "nothing held")
+	require.Zero(t, delivery.HeldWait(now.Add(-time.Second), now, "dlv", 1), "a hold that ended")
 }
 
 func TestSettingsValidate(t *testing.T) {

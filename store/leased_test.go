@@ -78,6 +78,30 @@ func TestRoundReadsNoLeasedRow(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 
+	checkClaimPlans(t, f, 200)
+}
+
+// TestRoundReadsNoMoreLapsedRowsThanItClaims: beside 20,000 rows of one
+// app whose leases lapsed together (a breaker's held rows at its probe's
+// time, a dead worker's rows), a round of 50 reads 50 of them, not the
+// whole backlog each round (review finding: the first version read every
+// lapsed row, 33-37 ms a round against 3.4 ms before it).
+func TestRoundReadsNoMoreLapsedRowsThanItClaims(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	seedLeased(t, f, 0, 20_000)
+	f.publish(t)
+	_, err := f.st.Pool().Exec(context.Background(), `ANALYZE`)
+	require.NoError(t, err)
+	checkClaimPlans(t, f, 50)
+}
+
+// checkClaimPlans fails on a plan of the claim (a round of limit rows) or
+// of the look, custom or generic, that scans the outbox or reads more
+// than 100 rows of a big table in one node (checkHotPlans).
+func checkClaimPlans(t *testing.T, f fixture, limit int) {
+	t.Helper()
+	ctx := context.Background()
 	conn, err := f.st.Pool().Acquire(ctx)
 	require.NoError(t, err)
 	defer conn.Release()
@@ -89,10 +113,11 @@ func TestRoundReadsNoLeasedRow(t *testing.T) {
 		require.NoError(t, err)
 	}
 	defer func() { _, _ = conn.Exec(context.Background(), `DEALLOCATE ALL`) }()
+	cancel := string(outbox.KindCancel)
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		_, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode)
 		require.NoError(t, err)
-		for _, q := range []string{`EXECUTE claim (200, '` + string(outbox.KindCancel) + `')`, `EXECUTE look ('` + string(outbox.KindCancel) + `')`} {
+		for _, q := range []string{`EXECUTE claim (` + strconv.Itoa(limit) + `, '` + cancel + `')`, `EXECUTE look ('` + cancel + `')`} {
 			checkHotPlans(t, []string{explain(t, conn.Conn(), q)})
 		}
 	}

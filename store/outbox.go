@@ -25,9 +25,7 @@ const rowSelect = `
 	       COALESCE(o.carrier_id, ''), o.outcome, COALESCE(ev.traceparent, ''), COALESCE(ev.tracestate, ''),
 	       COALESCE(e.url, ''), COALESCE(a.name, ''), COALESCE(d.ordering_key, ''), COALESCE(d.sequence, 0),
 	       COALESCE(d.fifo_block, false)
-	FROM outbox o
-	LEFT JOIN deliveries d ON d.id = o.delivery_id
-	LEFT JOIN endpoints e ON e.id = d.endpoint_id
+	` + outboxRows + `
 	LEFT JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
 	LEFT JOIN apps a ON a.id = d.app_id`
 
@@ -51,13 +49,11 @@ func collectRows(rows pgx.Rows) ([]outbox.Row, error) {
 // ClaimOutbox locks up to limit rows in tx (FOR UPDATE SKIP LOCKED, so several
 // dispatchers can run), fairly across apps: each app's oldest rows are
 // taken in turn (its first, then every app's second, …), so a flood from
-// one app delays another app's rows by at most one round. Rows of one
-// delivery are handled in order: only its oldest row is claimed, so a
-// cancel is dispatched after the start a sender holds and before a later
-// replay of the same delivery. Rows leased to a sender (see Round.Lease) are
-// left alone until their lease lapses, and not read: however many rows
-// other apps' senders hold, a round reads only the rows it may claim;
-// starts and replays of a paused endpoint wait in the outbox.
+// one app delays another app's rows by at most one round. Only a
+// delivery's oldest row is claimed, so a cancel is dispatched after the
+// start a sender holds and before a later replay. Rows leased to a sender
+// (Round.Lease) are not read until their lease lapses; starts and replays
+// of a paused endpoint wait in the outbox.
 func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error) {
 	rows, err := tx.Query(ctx, ClaimSQL, ClaimArgs(limit)...)
 	if err != nil {
@@ -66,6 +62,10 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 	return collectRows(rows)
 }
 
+// outboxRows is the outbox's rows o with their deliveries d and
+// endpoints e (LEFT JOINed: claimable and holding read them).
+const outboxRows = `FROM outbox o LEFT JOIN deliveries d ON d.id = o.delivery_id LEFT JOIN endpoints e ON e.id = d.endpoint_id`
+
 // claimable is whether outbox row o, with its delivery d and endpoint e
 // (LEFT JOINed), may be claimed once unleased: its delivery's oldest row,
 // not held by a paused endpoint ($2 is outbox.KindCancel).
@@ -73,33 +73,32 @@ const claimable = `NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.de
 		  AND NOT (o.kind <> $2 AND COALESCE(` + holding + `, false))`
 
 // ClaimSQL is ClaimOutbox's statement, with ClaimArgs (tests read its
-// plan). It reads each app's first unleased rows by key
-// (outbox_app_unleased) and every row whose lease lapsed by that lapse
-// (outbox_lapse), never a leased row: together these hold each app's
-// first rows by ID among those it may claim.
+// plan). For each app it reads its first unleased rows by key
+// (outbox_app_unleased) and its first rows whose leases lapsed, in the
+// order they lapsed (outbox_app_lapse), at most $1 of each, never a
+// leased row: a tenant's backlog of rows its senders hold, or of leases
+// that lapsed together, costs a round no more than $1 rows of it.
 const ClaimSQL = `
 		WITH RECURSIVE queued(app_id) AS (
-		  (SELECT app_id FROM outbox WHERE leased_until IS NULL AND NOT held ORDER BY app_id LIMIT 1)
+		  (SELECT app_id FROM outbox ORDER BY app_id LIMIT 1)
 		  UNION ALL
-		  SELECT (SELECT o.app_id FROM outbox o WHERE o.leased_until IS NULL AND NOT o.held AND o.app_id > queued.app_id ORDER BY o.app_id LIMIT 1)
+		  SELECT (SELECT o.app_id FROM outbox o WHERE o.app_id > queued.app_id ORDER BY o.app_id LIMIT 1)
 		  FROM queued WHERE queued.app_id IS NOT NULL
-		), ready AS (
-		  SELECT c.id, queued.app_id FROM queued CROSS JOIN LATERAL (
-		    SELECT o.id FROM outbox o
-		    LEFT JOIN deliveries d ON d.id = o.delivery_id
-		    LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		    WHERE o.app_id = queued.app_id AND o.leased_until IS NULL AND NOT o.held AND ` + claimable + `
-		    ORDER BY o.id LIMIT $1
+		), picked AS (
+		  SELECT c.id FROM queued CROSS JOIN LATERAL (
+		    SELECT r.id, row_number() OVER (ORDER BY r.id) AS rn FROM (
+		      (SELECT o.id ` + outboxRows + `
+		       WHERE o.app_id = queued.app_id AND o.leased_until IS NULL AND NOT o.held AND ` + claimable + `
+		       ORDER BY o.id LIMIT $1)
+		      UNION ALL
+		      (SELECT o.id ` + outboxRows + `
+		       WHERE o.app_id = queued.app_id AND o.leased_until < now() AND NOT o.held AND ` + claimable + `
+		       ORDER BY o.leased_until, o.id LIMIT $1)
+		    ) r
+		    ORDER BY r.id LIMIT $1
 		  ) c
 		  WHERE queued.app_id IS NOT NULL
-		  UNION ALL
-		  SELECT o.id, o.app_id FROM outbox o
-		  LEFT JOIN deliveries d ON d.id = o.delivery_id
-		  LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		  WHERE o.leased_until < now() AND NOT o.held AND ` + claimable + `
-		), picked AS (
-		  SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY app_id ORDER BY id) AS rn FROM ready) r
-		  ORDER BY rn, id LIMIT $1
+		  ORDER BY c.rn, c.id LIMIT $1
 		)` + rowSelect + `
 		WHERE o.id = ANY (ARRAY(SELECT id FROM picked))
 		  -- Checked again on the locked row: another dispatcher may have
@@ -111,8 +110,10 @@ const ClaimSQL = `
 // ClaimArgs are ClaimSQL's parameters for a round of limit rows.
 func ClaimArgs(limit int) []any { return []any{limit, outbox.KindCancel} }
 
-// NextOutboxClaim is the earliest claim_by of the rows a round could claim (not
-// leased, not held by a paused endpoint); ok is false when there are none.
+// NextOutboxClaim is when a round should next claim rows: the earliest
+// claim_by of the unleased rows a round could claim (not held by a paused
+// endpoint), or now when a row's lease lapsed; ok is false when there are
+// none.
 func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bool, err error) {
 	var next *time.Time
 	if err = q.QueryRow(ctx, NextClaimSQL, outbox.KindCancel).Scan(&next); err != nil {
@@ -126,18 +127,15 @@ func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bo
 
 // NextClaimSQL is NextOutboxClaim's statement, $1 outbox.KindCancel
 // (tests read its plan): the earliest unleased row by claim_by
-// (outbox_unleased), and the rows whose leases lapsed (outbox_lapse).
+// (outbox_unleased), and the first lease that lapsed (outbox_lapse).
 const NextClaimSQL = `
 		SELECT LEAST(
-		  (SELECT o.claim_by FROM outbox o
-		   LEFT JOIN deliveries d ON d.id = o.delivery_id
-		   LEFT JOIN endpoints e ON e.id = d.endpoint_id
+		  (SELECT o.claim_by ` + outboxRows + `
 		   WHERE o.leased_until IS NULL AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + holding + `, false))
 		   ORDER BY o.claim_by LIMIT 1),
-		  (SELECT min(o.claim_by) FROM outbox o
-		   LEFT JOIN deliveries d ON d.id = o.delivery_id
-		   LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		   WHERE o.leased_until < now() AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + holding + `, false))))`
+		  (SELECT LEAST(o.claim_by, now()) ` + outboxRows + `
+		   WHERE o.leased_until < now() AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + holding + `, false))
+		   ORDER BY o.leased_until, o.id LIMIT 1))`
 
 // ReleaseOutbox ends the lease of a start row whose first attempt was not made
 // or not handed off, so the next dispatcher round takes it again.

@@ -62,6 +62,8 @@ const specLookSQL = `
 		SELECT LEAST((SELECT min(claim_by) FROM c WHERE leased_until IS NULL),
 		             (SELECT LEAST(claim_by, now()) FROM c WHERE leased_until < now() ORDER BY leased_until, id LIMIT 1))`
 
+// claimIDs runs claim statement sql ($1 limit, $2 cancel) in tx and
+// returns the IDs of the rows it claimed, in its order.
 func claimIDs(t *testing.T, tx pgx.Tx, sql string, limit int) []int64 {
 	t.Helper()
 	rows, err := tx.Query(context.Background(), sql, limit, outbox.KindCancel)
@@ -76,6 +78,7 @@ func claimIDs(t *testing.T, tx pgx.Tx, sql string, limit int) []int64 {
 	return ids
 }
 
+// look runs look statement sql ($1 cancel) in tx.
 func look(t *testing.T, tx pgx.Tx, sql string) *time.Time {
 	t.Helper()
 	var at *time.Time
@@ -83,13 +86,16 @@ func look(t *testing.T, tx pgx.Tx, sql string) *time.Time {
 	return at
 }
 
-// equivWorld: apps, each with endpoints and deliveries (events too).
+// equivWorld is the apps, endpoints and deliveries (with their events)
+// the random outboxes name.
 type equivWorld struct {
 	apps       []string
 	endpoints  []string
 	deliveries [][2]string // id, app
 }
 
+// seedEquivWorld makes nApps apps (f's first) with epsPerApp endpoints
+// each and dlvPerEp deliveries per endpoint.
 func seedEquivWorld(t *testing.T, f fixture, nApps, epsPerApp, dlvPerEp int) equivWorld {
 	t.Helper()
 	ctx := context.Background()
@@ -261,6 +267,7 @@ func TestClaimMatchesItsSpec(t *testing.T) {
 	require.Greater(t, nonEmpty, cases)
 }
 
+// outboxDump lists the outbox in tx, a row a line, for a failure.
 func outboxDump(t *testing.T, tx pgx.Tx) string {
 	t.Helper()
 	rows, err := tx.Query(context.Background(), `SELECT o.id, o.app_id, o.delivery_id, o.kind, o.held,

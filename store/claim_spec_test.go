@@ -24,14 +24,12 @@ import (
 	"hookrelay/store"
 )
 
-const specHolding = `(e.paused AND NOT e.disabled AND e.deleted_at IS NULL)`
-
-// specClaimSQL is what a round claims ($1 the limit, $2 cancel): of the
+// specClaimSQL is what a round claims ($1 cancel, $2 the limit): of the
 // rows it may claim (not held, not leased or lapsed, its delivery's
 // oldest, not held back by a paused endpoint unless a cancel), each app's
-// first $1 unleased rows by ID and its first $1 lapsed rows by lapse, of
-// which its first $1 by ID; those of all apps in turn (every app's first,
-// then every app's second, …), $1 in all, by ID.
+// first $2 unleased rows by ID and its first $2 lapsed rows by lapse, of
+// which its first $2 by ID; those of all apps in turn (every app's first,
+// then every app's second, …), $2 in all, by ID.
 const specClaimSQL = `
 		WITH c AS (
 		  SELECT o.id, o.app_id, o.leased_until FROM outbox o
@@ -39,13 +37,13 @@ const specClaimSQL = `
 		  LEFT JOIN endpoints e ON e.id = d.endpoint_id
 		  WHERE NOT o.held AND (o.leased_until IS NULL OR o.leased_until < now())
 		    AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
-		    AND NOT (o.kind <> $2 AND COALESCE(` + specHolding + `, false))
+		    AND NOT (o.kind <> $1 AND COALESCE(` + store.Holding + `, false))
 		), first AS (
 		  SELECT id, app_id, row_number() OVER (PARTITION BY app_id, leased_until IS NULL ORDER BY leased_until, id) AS k FROM c
 		), ranked AS (
-		  SELECT id, row_number() OVER (PARTITION BY app_id ORDER BY id) AS rn FROM first WHERE k <= $1
+		  SELECT id, row_number() OVER (PARTITION BY app_id ORDER BY id) AS rn FROM first WHERE k <= $2
 		)
-		SELECT id FROM (SELECT id FROM ranked WHERE rn <= $1 ORDER BY rn, id LIMIT $1) x ORDER BY id`
+		SELECT id FROM (SELECT id FROM ranked WHERE rn <= $2 ORDER BY rn, id LIMIT $2) x ORDER BY id`
 
 // specLookSQL is when the next round is due ($1 cancel): the earliest
 // claim_by of the unleased rows a round may claim (not held, not held
@@ -57,16 +55,16 @@ const specLookSQL = `
 		  SELECT o.id, o.claim_by, o.leased_until FROM outbox o
 		  LEFT JOIN deliveries d ON d.id = o.delivery_id
 		  LEFT JOIN endpoints e ON e.id = d.endpoint_id
-		  WHERE NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + specHolding + `, false))
+		  WHERE NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + store.Holding + `, false))
 		)
 		SELECT LEAST((SELECT min(claim_by) FROM c WHERE leased_until IS NULL),
 		             (SELECT LEAST(claim_by, now()) FROM c WHERE leased_until < now() ORDER BY leased_until, id LIMIT 1))`
 
-// claimIDs runs claim statement sql ($1 limit, $2 cancel) in tx and
+// claimIDs runs claim statement sql (store.ClaimArgs) in tx and
 // returns the IDs of the rows it claimed, in its order.
 func claimIDs(t *testing.T, tx pgx.Tx, sql string, limit int) []int64 {
 	t.Helper()
-	rows, err := tx.Query(context.Background(), sql, limit, outbox.KindCancel)
+	rows, err := tx.Query(context.Background(), sql, store.ClaimArgs(limit)...)
 	require.NoError(t, err)
 	var ids []int64
 	for rows.Next() {

@@ -28,3 +28,6 @@ func (b *Batched) ClaimAsOneBatch(ctx context.Context, ids []string, untils []ti
 	}
 	return claimed, errs, err
 }
+
+// Holding is holding, for the claim's plain definition in tests.
+const Holding = holding

@@ -106,7 +106,7 @@ func checkClaimPlans(t *testing.T, f fixture, limit int) {
 	require.NoError(t, err)
 	defer conn.Release()
 	for _, q := range []string{
-		`PREPARE claim (int, text) AS ` + store.ClaimSQL,
+		`PREPARE claim (text, int) AS ` + store.ClaimSQL,
 		`PREPARE look (text) AS ` + store.NextClaimSQL,
 	} {
 		_, err := conn.Exec(ctx, q)
@@ -117,7 +117,7 @@ func checkClaimPlans(t *testing.T, f fixture, limit int) {
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		_, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode)
 		require.NoError(t, err)
-		for _, q := range []string{`EXECUTE claim (` + strconv.Itoa(limit) + `, '` + cancel + `')`, `EXECUTE look ('` + cancel + `')`} {
+		for _, q := range []string{`EXECUTE claim ('` + cancel + `', ` + strconv.Itoa(limit) + `)`, `EXECUTE look ('` + cancel + `')`} {
 			checkHotPlans(t, []string{explain(t, conn.Conn(), q)})
 		}
 	}

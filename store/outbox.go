@@ -63,21 +63,24 @@ func ClaimOutbox(ctx context.Context, tx pgx.Tx, limit int) ([]outbox.Row, error
 }
 
 // outboxRows is the outbox's rows o with their deliveries d and
-// endpoints e (LEFT JOINed: claimable and holding read them).
+// endpoints e (LEFT JOINed: unheld and holding read them).
 const outboxRows = `FROM outbox o LEFT JOIN deliveries d ON d.id = o.delivery_id LEFT JOIN endpoints e ON e.id = d.endpoint_id`
 
-// claimable is whether outbox row o, with its delivery d and endpoint e
-// (LEFT JOINed), may be claimed once unleased: its delivery's oldest row,
-// not held by a paused endpoint ($2 is outbox.KindCancel).
-const claimable = `NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)
-		  AND NOT (o.kind <> $2 AND COALESCE(` + holding + `, false))`
+// unheld is whether outbox row o (with its endpoint e, see outboxRows)
+// is neither held nor held back by a paused endpoint ($1 is
+// outbox.KindCancel: a cancel is not held back).
+const unheld = `NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + holding + `, false))`
+
+// oldest is whether outbox row o is its delivery's oldest: only that one
+// may be claimed.
+const oldest = `NOT EXISTS (SELECT 1 FROM outbox p WHERE p.delivery_id = o.delivery_id AND p.id < o.id)`
 
 // ClaimSQL is ClaimOutbox's statement, with ClaimArgs (tests read its
 // plan). For each app it reads its first unleased rows by key
 // (outbox_app_unleased) and its first rows whose leases lapsed, in the
-// order they lapsed (outbox_app_lapse), at most $1 of each, never a
+// order they lapsed (outbox_app_lapse), at most $2 (the limit) of each, never a
 // leased row: a tenant's backlog of rows its senders hold, or of leases
-// that lapsed together, costs a round no more than $1 rows of it.
+// that lapsed together, costs a round no more than $2 rows of it.
 const ClaimSQL = `
 		WITH RECURSIVE queued(app_id) AS (
 		  (SELECT app_id FROM outbox ORDER BY app_id LIMIT 1)
@@ -88,17 +91,17 @@ const ClaimSQL = `
 		  SELECT c.id FROM queued CROSS JOIN LATERAL (
 		    SELECT r.id, row_number() OVER (ORDER BY r.id) AS rn FROM (
 		      (SELECT o.id ` + outboxRows + `
-		       WHERE o.app_id = queued.app_id AND o.leased_until IS NULL AND NOT o.held AND ` + claimable + `
-		       ORDER BY o.id LIMIT $1)
+		       WHERE o.app_id = queued.app_id AND o.leased_until IS NULL AND ` + unheld + ` AND ` + oldest + `
+		       ORDER BY o.id LIMIT $2)
 		      UNION ALL
 		      (SELECT o.id ` + outboxRows + `
-		       WHERE o.app_id = queued.app_id AND o.leased_until < now() AND NOT o.held AND ` + claimable + `
-		       ORDER BY o.leased_until, o.id LIMIT $1)
+		       WHERE o.app_id = queued.app_id AND o.leased_until < now() AND ` + unheld + ` AND ` + oldest + `
+		       ORDER BY o.leased_until, o.id LIMIT $2)
 		    ) r
-		    ORDER BY r.id LIMIT $1
+		    ORDER BY r.id LIMIT $2
 		  ) c
 		  WHERE queued.app_id IS NOT NULL
-		  ORDER BY c.rn, c.id LIMIT $1
+		  ORDER BY c.rn, c.id LIMIT $2
 		)` + rowSelect + `
 		WHERE o.id = ANY (ARRAY(SELECT id FROM picked))
 		  -- Checked again on the locked row: another dispatcher may have
@@ -108,7 +111,7 @@ const ClaimSQL = `
 		FOR UPDATE OF o SKIP LOCKED`
 
 // ClaimArgs are ClaimSQL's parameters for a round of limit rows.
-func ClaimArgs(limit int) []any { return []any{limit, outbox.KindCancel} }
+func ClaimArgs(limit int) []any { return []any{outbox.KindCancel, limit} }
 
 // NextOutboxClaim is when a round should next claim rows: the earliest
 // claim_by of the unleased rows a round could claim (not held by a paused
@@ -131,10 +134,10 @@ func NextOutboxClaim(ctx context.Context, q outbox.Querier) (at time.Time, ok bo
 const NextClaimSQL = `
 		SELECT LEAST(
 		  (SELECT o.claim_by ` + outboxRows + `
-		   WHERE o.leased_until IS NULL AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + holding + `, false))
+		   WHERE o.leased_until IS NULL AND ` + unheld + `
 		   ORDER BY o.claim_by LIMIT 1),
 		  (SELECT LEAST(o.claim_by, now()) ` + outboxRows + `
-		   WHERE o.leased_until < now() AND NOT o.held AND NOT (o.kind <> $1 AND COALESCE(` + holding + `, false))
+		   WHERE o.leased_until < now() AND ` + unheld + `
 		   ORDER BY o.leased_until, o.id LIMIT 1))`
 
 // ReleaseOutbox ends the lease of a start row whose first attempt was not made

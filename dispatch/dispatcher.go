@@ -171,10 +171,11 @@ func (d *Dispatcher) Counts() (own, carried, direct int64) {
 	return d.started.Load(), d.carried.Load(), d.firstDone.Load() + d.firstHandedOff.Load()
 }
 
-// Held returns how many times a start row was left in the outbox since
-// the dispatcher began: its first attempt held back (a share in use, its
-// endpoint not answering), or its failed first attempt's hand-off (the
-// endpoint not answering; with no answer, until before its retry).
+// Held returns how many times a start row was left in the outbox, leased
+// until its recheck, since the dispatcher began: its first attempt held
+// back (a share in use, its endpoint not answering), or its failed first
+// attempt's hand-off (the endpoint not answering; with no answer, until
+// before its retry). A hold is counted once its lease is written.
 func (d *Dispatcher) Held() int64 { return d.firstHeld.Load() }
 
 // Taken returns how many start rows an ingest handed to the sender (see
@@ -194,14 +195,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	if d.carrierSize.Load() == 0 {
 		d.SetCarrierSize(cmp.Or(d.CarrierSize, CarrierSizeDefault))
 	}
-	batch := d.Batch
-	if batch <= 0 {
-		batch = BatchDefault
-	}
-	poll := d.PollInterval
-	if poll <= 0 {
-		poll = PollIntervalDefault
-	}
+	batch := cmp.Or(max(d.Batch, 0), BatchDefault)
+	poll := cmp.Or(max(d.PollInterval, 0), PollIntervalDefault)
 	// First attempts in progress finish (their requests run to their own
 	// timeout); those not yet due go back to the outbox.
 	d.doneRows = coalesce.New(d.deleteRows)
@@ -311,6 +306,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	var done, leaseIDs []int64
 	var firsts []first
 	var leaseUntil []time.Time
+	var heldN int64 // counted in Held once the round's leases commit
 	stamped := map[string]bool{}
 	now := time.Now()
 	sender := d.Sender != nil && !d.carrying.Load()
@@ -338,7 +334,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			// Its endpoint stopped answering: the row waits in the outbox
 			// for the breaker's probe, in this round's lease.
 			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, held)
-			d.firstHeld.Add(1)
+			heldN++
 		case it.Kind == outbox.KindStart && sender && it.Outcome == nil:
 			f, ok := planFirst(it, now)
 			if !ok {
@@ -385,6 +381,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	if err := round.Commit(ctx); err != nil {
 		return 0, err
 	}
+	d.firstHeld.Add(heldN)
 	d.sendFirsts(ctx, firsts)
 	wakeErr := d.wake(ctx, ordered)
 	started, carryErr := d.carry(ctx, carried)

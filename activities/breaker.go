@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -183,21 +181,23 @@ func TakeProbe(a *Activities, endpointID, deliveryID string, now time.Time, time
 	return until
 }
 
-// OpenEndpoints lists the endpoints a's breaker holds open (their attempts held, or
-// one probe out), nil when none: a publish leaves their rows to the
-// dispatchers' rounds, which hold them until the probe (see
-// outbox.Handoff). A function, like HeldUntil.
-func OpenEndpoints(a *Activities) []string {
+// OpenEndpoints lists the endpoints a's breaker holds open (their attempts
+// held, or one probe out), nil when none, and, for each, until when it
+// holds a new delivery's attempt at now (HeldUntil; zero when a probe may
+// go now): a publish writes their rows leased until then, or leaves them
+// to the dispatchers' rounds (see outbox.Handoff). A function, like
+// HeldUntil.
+func OpenEndpoints(a *Activities, now time.Time) (ids []string, until []time.Time) {
 	b := a.Breaker
 	if b.off() {
-		return nil
+		return nil, nil
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.open) == 0 {
-		return nil
+	for id := range b.open {
+		ids, until = append(ids, id), append(until, b.circuits[id].heldUntil("", now))
 	}
-	return slices.Collect(maps.Keys(b.open))
+	return ids, until
 }
 
 // observe counts the answer (or none) a request to endpointID sent at

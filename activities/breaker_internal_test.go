@@ -251,23 +251,44 @@ func TestHeldWaitersUnderChurn(t *testing.T) {
 
 // TestOpenEndpointsListsOpenBreakers: an endpoint is listed from the miss
 // that opens its breaker until an answer closes it, through its failed
-// probes; a breaker that is off lists nothing.
+// probes, each with until when a new delivery's attempt is held: the end
+// of the cool-down, zero once a probe may go, the end of the probe out; a
+// breaker that is off lists nothing.
 func TestOpenEndpointsListsOpenBreakers(t *testing.T) {
 	a := &Activities{Breaker: &Breaker{Misses: 2}}
 	t0 := time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC)
 	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	open := func(now time.Time) ([]string, []time.Time) { return OpenEndpoints(a, now) }
 	a.Breaker.observe("ep", false, ms(1), ms(1))
 	a.Breaker.observe("other", false, ms(1), ms(1))
-	require.Nil(t, OpenEndpoints(a), "one miss opens nothing")
+	ids, until := open(ms(1))
+	require.Nil(t, ids, "one miss opens nothing")
+	require.Nil(t, until)
 	a.Breaker.observe("ep", false, ms(2), ms(2))
-	require.Equal(t, []string{"ep"}, OpenEndpoints(a))
 	probe := ms(2).Add(BreakerCooldown)
+	ids, until = open(ms(3))
+	require.Equal(t, []string{"ep"}, ids)
+	require.Equal(t, []time.Time{probe}, until, "held until the cool-down ends")
+	ids, until = open(probe)
+	require.Equal(t, []string{"ep"}, ids)
+	require.Equal(t, []time.Time{{}}, until, "a probe may go")
+	probeEnd := TakeProbe(a, "ep", "dlv_probe", probe, time.Second)
+	require.True(t, probeEnd.IsZero(), "the asking delivery is the probe")
+	_, until = open(probe.Add(time.Millisecond))
+	require.Len(t, until, 1)
+	require.True(t, until[0].After(probe.Add(time.Second)), "held until the probe's end: %v", until[0])
 	a.Breaker.observe("ep", false, probe, probe.Add(time.Second))
-	require.Equal(t, []string{"ep"}, OpenEndpoints(a), "a failed probe keeps it open")
+	ids, until = open(probe.Add(time.Second))
+	require.Equal(t, []string{"ep"}, ids, "a failed probe keeps it open")
+	require.True(t, until[0].After(probe.Add(time.Second)), "a failed probe begins another cool-down")
 	a.Breaker.observe("ep", true, probe.Add(2*time.Second), probe.Add(2*time.Second))
-	require.Nil(t, OpenEndpoints(a), "an answer closes it")
-	require.Nil(t, OpenEndpoints(&Activities{Breaker: &Breaker{}}))
-	require.Nil(t, OpenEndpoints(&Activities{}))
+	ids, until = open(probe.Add(2 * time.Second))
+	require.Nil(t, ids, "an answer closes it")
+	require.Nil(t, until)
+	ids, _ = OpenEndpoints(&Activities{Breaker: &Breaker{}}, probe)
+	require.Nil(t, ids)
+	ids, _ = OpenEndpoints(&Activities{}, probe)
+	require.Nil(t, ids)
 }
 
 // TestTakeProbeLetsOneProbeOut: past the cool-down, TakeProbe lets one

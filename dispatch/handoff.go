@@ -3,6 +3,7 @@ package dispatch
 import (
 	"cmp"
 	"context"
+	"slices"
 	"time"
 
 	"hookrelay/activities"
@@ -38,7 +39,8 @@ func (d *Dispatcher) Handoff(app string) (h outbox.Handoff, ok bool) {
 	if d.runCtx == nil || d.held.Load() >= d.heldMax() || d.lanes.Waiting(app) > 0 {
 		return h, false
 	}
-	return outbox.Handoff{Lease: handoffLease, Skip: activities.OpenEndpoints(d.Sender)}, true
+	skip, until := activities.OpenEndpoints(d.Sender, time.Now())
+	return outbox.Handoff{Lease: handoffLease, Skip: skip, Until: until}, true
 }
 
 // Take makes the first attempts of rows, leased to this dispatcher by a
@@ -47,8 +49,15 @@ func (d *Dispatcher) Handoff(app string) (h outbox.Handoff, ok bool) {
 // it cannot take (the dispatcher stopped, its lease too short for its
 // plan, the sender's HeldMax places taken) goes back to the outbox for the
 // rounds before Take returns; one whose endpoint the breaker now holds
-// waits there until its probe.
+// waits there until its probe. Rows the publish held until their
+// endpoint's probe (Held) are only counted (see Held).
 func (d *Dispatcher) Take(rows []outbox.Leased) {
+	held := func(r outbox.Leased) bool { return r.Held }
+	if slices.ContainsFunc(rows, held) {
+		n := len(rows)
+		rows = slices.DeleteFunc(slices.Clone(rows), held)
+		d.firstHeld.Add(int64(n - len(rows)))
+	}
 	if len(rows) == 0 {
 		return
 	}

@@ -106,11 +106,12 @@ func TestTakePutsBackWhatItCannotSend(t *testing.T) {
 	require.Zero(t, f.hits.Load(), "nothing was sent")
 }
 
-// TestTakeLeavesHeldEndpointsToTheRounds: once the breaker holds an
-// endpoint (its one request timed out), the hand-off names it in Skip and
-// its new rows go to the rounds; a row leased by a publish that did not
-// know yet is held in the outbox until the probe, with nothing sent.
-func TestTakeLeavesHeldEndpointsToTheRounds(t *testing.T) {
+// TestTakeLeavesHeldEndpointsRowsUntilTheProbe: once the breaker holds an
+// endpoint (its one request timed out), the hand-off names it in Skip,
+// with the end of its cool-down, and its new rows are written leased until
+// then (Held: Take only counts them), with nothing sent; a row leased by a
+// publish that did not know yet is held in the outbox until the probe too.
+func TestTakeLeavesHeldEndpointsRowsUntilTheProbe(t *testing.T) {
 	f, d, _ := setupHandoff(t, time.Second, 100*time.Millisecond, func(d *Dispatcher) {
 		d.Sender.Breaker = &activities.Breaker{Misses: 1, Cooldown: time.Minute}
 	})
@@ -121,10 +122,25 @@ func TestTakeLeavesHeldEndpointsToTheRounds(t *testing.T) {
 	d.Take(first.Leased)
 	require.Eventually(t, func() bool { h, _ := d.Handoff(f.app.ID); return len(h.Skip) == 1 }, 10*time.Second, 5*time.Millisecond,
 		"the first attempt's timeout opened the breaker")
+	asked := time.Now()
 	held, ok := d.Handoff(f.app.ID)
 	require.True(t, ok)
 	require.Equal(t, []string{f.ep.ID}, held.Skip)
-	require.Empty(t, f.publishHandoff(t, held).Leased, "the held endpoint's row is left to the rounds")
+	require.Len(t, held.Until, 1)
+	require.WithinDuration(t, asked.Add(time.Minute), held.Until[0], 10*time.Second, "held until the cool-down's end")
+	// The first delivery's row, its attempt failed, waits for the probe.
+	require.Eventually(t, func() bool { return d.Held() == 1 }, 10*time.Second, 5*time.Millisecond, "the failed first attempt's row was not held")
+	heldBefore := d.Held()
+	p := f.publishHandoff(t, held)
+	require.Len(t, p.Leased, 1)
+	require.True(t, p.Leased[0].Held, "the held endpoint's row was leased to the sender")
+	require.False(t, p.Notified)
+	until := f.leasedUntil(t, p.Leased[0].DeliveryID)
+	require.NotNil(t, until)
+	require.False(t, until.Before(held.Until[0].Truncate(time.Microsecond)), "leased until %s, before the probe at %s", until, held.Until[0])
+	d.Take(p.Leased)
+	require.Equal(t, heldBefore+1, d.Held(), "Take did not count the row held at its publish")
+	require.Equal(t, until, f.leasedUntil(t, p.Leased[0].DeliveryID), "Take changed a held row's lease")
 
 	stale := f.publishHandoff(t, h)
 	require.Len(t, stale.Leased, 1)

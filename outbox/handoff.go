@@ -17,16 +17,25 @@ import (
 // A leased row is left alone by the dispatchers until its lease lapses, so
 // a process that dies after the commit loses nothing: its rows are claimed
 // again then, as a round's are. Rows of ordered deliveries, of paused
-// endpoints and of the endpoints in Skip are written unleased, for the
-// dispatchers' rounds.
+// endpoints and of the endpoints in Skip are not leased to the sender:
+// those of an endpoint held until a later time (Until) wait in the outbox,
+// leased until then, the others go to the dispatchers' rounds.
 type Handoff struct {
 	// Lease is how long past its request timeout a leased row's lease
 	// lasts, counted from the publish; it must cover the first attempt's
 	// due time, its wait for a share and its recording.
 	Lease time.Duration
-	// Skip are endpoints whose rows go to the rounds (the sender's breaker
-	// holds their attempts).
+	// Skip are endpoints whose attempts the sender's breaker holds.
 	Skip []string
+	// Until, one per Skip (none: all zero), is until when each holds a new
+	// delivery's attempt: the end of its cool-down, or of the probe out;
+	// zero when a probe may go now. A row of an endpoint held past the
+	// publish is written leased until then, spread later by up to two
+	// tenths of the time left (as delivery.HeldWait), never past its last
+	// start (an ordered delivery's, or a paused endpoint's, is not): its
+	// first attempt costs no NOTIFY, round or hold before the probe, and
+	// its delivery keeps its deadline. The others go to the rounds.
+	Until []time.Time
 }
 
 // Leased is a start row a publish leased to its process's sender (see
@@ -35,6 +44,9 @@ type Leased struct {
 	Row
 	// Until is when the row's lease lapses.
 	Until time.Time
+	// Held is true for a row leased until its endpoint's probe (see
+	// Handoff.Until), not to the sender.
+	Held bool
 }
 
 // leasedRow is a leased row as the publish statement returns it.
@@ -50,6 +62,7 @@ type leasedRow struct {
 	CreatedUS int64  `json:"created"`
 	UntilUS   int64  `json:"until"`
 	AppName   string `json:"app"`
+	Held      bool   `json:"held"`
 }
 
 // leased decodes the publish statement's leased rows (JSON, nil when it
@@ -64,7 +77,7 @@ func leased(raw []byte, appID string, ev Event, tp, ts string) ([]Leased, error)
 	}
 	out := make([]Leased, len(rows))
 	for i, r := range rows {
-		out[i] = Leased{Until: time.UnixMicro(r.UntilUS), Row: Row{
+		out[i] = Leased{Until: time.UnixMicro(r.UntilUS), Held: r.Held, Row: Row{
 			ID: r.ID, Kind: KindStart, CreatedAt: time.UnixMicro(r.CreatedUS), DeliveryID: r.DeliveryID,
 			Exists: true, Status: delivery.StatusPending, AppID: appID, EventID: ev.ID, EventType: ev.Type,
 			EndpointID: r.EndpointID, EndpointURL: r.URL, AppName: r.AppName, Cycle: 1,

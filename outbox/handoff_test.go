@@ -108,3 +108,90 @@ func TestPublishHandoffLeasesOnlyRowsDueAtOnce(t *testing.T) {
 	require.True(t, pub.Duplicate)
 	require.Nil(t, pub.Leased)
 }
+
+// TestPublishHandoffHoldsRowsUntilTheProbe: a row of an endpoint the
+// sender's breaker holds until a later time (Handoff.Until) is written
+// leased until then, spread over the next fifth of the time left, never
+// past its last start, and returned Held, not for the sender; it asks for
+// no round. A paused endpoint's row is held by its pause instead, an
+// ordered delivery's goes to its sequencer, and a row of an endpoint
+// whose probe may go now (zero) goes to the rounds.
+func TestPublishHandoffHoldsRowsUntilTheProbe(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := pg.Store(t, "outbox")
+	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
+	require.NoError(t, err)
+	ep := func(e store.Endpoint) store.Endpoint {
+		e.AppID, e.URL, e.Environment, e.Headers = app.ID, "https://example.com/hook", "live", map[string]string{}
+		e.RetrySchedule, e.RequestTimeout, e.EventTypes = []time.Duration{0, 5 * time.Second}, 3*time.Second, []string{"order.paid"}
+		if e.Deadline == 0 {
+			e.Deadline = time.Hour
+		}
+		out, _, err := st.CreateEndpoint(ctx, e)
+		require.NoError(t, err)
+		return out
+	}
+	held := ep(store.Endpoint{})
+	short := ep(store.Endpoint{Deadline: 10 * time.Second})
+	paused := ep(store.Endpoint{Paused: true})
+	fifo := ep(store.Endpoint{Ordering: delivery.OrderingFIFO})
+	probeNow := ep(store.Endpoint{})
+	probe := time.Now().Add(time.Minute)
+	h := outbox.Handoff{Lease: 10 * time.Second,
+		Skip:  []string{held.ID, short.ID, paused.ID, fifo.ID, probeNow.ID},
+		Until: []time.Time{probe, probe, probe, probe, {}}}
+	type row struct {
+		created        time.Time
+		until          *time.Time
+		paused, leased bool
+	}
+	rowOf := func(deliveryID string) row {
+		var r row
+		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT created_at, leased_until, held FROM outbox WHERE delivery_id = $1`, deliveryID).
+			Scan(&r.created, &r.until, &r.paused))
+		r.leased = r.until != nil
+		return r
+	}
+	p := outbox.NewPublisher()
+	pub, err := p.PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)}, h)
+	require.NoError(t, err)
+	require.Len(t, pub.Deliveries, 5)
+	heldRows := map[string]outbox.Leased{}
+	for _, l := range pub.Leased {
+		require.True(t, l.Held, "a row of a held endpoint was leased to the sender: %s", l.EndpointID)
+		heldRows[l.EndpointID] = l
+	}
+	require.Len(t, heldRows, 2, "only the rows of the endpoints held past the publish, neither paused nor ordered")
+	for _, d := range pub.Deliveries {
+		r := rowOf(d.ID)
+		switch d.EndpointID {
+		case held.ID:
+			require.True(t, r.until.Equal(heldRows[held.ID].Until))
+			require.False(t, r.until.Before(probe.Truncate(time.Microsecond)), "back before the probe: %s < %s", r.until, probe)
+			require.False(t, r.until.After(probe.Add(probe.Sub(r.created)/5)), "held more than a fifth of the time left past the probe")
+		case short.ID:
+			require.Equal(t, 7*time.Second, r.until.Sub(r.created), "held past its last start (deadline less request timeout)")
+		case paused.ID:
+			require.True(t, r.paused)
+			require.False(t, r.leased)
+		default:
+			require.False(t, r.leased, "the row of %s is left to the rounds", d.EndpointID)
+		}
+	}
+	require.True(t, pub.Notified, "the ordered and the probe's rows ask for a round")
+
+	// Only held rows: no round is asked for; the holds are spread.
+	untils := map[time.Time]bool{}
+	for range 10 {
+		pub, err = p.PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.paid", Endpoint: held.ID, Data: json.RawMessage(`{}`)}, h)
+		require.NoError(t, err)
+		require.Len(t, pub.Leased, 1)
+		require.True(t, pub.Leased[0].Held)
+		require.False(t, pub.Notified, "a held row woke the dispatchers")
+		_, ok := pub.WakeAt()
+		require.False(t, ok, "a held row asked for a round")
+		untils[pub.Leased[0].Until] = true
+	}
+	require.Greater(t, len(untils), 1, "ten held rows come back at one time")
+}

@@ -106,8 +106,9 @@ type Published struct {
 	// takes these rows too, unless that round had claimed before they
 	// committed (see dispatch.Dispatcher.Wake).
 	Notified bool `json:"-"`
-	// Leased are the start rows the publish leased to its process's sender
-	// (see Handoff), nil without a Handoff.
+	// Leased are the start rows the publish leased to its process's sender,
+	// and those it leased until their endpoint's probe (Held; see
+	// Handoff), nil without a Handoff.
 	Leased []Leased `json:"-"`
 }
 
@@ -197,8 +198,9 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 	fs := p.known(appID)
 	var lease time.Duration
 	var skip []string
+	var until []time.Time
 	if h != nil {
-		lease, skip = h.Lease, h.Skip
+		lease, skip, until = h.Lease, h.Skip, h.Until
 	}
 	for round := 0; ; round++ {
 		v, err := p.verdicts(fs, ev, created)
@@ -214,7 +216,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
 			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey,
-			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds()).
+			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds(), until, delivery.DeadlineDefault.Milliseconds()).
 			Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &skipped, &claimBy, &handed)
 		if err != nil {
 			var pgErr *pgconn.PgError
@@ -249,109 +251,6 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 		return out, nil
 	}
 }
-
-// publishSQL is one publish in one statement: the event, its catalog
-// entry, a delivery per subscribed endpoint whose filter accepts it (the
-// verdicts $15–$18 were evaluated on the filters as the Publisher last
-// read them, with the trace context $19–$20, see TraceContext), the
-// sequence numbers of its deliveries to fifo endpoints (key $21), their
-// outbox rows, leased to the publishing process's sender when it asked
-// ($22–$24, see Handoff), and the dispatcher's wake-up. When an
-// enabled endpoint's filter is not among the verdicts (added or changed
-// since), it writes nothing and says so (the second column).
-const publishSQL = `
-	WITH fl AS (
-	  SELECT * FROM unnest($15::text[], $16::text[], $17::bool[], $18::text[]) AS f(id, filter, matched, error)
-	), stale AS (
-	  SELECT 1 FROM endpoints e
-	  WHERE e.app_id = $1 AND $10 = '' AND e.filter <> '' AND NOT e.disabled AND e.deleted_at IS NULL
-	    AND NOT EXISTS (SELECT 1 FROM fl WHERE fl.id = e.id AND fl.filter = e.filter)
-	  LIMIT 1
-	), skipped AS (
-	  SELECT e.id, fl.error FROM endpoints e JOIN fl ON fl.id = e.id AND fl.filter = e.filter
-	  WHERE e.app_id = $1 AND $10 = '' AND NOT fl.matched AND NOT e.disabled AND e.deleted_at IS NULL
-	    AND (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))
-	), ev AS (
-	  INSERT INTO events (app_id, id, type, payload, payload_hash, created, filtered_out, traceparent, tracestate, ordering_key)
-	  SELECT $1, $2, $3, $4, $5, $6,
-	         (SELECT jsonb_agg(jsonb_build_object('endpoint_id', id, 'error', NULLIF(error, '')) ORDER BY id) FROM skipped),
-	         NULLIF($19::text, ''), NULLIF($20::text, ''), NULLIF($21::text, '')
-	  WHERE NOT EXISTS (SELECT 1 FROM stale)
-	  ON CONFLICT (app_id, id) DO NOTHING
-	  RETURNING app_id, id, type, filtered_out
-	), et AS (
-	  -- Checked first: a known type (the usual case) costs no insert attempt.
-	  INSERT INTO event_types (name) SELECT type FROM ev
-	  WHERE NOT EXISTS (SELECT 1 FROM event_types t WHERE t.name = ev.type)
-	  ON CONFLICT DO NOTHING
-	), tg AS (
-	  SELECT ev.app_id, ev.id AS event_id, e.id AS endpoint_id, e.ordering, e.fifo_on_dead_letter
-	  FROM ev JOIN endpoints e ON e.app_id = ev.app_id
-	  WHERE NOT e.disabled AND e.deleted_at IS NULL
-	    AND CASE WHEN $10 = '' THEN (cardinality(e.event_types) = 0 OR ev.type = ANY (e.event_types))
-	                              AND (e.filter = '' OR EXISTS (SELECT 1 FROM fl WHERE fl.id = e.id AND fl.filter = e.filter AND fl.matched))
-	             ELSE e.id = $10 END
-	), sq AS (
-	  -- The next number of each fifo endpoint's sequence for the key ($21,
-	  -- '' for the default sequence), in endpoint order (no deadlock
-	  -- between two publishers of one key). The row's lock, held to
-	  -- commit, makes a later publisher of the key wait: sequence order
-	  -- is commit order. Unordered endpoints write nothing here.
-	  INSERT INTO sequences (endpoint_id, ordering_key, last)
-	  SELECT endpoint_id, $21, 1 FROM tg WHERE ordering = 'fifo' ORDER BY endpoint_id
-	  ON CONFLICT (endpoint_id, ordering_key) DO UPDATE SET last = sequences.last + 1
-	  RETURNING endpoint_id, last
-	), dl AS (
-	  INSERT INTO deliveries (id, app_id, event_id, endpoint_id, ordering_key, sequence, fifo_block)
-	  SELECT hookrelay_id($8), tg.app_id, tg.event_id, tg.endpoint_id, CASE WHEN sq.last IS NOT NULL THEN $21 END, sq.last,
-	         CASE WHEN sq.last IS NOT NULL THEN tg.fifo_on_dead_letter = 'block' END
-	  FROM tg LEFT JOIN sq ON sq.endpoint_id = tg.endpoint_id
-	  RETURNING id, endpoint_id, sequence
-	), de AS (
-	  -- Each new delivery with its endpoint, read once, and its first
-	  -- attempt's earliest due (the first wait less its jitter).
-	  SELECT dl.id, dl.sequence, e.id AS endpoint_id, e.url, e.paused, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms,
-	         COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) AS earliest
-	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
-	), cb AS (
-	  -- The latest a dispatcher may claim the rows and still send each
-	  -- first attempt on time: the earliest due, less ClaimGuard, at most
-	  -- ClaimAheadMax away.
-	  SELECT now() + LEAST(GREATEST(min(earliest) - $13, 0), $14) * interval '1 millisecond' AS at FROM de
-	), ob AS (
-	  -- A paused endpoint's row is held (store.HoldRows). A row due at
-	  -- once is leased to the publishing process's sender, for $22 past
-	  -- its request timeout, when it asked (Handoff).
-	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, leased_until)
-	  SELECT de.id, $9, $1, (SELECT at FROM cb), de.paused,
-	         CASE WHEN $22::bigint > 0 AND NOT de.paused AND de.sequence IS NULL AND NOT (de.endpoint_id = ANY (COALESCE($23::text[], '{}')))
-	                   AND de.earliest <= $13
-	              THEN now() + ($22 + COALESCE(NULLIF(de.request_timeout_ms, 0), $24)) * interval '1 millisecond' END
-	  FROM de
-	  RETURNING id, delivery_id, held, leased_until, created_at
-	), wake AS (
-	  -- Only a dispatcher that would not claim these rows in time needs
-	  -- waking: one with an unleased start row (of an endpoint that is
-	  -- not paused, so claimable) to claim no later than these takes
-	  -- them in that round. NOTIFY serialises commits on a global
-	  -- lock, so skipping it under load lifts ingest (913 → 3029
-	  -- events/s measured). The payload says by when to claim.
-	  SELECT pg_notify($7, (extract(epoch FROM (SELECT at FROM cb)) * 1000)::bigint::text)
-	  FROM (SELECT 1 FROM ob WHERE ob.leased_until IS NULL LIMIT 1) AS any_unleased
-	  WHERE NOT EXISTS (
-	    SELECT 1 FROM outbox o JOIN deliveries d ON d.id = o.delivery_id JOIN endpoints e ON e.id = d.endpoint_id
-	    WHERE o.leased_until IS NULL AND NOT o.held AND o.kind = $9 AND o.claim_by <= (SELECT at FROM cb) AND NOT e.paused)
-	)
-	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
-	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),
-	       (SELECT filtered_out FROM ev), (SELECT at FROM cb WHERE EXISTS (SELECT 1 FROM ob WHERE NOT held AND leased_until IS NULL)),
-	       (SELECT jsonb_agg(jsonb_build_object('id', ob.id, 'delivery', ob.delivery_id, 'endpoint', de.endpoint_id, 'url', de.url,
-	                 'schedule', de.retry_schedule_ms, 'deadline', de.deadline_ms, 'timeout', de.request_timeout_ms, 'app', a.name,
-	                 'created', (extract(epoch FROM ob.created_at) * 1000000)::bigint, 'until', (extract(epoch FROM ob.leased_until) * 1000000)::bigint)
-	                 ORDER BY ob.id)
-	        FROM ob JOIN de ON de.id = ob.delivery_id JOIN apps a ON a.id = $1
-	        WHERE ob.leased_until IS NOT NULL)
-	FROM dl`
 
 // repeat answers a second Publish of the same ID.
 func repeat(ctx context.Context, tx Querier, appID, id string, hash []byte) (Published, error) {

@@ -195,3 +195,39 @@ func TestPublishHandoffHoldsRowsUntilTheProbe(t *testing.T) {
 	}
 	require.Greater(t, len(untils), 1, "ten held rows come back at one time")
 }
+
+// BenchmarkPublishHandoff is one publish with a Handoff to one endpoint
+// (statement and commit, prepared as the API's are): its row leased to
+// the sender (sender), or written leased until its endpoint's probe
+// (held), beside another endpoint the breaker holds.
+func BenchmarkPublishHandoff(b *testing.B) {
+	ctx := context.Background()
+	st := pg.Store(b, "outbox")
+	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
+	require.NoError(b, err)
+	eps := make([]store.Endpoint, 3)
+	for i := range eps {
+		eps[i], _, err = st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", Environment: "live",
+			Headers: map[string]string{}, RetrySchedule: []time.Duration{0, 5 * time.Second}, Deadline: time.Hour, RequestTimeout: 3 * time.Second})
+		require.NoError(b, err)
+	}
+	p := outbox.NewPublisher()
+	probe := time.Now().Add(time.Hour)
+	for _, c := range []struct {
+		name string
+		to   string
+		h    outbox.Handoff
+	}{
+		{"sender", eps[0].ID, outbox.Handoff{Lease: 10 * time.Second}},
+		{"sender_beside_held", eps[0].ID, outbox.Handoff{Lease: 10 * time.Second, Skip: []string{eps[2].ID}, Until: []time.Time{probe}}},
+		{"held", eps[1].ID, outbox.Handoff{Lease: 10 * time.Second, Skip: []string{eps[1].ID, eps[2].ID}, Until: []time.Time{probe, probe}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				pub, err := p.PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.paid", Endpoint: c.to, Data: json.RawMessage(`{}`)}, c.h)
+				require.NoError(b, err)
+				require.Len(b, pub.Leased, 1)
+			}
+		})
+	}
+}

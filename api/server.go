@@ -68,7 +68,8 @@ type Taker interface {
 	// Handoff says whether an ingest of app may lease its rows to the
 	// sender, and how.
 	Handoff(app string) (outbox.Handoff, bool)
-	// Take takes the rows a committed publish leased.
+	// Take takes the rows a committed publish leased (those it held until
+	// their endpoint's probe, Held, are only counted).
 	Take(rows []outbox.Leased)
 }
 

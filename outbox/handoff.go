@@ -38,6 +38,23 @@ type Handoff struct {
 	Until []time.Time
 }
 
+// holdMS is how long from now each endpoint of Skip holds a new
+// delivery's attempt, in milliseconds (0: not held), as the publish
+// statement takes it: measured on this process's clock, it holds for as
+// long whatever the database's clock says.
+func (h Handoff) holdMS(now time.Time) []int64 {
+	if len(h.Until) == 0 {
+		return nil
+	}
+	out := make([]int64, len(h.Until))
+	for i, u := range h.Until {
+		if !u.IsZero() {
+			out[i] = max(u.Sub(now).Milliseconds(), 0)
+		}
+	}
+	return out
+}
+
 // Leased is a start row a publish leased to its process's sender (see
 // Handoff).
 type Leased struct {

@@ -198,9 +198,9 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 	fs := p.known(appID)
 	var lease time.Duration
 	var skip []string
-	var until []time.Time
+	var holdMS []int64
 	if h != nil {
-		lease, skip, until = h.Lease, h.Skip, h.Until
+		lease, skip, holdMS = h.Lease, h.Skip, h.holdMS(time.Now())
 	}
 	for round := 0; ; round++ {
 		v, err := p.verdicts(fs, ev, created)
@@ -216,7 +216,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
 			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey,
-			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds(), until, delivery.DeadlineDefault.Milliseconds()).
+			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds(), holdMS, delivery.DeadlineDefault.Milliseconds()).
 			Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &skipped, &claimBy, &handed)
 		if err != nil {
 			var pgErr *pgconn.PgError

@@ -7,7 +7,8 @@ package outbox
 // sequence numbers of its deliveries to fifo endpoints (key $21), their
 // outbox rows, leased to the publishing process's sender when it asked
 // ($22–$24, see Handoff) or until the probe of an endpoint its breaker
-// holds ($23, $25–$26), and the dispatcher's wake-up. When an
+// holds ($23, $25–$26: the milliseconds left until it), and the
+// dispatcher's wake-up. When an
 // enabled endpoint's filter is not among the verdicts (added or changed
 // since), it writes nothing and says so (the second column).
 const publishSQL = `
@@ -60,37 +61,40 @@ const publishSQL = `
 	  RETURNING id, endpoint_id, sequence
 	), de AS (
 	  -- Each new delivery with its endpoint, read once, its first
-	  -- attempt's earliest due (the first wait less its jitter), and
-	  -- until when the sender's breaker holds it ($23, $25; see Handoff):
-	  -- not for an ordered delivery, a paused endpoint's, or one whose
+	  -- attempt's earliest due (the first wait less its jitter), whether
+	  -- its row is leased to the sender (due at once; see Handoff), and
+	  -- how long the sender's breaker holds it (hold_ms, $23 and $25):
+	  -- not an ordered delivery, nor a paused endpoint's, nor one whose
 	  -- deadline ($26 by default) leaves no attempt.
 	  SELECT dl.id, dl.sequence, e.id AS endpoint_id, e.url, e.paused, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms,
-	         COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) AS earliest, h.until AS hold_until,
+	         x.earliest, h.left_ms AS hold_ms,
+	         $22::bigint > 0 AND NOT e.paused AND dl.sequence IS NULL AND NOT (e.id = ANY (COALESCE($23::text[], '{}')))
+	           AND x.earliest <= $13 AS to_sender,
 	         now() + (COALESCE(NULLIF(e.deadline_ms, 0), $26) - COALESCE(NULLIF(e.request_timeout_ms, 0), $24)) * interval '1 millisecond' AS last_start
 	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
+	  CROSS JOIN LATERAL (SELECT COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) AS earliest) x
 	  LEFT JOIN LATERAL (
-	    SELECT h.until FROM unnest($23::text[], $25::timestamptz[]) AS h(endpoint_id, until)
-	    WHERE h.endpoint_id = e.id AND h.until > now() AND dl.sequence IS NULL AND NOT e.paused
+	    SELECT h.left_ms FROM unnest($23::text[], $25::bigint[]) AS h(endpoint_id, left_ms)
+	    WHERE h.endpoint_id = e.id AND h.left_ms > 0 AND dl.sequence IS NULL AND NOT e.paused
 	      AND COALESCE(NULLIF(e.deadline_ms, 0), $26) > COALESCE(NULLIF(e.request_timeout_ms, 0), $24)
 	    LIMIT 1) h ON true
 	), cb AS (
-	  -- The latest a dispatcher may claim the rows and still send each
-	  -- first attempt on time: the earliest due, less ClaimGuard, at most
-	  -- ClaimAheadMax away.
-	  SELECT now() + LEAST(GREATEST(min(earliest) - $13, 0), $14) * interval '1 millisecond' AS at FROM de
+	  -- The latest a dispatcher may claim the rows left to the rounds and
+	  -- still send each first attempt on time: the earliest due, less
+	  -- ClaimGuard, at most ClaimAheadMax away (now when there are none).
+	  SELECT now() + LEAST(GREATEST(min(earliest) FILTER (WHERE hold_ms IS NULL AND NOT to_sender) - $13, 0), $14) * interval '1 millisecond' AS at
+	  FROM de
 	), ob AS (
 	  -- A paused endpoint's row is held (store.HoldRows). A row the
-	  -- breaker holds is leased until then, spread over the next 2 × $12
-	  -- of the time left (as delivery.HeldWait), at most until its last
-	  -- start. A row due at once is leased to the publishing
-	  -- process's sender, for $22 past its request timeout, when it
-	  -- asked (Handoff).
+	  -- breaker holds is leased for hold_ms, spread over the next 2 × $12
+	  -- of it (as delivery.HeldWait), at most until its last start. A row
+	  -- due at once is leased to the publishing process's sender, for $22
+	  -- past its request timeout, when it asked (Handoff).
 	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, leased_until)
 	  SELECT de.id, $9, $1, (SELECT at FROM cb), de.paused,
-	         CASE WHEN de.hold_until IS NOT NULL
-	              THEN LEAST(now() + (de.hold_until - now()) * (1 + 2 * $12::float8 * random()), de.last_start)
-	              WHEN $22::bigint > 0 AND NOT de.paused AND de.sequence IS NULL AND NOT (de.endpoint_id = ANY (COALESCE($23::text[], '{}')))
-	                   AND de.earliest <= $13
+	         CASE WHEN de.hold_ms IS NOT NULL
+	              THEN LEAST(now() + de.hold_ms * (1 + 2 * $12::float8 * random()) * interval '1 millisecond', de.last_start)
+	              WHEN de.to_sender
 	              THEN now() + ($22 + COALESCE(NULLIF(de.request_timeout_ms, 0), $24)) * interval '1 millisecond' END
 	  FROM de
 	  RETURNING id, delivery_id, held, leased_until, created_at
@@ -113,7 +117,7 @@ const publishSQL = `
 	       (SELECT jsonb_agg(jsonb_build_object('id', ob.id, 'delivery', ob.delivery_id, 'endpoint', de.endpoint_id, 'url', de.url,
 	                 'schedule', de.retry_schedule_ms, 'deadline', de.deadline_ms, 'timeout', de.request_timeout_ms, 'app', a.name,
 	                 'created', (extract(epoch FROM ob.created_at) * 1000000)::bigint, 'until', (extract(epoch FROM ob.leased_until) * 1000000)::bigint,
-	                 'held', de.hold_until IS NOT NULL)
+	                 'held', de.hold_ms IS NOT NULL)
 	                 ORDER BY ob.id)
 	        FROM ob JOIN de ON de.id = ob.delivery_id JOIN apps a ON a.id = $1
 	        WHERE ob.leased_until IS NOT NULL)

@@ -56,7 +56,8 @@ type NoisyPhase struct {
 	// Held is how many times a start row (A's, as B's endpoint answers at
 	// once) was left in the outbox with nothing sent during the phase
 	// (dispatch.Dispatcher.Held): its endpoint's share in use, or its
-	// endpoint not answering.
+	// endpoint not answering (then also written leased until the probe by
+	// its ingest).
 	Held int64 `json:"held"`
 }
 

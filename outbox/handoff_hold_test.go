@@ -1,0 +1,220 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/store"
+)
+
+// holdFixture is an app with helpers to make endpoints and read rows.
+type holdFixture struct {
+	st  *store.Store
+	app store.App
+}
+
+func newHoldFixture(t *testing.T) holdFixture {
+	t.Helper()
+	st := pg.Store(t, "outbox")
+	app, err := st.CreateApp(context.Background(), store.App{Name: "acme"})
+	require.NoError(t, err)
+	return holdFixture{st: st, app: app}
+}
+
+// ep makes an endpoint with a first wait of first, then sets its stored
+// deadline_ms and request_timeout_ms as given (raw, may be 0).
+func (f holdFixture) ep(t *testing.T, first time.Duration, deadlineMS, timeoutMS int64) store.Endpoint {
+	t.Helper()
+	ctx := context.Background()
+	e, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: f.app.ID, URL: "https://example.com/hook", Environment: "live",
+		Headers: map[string]string{}, RetrySchedule: []time.Duration{first, 5 * time.Second}, Deadline: time.Hour,
+		RequestTimeout: 3 * time.Second, EventTypes: []string{"order.paid"}})
+	require.NoError(t, err)
+	_, err = f.st.Pool().Exec(ctx, `UPDATE endpoints SET deadline_ms = $2, request_timeout_ms = $3 WHERE id = $1`, e.ID, deadlineMS, timeoutMS)
+	require.NoError(t, err)
+	return e
+}
+
+type heldRow struct {
+	created time.Time
+	until   *time.Time
+}
+
+func (f holdFixture) row(t *testing.T, deliveryID string) heldRow {
+	t.Helper()
+	var r heldRow
+	require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT created_at, leased_until FROM outbox WHERE delivery_id = $1`, deliveryID).
+		Scan(&r.created, &r.until))
+	return r
+}
+
+func (f holdFixture) publish(t *testing.T, p *outbox.Publisher, endpoint string, h outbox.Handoff) outbox.Published {
+	t.Helper()
+	pub, err := p.PublishHandoff(context.Background(), f.st.Pool(), f.app.ID,
+		outbox.Event{Type: "order.paid", Endpoint: endpoint, Data: json.RawMessage(`{}`)}, h)
+	require.NoError(t, err)
+	return pub
+}
+
+// TestHoldDefaultsAndCap: stored deadline/timeout of 0 take the
+// defaults in the cap (75 min / 10 s); a deadline of 40 s with a default
+// timeout caps the hold at created+30 s; a deadline equal to the timeout
+// leaves the row to the rounds (and wakes them).
+func TestHoldDefaultsAndCap(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	p := outbox.NewPublisher()
+	zero := f.ep(t, 0, 0, 0)
+	short := f.ep(t, 0, 40_000, 0)
+	equal := f.ep(t, 0, 3_000, 3_000)
+	probe := time.Now().Add(time.Minute)
+	h := outbox.Handoff{Lease: 10 * time.Second, Skip: []string{zero.ID, short.ID, equal.ID}, Until: []time.Time{probe, probe, probe}}
+
+	pz := f.publish(t, p, zero.ID, h)
+	require.Len(t, pz.Leased, 1)
+	require.True(t, pz.Leased[0].Held)
+	r := f.row(t, pz.Deliveries[0].ID)
+	require.False(t, r.until.Before(probe.Truncate(time.Microsecond)), "zero deadline/timeout: held short of the probe: %s", r.until)
+	require.Zero(t, pz.Leased[0].Settings.Deadline, "raw settings are returned as stored")
+
+	ps := f.publish(t, p, short.ID, h)
+	require.Len(t, ps.Leased, 1)
+	r = f.row(t, ps.Deliveries[0].ID)
+	require.Equal(t, 40*time.Second-delivery.RequestTimeoutDefault, r.until.Sub(r.created), "cap: deadline less the default timeout")
+	// The cap is the dispatcher's own last start for that row.
+	set := ps.Leased[0].Settings.WithDefaults()
+	require.True(t, r.until.Equal(set.LastStart(ps.Leased[0].CreatedAt.Add(set.Deadline))), "cap differs from Settings.LastStart")
+
+	pe := f.publish(t, p, equal.ID, h)
+	require.Empty(t, pe.Leased, "deadline == timeout leaves no attempt: not held")
+	require.Nil(t, f.row(t, pe.Deliveries[0].ID).until)
+	_, wake := pe.WakeAt()
+	require.True(t, pe.Notified || wake, "its row goes to the rounds, which must be woken")
+}
+
+// TestHandoffArraysShapes: Until nil, shorter than Skip, in the past,
+// and a Skip naming an endpoint twice: no error, at most one outbox row per
+// delivery, and only a future Until holds.
+func TestHandoffArraysShapes(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	p := outbox.NewPublisher()
+	a := f.ep(t, 0, 3_600_000, 3_000)
+	b := f.ep(t, 0, 3_600_000, 3_000)
+	probe := time.Now().Add(time.Minute)
+	cases := []struct {
+		name string
+		h    outbox.Handoff
+		held map[string]bool
+	}{
+		{"nil until", outbox.Handoff{Lease: time.Second, Skip: []string{a.ID, b.ID}}, map[string]bool{}},
+		{"short until", outbox.Handoff{Lease: time.Second, Skip: []string{a.ID, b.ID}, Until: []time.Time{probe}}, map[string]bool{a.ID: true}},
+		{"past until", outbox.Handoff{Lease: time.Second, Skip: []string{a.ID, b.ID}, Until: []time.Time{time.Now().Add(-time.Second), {}}}, map[string]bool{}},
+		{"duplicate skip", outbox.Handoff{Lease: time.Second, Skip: []string{a.ID, a.ID, b.ID}, Until: []time.Time{probe, probe.Add(time.Minute), {}}}, map[string]bool{a.ID: true}},
+	}
+	for _, c := range cases {
+		pub := f.publish(t, p, "", c.h)
+		require.Len(t, pub.Deliveries, 2, c.name)
+		var n int
+		require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox o JOIN deliveries d ON d.id = o.delivery_id WHERE d.event_id = $1`, pub.ID).Scan(&n))
+		require.Equal(t, 2, n, "%s: one row per delivery", c.name)
+		got := map[string]bool{}
+		for _, l := range pub.Leased {
+			require.True(t, l.Held, "%s: a skipped endpoint's row leased to the sender", c.name)
+			got[l.EndpointID] = true
+		}
+		require.Equal(t, c.held, got, c.name)
+		for _, d := range pub.Deliveries {
+			if !c.held[d.EndpointID] {
+				require.Nil(t, f.row(t, d.ID).until, "%s: unheld skipped row is leased", c.name)
+			}
+		}
+		if len(c.held) < 2 {
+			require.True(t, pub.Notified || !pub.ClaimBy.IsZero(), "%s: an unleased row asked for no round", c.name)
+		}
+	}
+}
+
+// TestMixedHeldAndSender: one publish with a sender-leased row and a
+// held one returns both, flagged apart; a held row with an unleased row
+// still wakes the rounds.
+func TestMixedHeldAndSender(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	p := outbox.NewPublisher()
+	f.ep(t, 0, 3_600_000, 3_000) // its row goes to the sender
+	held := f.ep(t, 0, 3_600_000, 3_000)
+	later := f.ep(t, 30*time.Second, 3_600_000, 3_000) // first wait 30 s: unleased
+	probe := time.Now().Add(time.Minute)
+	pub := f.publish(t, p, "", outbox.Handoff{Lease: 10 * time.Second, Skip: []string{held.ID}, Until: []time.Time{probe}})
+	require.Len(t, pub.Leased, 2)
+	for _, l := range pub.Leased {
+		require.Equal(t, l.EndpointID == held.ID, l.Held, l.EndpointID)
+		require.NotEqual(t, later.ID, l.EndpointID)
+	}
+	_, wake := pub.WakeAt()
+	require.True(t, pub.Notified || wake, "the unleased row of %s is not woken", later.ID)
+}
+
+// TestClaimByIgnoresHeldRows: the wake-up time of a publish (ClaimBy
+// and the NOTIFY payload) is that of its unleased rows; a held row (due at
+// once, but leased until its probe) should not pull it earlier.
+func TestClaimByIgnoresHeldRows(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	p := outbox.NewPublisher()
+	held := f.ep(t, 0, 3_600_000, 3_000)
+	later := f.ep(t, 30*time.Second, 3_600_000, 3_000)
+	probe := time.Now().Add(time.Minute)
+	h := outbox.Handoff{Lease: 10 * time.Second, Skip: []string{held.ID}, Until: []time.Time{probe}}
+	alone := f.publish(t, p, later.ID, h)
+	require.False(t, alone.ClaimBy.IsZero())
+	both := f.publish(t, p, "", h)
+	require.Len(t, both.Leased, 1)
+	require.True(t, both.Leased[0].Held)
+	require.False(t, both.ClaimBy.IsZero())
+	require.WithinDuration(t, alone.ClaimBy, both.ClaimBy, time.Second,
+		"a held row pulled the unleased row's claim-by from %s to %s", alone.ClaimBy, both.ClaimBy)
+}
+
+// TestHeldRowIsClaimedOnceItsLeaseLapses: a row held at publish is
+// invisible to the round and the look until its lease lapses, then both
+// take it.
+func TestHeldRowIsClaimedOnceItsLeaseLapses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newHoldFixture(t)
+	p := outbox.NewPublisher()
+	held := f.ep(t, 0, 3_600_000, 3_000)
+	pub := f.publish(t, p, held.ID, outbox.Handoff{Lease: 10 * time.Second, Skip: []string{held.ID}, Until: []time.Time{time.Now().Add(700 * time.Millisecond)}})
+	require.Len(t, pub.Leased, 1)
+	require.True(t, pub.Leased[0].Held)
+	claim := func() []outbox.Row {
+		tx, err := f.st.Pool().Begin(ctx)
+		require.NoError(t, err)
+		defer func() { _ = tx.Rollback(ctx) }()
+		rows, err := store.ClaimOutbox(ctx, tx, 10)
+		require.NoError(t, err)
+		return rows
+	}
+	require.Empty(t, claim(), "a held row was claimed before its lease lapsed")
+	_, ok, err := store.NextOutboxClaim(ctx, f.st.Pool())
+	require.NoError(t, err)
+	require.False(t, ok, "the look saw a held row before its lease lapsed")
+	require.Eventually(t, func() bool {
+		at, ok, err := store.NextOutboxClaim(ctx, f.st.Pool())
+		require.NoError(t, err)
+		return ok && !at.After(time.Now())
+	}, 10*time.Second, 10*time.Millisecond, "the look misses a lapsed held row")
+	require.False(t, time.Now().Before(pub.Leased[0].Until), "the look saw the row before its lease lapsed")
+	rows := claim()
+	require.Len(t, rows, 1)
+	require.Equal(t, pub.Leased[0].DeliveryID, rows[0].DeliveryID)
+	require.True(t, rows[0].CreatedAt.Equal(pub.Leased[0].CreatedAt), "the row's deadline base moved")
+}

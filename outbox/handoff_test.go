@@ -119,9 +119,8 @@ func TestPublishHandoffLeasesOnlyRowsDueAtOnce(t *testing.T) {
 func TestPublishHandoffHoldsRowsUntilTheProbe(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := pg.Store(t, "outbox")
-	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
-	require.NoError(t, err)
+	f := newHoldFixture(t)
+	st, app := f.st, f.app
 	ep := func(e store.Endpoint) store.Endpoint {
 		e.AppID, e.URL, e.Environment, e.Headers = app.ID, "https://example.com/hook", "live", map[string]string{}
 		e.RetrySchedule, e.RequestTimeout, e.EventTypes = []time.Duration{0, 5 * time.Second}, 3*time.Second, []string{"order.paid"}

@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"hookrelay/delivery"
 	"hookrelay/store"
 )
 
@@ -67,4 +69,36 @@ func TestHoldOutboxLeasesAndLeavesTheConnectionAsItWas(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, `SELECT leased_until, current_setting('synchronous_commit') FROM outbox WHERE id = $1`, id).Scan(&leased, &setting))
 	require.True(t, leased.Equal(until), "leased until %v, not %v", leased, until)
 	require.Equal(t, "on", setting, "the hold's setting outlived its statement")
+}
+
+// TestClaimTargetLeavesTheConnectionAsItWas: a claim, whose commit does
+// not wait for the WAL flush, claims as before, and its setting ends with
+// its statement: the hot pool's one connection commits the next statement
+// (the attempt's record, say) synchronously again.
+func TestClaimTargetLeavesTheConnectionAsItWas(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	dlv := f.publish(t)
+	cfg := f.st.Pool().Config().Copy()
+	cfg.MaxConns, cfg.MinConns = 1, 0
+	hot, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(hot.Close)
+	f.st.UseHotPool(hot)
+	now := time.Now()
+	until := now.Add(time.Minute).Truncate(time.Microsecond)
+	_, claimed, err := f.st.ClaimTarget(ctx, dlv, now, until)
+	require.NoError(t, err)
+	require.True(t, claimed)
+	var setting, status string
+	var inflight time.Time
+	require.NoError(t, hot.QueryRow(ctx, `SELECT current_setting('synchronous_commit'), status, inflight_until FROM deliveries WHERE id = $1`, dlv).
+		Scan(&setting, &status, &inflight))
+	require.Equal(t, "on", setting, "the claim's setting outlived its statement")
+	require.Equal(t, string(delivery.StatusDelivering), status)
+	require.True(t, inflight.Equal(until), "claimed until %v, not %v", inflight, until)
+	_, claimed, err = f.st.ClaimTarget(ctx, dlv, now, until.Add(time.Minute))
+	require.NoError(t, err)
+	require.False(t, claimed, "a second claim while the first is on the wire")
 }

@@ -3,6 +3,10 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"hookrelay/delivery"
 )
 
 // ClaimAsOneBatch runs one coalesced batch of ClaimTarget calls (targets)
@@ -31,3 +35,21 @@ func (b *Batched) ClaimAsOneBatch(ctx context.Context, ids []string, untils []ti
 
 // Holding is holding, for the claim's plain definition in tests.
 const Holding = holding
+
+// ClaimTargetSetting runs ClaimTarget's statement for deliveryID until
+// until inside tx and returns the synchronous_commit its transaction
+// commits with.
+func ClaimTargetSetting(ctx context.Context, tx pgx.Tx, deliveryID string, until time.Time) (string, error) {
+	rows, err := tx.Query(ctx, claimTargetSQL, []string{deliveryID}, time.Now(), []time.Time{until},
+		delivery.To(delivery.EventClaim), delivery.From(delivery.EventClaim))
+	if err != nil {
+		return "", err
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return "", err
+	}
+	var setting string
+	err = tx.QueryRow(ctx, `SELECT current_setting('synchronous_commit')`).Scan(&setting)
+	return setting, err
+}

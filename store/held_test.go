@@ -101,4 +101,12 @@ func TestClaimTargetLeavesTheConnectionAsItWas(t *testing.T) {
 	_, claimed, err = f.st.ClaimTarget(ctx, dlv, now, until.Add(time.Minute))
 	require.NoError(t, err)
 	require.False(t, claimed, "a second claim while the first is on the wire")
+	// Its own transaction commits without waiting for the flush.
+	other := f.publish(t)
+	tx, err := hot.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	setting, err = store.ClaimTargetSetting(ctx, tx, other, until)
+	require.NoError(t, err)
+	require.Equal(t, "off", setting, "the claim's transaction commits synchronously")
 }

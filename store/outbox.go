@@ -158,11 +158,10 @@ func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
 // tenant whose endpoint stopped answering holds about a hundred rows a
 // second, and each flush it forced would queue before other tenants'
 // commits. A crash of Postgres (or a failover to a standby) may lose the
-// holds of its last moments, and that sends nothing twice: a request goes
-// out only after its claim (ClaimAttempt, ClaimTarget) commits
-// synchronously, which flushes every hold written before it, and a row
-// whose first attempt has a recorded outcome is handed off from it, never
-// sent again. The row then keeps its earlier lease: a round takes it back
+// holds of its last moments, and that sends nothing twice: nothing was
+// sent for a held row, a request's record commits synchronously, which
+// flushes every hold written before it, and a row whose first attempt has
+// a recorded outcome is handed off from it, never sent again. The row then keeps its earlier lease: a round takes it back
 // sooner and holds it again, or later (an earlier lease is not cut at the
 // delivery's last start), in which case a delivery with a short deadline
 // may be dead-lettered where the hold would have let it be attempted.

@@ -1,6 +1,7 @@
 package outbox_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"testing"
@@ -19,38 +20,50 @@ type holdFixture struct {
 	app store.App
 }
 
-func newHoldFixture(t *testing.T) holdFixture {
-	t.Helper()
-	st := pg.Store(t, "outbox")
+func newHoldFixture(tb testing.TB) holdFixture {
+	tb.Helper()
+	st := pg.Store(tb, "outbox")
 	app, err := st.CreateApp(context.Background(), store.App{Name: "acme"})
-	require.NoError(t, err)
+	require.NoError(tb, err)
 	return holdFixture{st: st, app: app}
 }
 
-// ep makes an endpoint with a first wait of first, then sets its stored
-// deadline_ms and request_timeout_ms as given (raw, may be 0).
-func (f holdFixture) ep(t *testing.T, first time.Duration, deadlineMS, timeoutMS int64) store.Endpoint {
+// endpoint makes an endpoint of e for order.paid: a first wait of 0 then
+// 5 s, a 3 s request timeout and an hour's deadline, unless e sets them.
+func (f holdFixture) endpoint(tb testing.TB, e store.Endpoint) store.Endpoint {
+	tb.Helper()
+	e.AppID, e.URL, e.Environment, e.Headers, e.EventTypes = f.app.ID, "https://example.com/hook", "live", map[string]string{}, []string{"order.paid"}
+	if e.RetrySchedule == nil {
+		e.RetrySchedule = []time.Duration{0, 5 * time.Second}
+	}
+	e.RequestTimeout, e.Deadline = cmp.Or(e.RequestTimeout, 3*time.Second), cmp.Or(e.Deadline, time.Hour)
+	out, _, err := f.st.CreateEndpoint(context.Background(), e)
+	require.NoError(tb, err)
+	return out
+}
+
+// raw stores e's deadline_ms and request_timeout_ms as given (may be 0,
+// which the API never stores) and returns e.
+func (f holdFixture) raw(t *testing.T, e store.Endpoint, deadlineMS, timeoutMS int64) store.Endpoint {
 	t.Helper()
-	ctx := context.Background()
-	e, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: f.app.ID, URL: "https://example.com/hook", Environment: "live",
-		Headers: map[string]string{}, RetrySchedule: []time.Duration{first, 5 * time.Second}, Deadline: time.Hour,
-		RequestTimeout: 3 * time.Second, EventTypes: []string{"order.paid"}})
-	require.NoError(t, err)
-	_, err = f.st.Pool().Exec(ctx, `UPDATE endpoints SET deadline_ms = $2, request_timeout_ms = $3 WHERE id = $1`, e.ID, deadlineMS, timeoutMS)
+	_, err := f.st.Pool().Exec(context.Background(), `UPDATE endpoints SET deadline_ms = $2, request_timeout_ms = $3 WHERE id = $1`, e.ID, deadlineMS, timeoutMS)
 	require.NoError(t, err)
 	return e
 }
 
+// heldRow is a delivery's outbox row: its creation, its lease, and
+// whether it is held by its endpoint's pause.
 type heldRow struct {
 	created time.Time
 	until   *time.Time
+	paused  bool
 }
 
 func (f holdFixture) row(t *testing.T, deliveryID string) heldRow {
 	t.Helper()
 	var r heldRow
-	require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT created_at, leased_until FROM outbox WHERE delivery_id = $1`, deliveryID).
-		Scan(&r.created, &r.until))
+	require.NoError(t, f.st.Pool().QueryRow(context.Background(), `SELECT created_at, leased_until, held FROM outbox WHERE delivery_id = $1`, deliveryID).
+		Scan(&r.created, &r.until, &r.paused))
 	return r
 }
 
@@ -70,9 +83,9 @@ func TestHoldDefaultsAndCap(t *testing.T) {
 	t.Parallel()
 	f := newHoldFixture(t)
 	p := outbox.NewPublisher()
-	zero := f.ep(t, 0, 0, 0)
-	short := f.ep(t, 0, 40_000, 0)
-	equal := f.ep(t, 0, 3_000, 3_000)
+	zero := f.raw(t, f.endpoint(t, store.Endpoint{}), 0, 0)
+	short := f.raw(t, f.endpoint(t, store.Endpoint{}), 40_000, 0)
+	equal := f.raw(t, f.endpoint(t, store.Endpoint{}), 3_000, 3_000)
 	probe := time.Now().Add(time.Minute)
 	h := outbox.Handoff{Lease: 10 * time.Second, Skip: []string{zero.ID, short.ID, equal.ID}, Until: []time.Time{probe, probe, probe}}
 
@@ -105,8 +118,8 @@ func TestHandoffArraysShapes(t *testing.T) {
 	t.Parallel()
 	f := newHoldFixture(t)
 	p := outbox.NewPublisher()
-	a := f.ep(t, 0, 3_600_000, 3_000)
-	b := f.ep(t, 0, 3_600_000, 3_000)
+	a := f.endpoint(t, store.Endpoint{})
+	b := f.endpoint(t, store.Endpoint{})
 	probe := time.Now().Add(time.Minute)
 	cases := []struct {
 		name string
@@ -148,9 +161,9 @@ func TestMixedHeldAndSender(t *testing.T) {
 	t.Parallel()
 	f := newHoldFixture(t)
 	p := outbox.NewPublisher()
-	f.ep(t, 0, 3_600_000, 3_000) // its row goes to the sender
-	held := f.ep(t, 0, 3_600_000, 3_000)
-	later := f.ep(t, 30*time.Second, 3_600_000, 3_000) // first wait 30 s: unleased
+	f.endpoint(t, store.Endpoint{}) // its row goes to the sender
+	held := f.endpoint(t, store.Endpoint{})
+	later := f.endpoint(t, store.Endpoint{RetrySchedule: []time.Duration{30 * time.Second, 5 * time.Second}}) // first wait 30 s: unleased
 	probe := time.Now().Add(time.Minute)
 	pub := f.publish(t, p, "", outbox.Handoff{Lease: 10 * time.Second, Skip: []string{held.ID}, Until: []time.Time{probe}})
 	require.Len(t, pub.Leased, 2)
@@ -169,8 +182,8 @@ func TestClaimByIgnoresHeldRows(t *testing.T) {
 	t.Parallel()
 	f := newHoldFixture(t)
 	p := outbox.NewPublisher()
-	held := f.ep(t, 0, 3_600_000, 3_000)
-	later := f.ep(t, 30*time.Second, 3_600_000, 3_000)
+	held := f.endpoint(t, store.Endpoint{})
+	later := f.endpoint(t, store.Endpoint{RetrySchedule: []time.Duration{30 * time.Second, 5 * time.Second}})
 	probe := time.Now().Add(time.Minute)
 	h := outbox.Handoff{Lease: 10 * time.Second, Skip: []string{held.ID}, Until: []time.Time{probe}}
 	alone := f.publish(t, p, later.ID, h)
@@ -191,7 +204,7 @@ func TestHeldRowIsClaimedOnceItsLeaseLapses(t *testing.T) {
 	ctx := context.Background()
 	f := newHoldFixture(t)
 	p := outbox.NewPublisher()
-	held := f.ep(t, 0, 3_600_000, 3_000)
+	held := f.endpoint(t, store.Endpoint{})
 	pub := f.publish(t, p, held.ID, outbox.Handoff{Lease: 10 * time.Second, Skip: []string{held.ID}, Until: []time.Time{time.Now().Add(700 * time.Millisecond)}})
 	require.Len(t, pub.Leased, 1)
 	require.True(t, pub.Leased[0].Held)

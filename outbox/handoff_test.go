@@ -118,43 +118,18 @@ func TestPublishHandoffLeasesOnlyRowsDueAtOnce(t *testing.T) {
 // whose probe may go now (zero) goes to the rounds.
 func TestPublishHandoffHoldsRowsUntilTheProbe(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	f := newHoldFixture(t)
-	st, app := f.st, f.app
-	ep := func(e store.Endpoint) store.Endpoint {
-		e.AppID, e.URL, e.Environment, e.Headers = app.ID, "https://example.com/hook", "live", map[string]string{}
-		e.RetrySchedule, e.RequestTimeout, e.EventTypes = []time.Duration{0, 5 * time.Second}, 3*time.Second, []string{"order.paid"}
-		if e.Deadline == 0 {
-			e.Deadline = time.Hour
-		}
-		out, _, err := st.CreateEndpoint(ctx, e)
-		require.NoError(t, err)
-		return out
-	}
-	held := ep(store.Endpoint{})
-	short := ep(store.Endpoint{Deadline: 10 * time.Second})
-	paused := ep(store.Endpoint{Paused: true})
-	fifo := ep(store.Endpoint{Ordering: delivery.OrderingFIFO})
-	probeNow := ep(store.Endpoint{})
+	held := f.endpoint(t, store.Endpoint{})
+	short := f.endpoint(t, store.Endpoint{Deadline: 10 * time.Second})
+	paused := f.endpoint(t, store.Endpoint{Paused: true})
+	fifo := f.endpoint(t, store.Endpoint{Ordering: delivery.OrderingFIFO})
+	probeNow := f.endpoint(t, store.Endpoint{})
 	probe := time.Now().Add(time.Minute)
 	h := outbox.Handoff{Lease: 10 * time.Second,
 		Skip:  []string{held.ID, short.ID, paused.ID, fifo.ID, probeNow.ID},
 		Until: []time.Time{probe, probe, probe, probe, {}}}
-	type row struct {
-		created        time.Time
-		until          *time.Time
-		paused, leased bool
-	}
-	rowOf := func(deliveryID string) row {
-		var r row
-		require.NoError(t, st.Pool().QueryRow(ctx, `SELECT created_at, leased_until, held FROM outbox WHERE delivery_id = $1`, deliveryID).
-			Scan(&r.created, &r.until, &r.paused))
-		r.leased = r.until != nil
-		return r
-	}
 	p := outbox.NewPublisher()
-	pub, err := p.PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)}, h)
-	require.NoError(t, err)
+	pub := f.publish(t, p, "", h)
 	require.Len(t, pub.Deliveries, 5)
 	heldRows := map[string]outbox.Leased{}
 	for _, l := range pub.Leased {
@@ -163,7 +138,7 @@ func TestPublishHandoffHoldsRowsUntilTheProbe(t *testing.T) {
 	}
 	require.Len(t, heldRows, 2, "only the rows of the endpoints held past the publish, neither paused nor ordered")
 	for _, d := range pub.Deliveries {
-		r := rowOf(d.ID)
+		r := f.row(t, d.ID)
 		switch d.EndpointID {
 		case held.ID:
 			require.True(t, r.until.Equal(heldRows[held.ID].Until))
@@ -173,9 +148,9 @@ func TestPublishHandoffHoldsRowsUntilTheProbe(t *testing.T) {
 			require.Equal(t, 7*time.Second, r.until.Sub(r.created), "held past its last start (deadline less request timeout)")
 		case paused.ID:
 			require.True(t, r.paused)
-			require.False(t, r.leased)
+			require.Nil(t, r.until)
 		default:
-			require.False(t, r.leased, "the row of %s is left to the rounds", d.EndpointID)
+			require.Nil(t, r.until, "the row of %s is left to the rounds", d.EndpointID)
 		}
 	}
 	require.True(t, pub.Notified, "the ordered and the probe's rows ask for a round")
@@ -183,8 +158,7 @@ func TestPublishHandoffHoldsRowsUntilTheProbe(t *testing.T) {
 	// Only held rows: no round is asked for; the holds are spread.
 	untils := map[time.Time]bool{}
 	for range 10 {
-		pub, err = p.PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.paid", Endpoint: held.ID, Data: json.RawMessage(`{}`)}, h)
-		require.NoError(t, err)
+		pub = f.publish(t, p, held.ID, h)
 		require.Len(t, pub.Leased, 1)
 		require.True(t, pub.Leased[0].Held)
 		require.False(t, pub.Notified, "a held row woke the dispatchers")
@@ -201,14 +175,10 @@ func TestPublishHandoffHoldsRowsUntilTheProbe(t *testing.T) {
 // (held), beside another endpoint the breaker holds.
 func BenchmarkPublishHandoff(b *testing.B) {
 	ctx := context.Background()
-	st := pg.Store(b, "outbox")
-	app, err := st.CreateApp(ctx, store.App{Name: "acme"})
-	require.NoError(b, err)
+	f := newHoldFixture(b)
 	eps := make([]store.Endpoint, 3)
 	for i := range eps {
-		eps[i], _, err = st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "https://example.com/hook", Environment: "live",
-			Headers: map[string]string{}, RetrySchedule: []time.Duration{0, 5 * time.Second}, Deadline: time.Hour, RequestTimeout: 3 * time.Second})
-		require.NoError(b, err)
+		eps[i] = f.endpoint(b, store.Endpoint{})
 	}
 	p := outbox.NewPublisher()
 	probe := time.Now().Add(time.Hour)
@@ -223,7 +193,7 @@ func BenchmarkPublishHandoff(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
-				pub, err := p.PublishHandoff(ctx, st.Pool(), app.ID, outbox.Event{Type: "order.paid", Endpoint: c.to, Data: json.RawMessage(`{}`)}, c.h)
+				pub, err := p.PublishHandoff(ctx, f.st.Pool(), f.app.ID, outbox.Event{Type: "order.paid", Endpoint: c.to, Data: json.RawMessage(`{}`)}, c.h)
 				require.NoError(b, err)
 				require.Len(b, pub.Leased, 1)
 			}

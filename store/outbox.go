@@ -161,10 +161,10 @@ func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
 // holds of its last moments, and that sends nothing twice: nothing was
 // sent for a held row, a request's record commits synchronously, which
 // flushes every hold written before it, and a row whose first attempt has
-// a recorded outcome is handed off from it, never sent again. The row then keeps its earlier lease: a round takes it back
-// sooner and holds it again, or later (an earlier lease is not cut at the
-// delivery's last start), in which case a delivery with a short deadline
-// may be dead-lettered where the hold would have let it be attempted.
+// a recorded outcome is handed off from it, never sent again. The row
+// then keeps its earlier lease: a round takes it back sooner and holds it
+// again, or later (an earlier lease is not cut at the delivery's last
+// start), when a short deadline may dead-letter what the hold would not.
 //
 // q must not be a transaction or a batch: the setting would last until
 // it ends.
@@ -182,9 +182,8 @@ func HoldOutbox(ctx context.Context, q outbox.Querier, ids []int64, until []time
 const leaseSQL = `UPDATE outbox o SET leased_until = v.until FROM unnest($1::bigint[], $2::timestamptz[]) AS v(id, until) WHERE o.id = v.id`
 
 // holdSQL is leaseSQL committed without waiting for its WAL flush
-// (HoldOutbox): set_config's local setting lasts until the statement's own
-// transaction commits, so it needs no transaction block of its own.
-const holdSQL = leaseSQL + ` AND set_config('synchronous_commit', 'off', true) IS NOT NULL`
+// (HoldOutbox).
+const holdSQL = leaseSQL + ` AND ` + asyncCommit
 
 // DoneCarriers deletes the rows of carriers that started.
 func DoneCarriers(ctx context.Context, q outbox.Querier, carrierIDs []string) error {

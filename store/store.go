@@ -89,6 +89,12 @@ func (s *Store) HotPool() *pgxpool.Pool {
 // server connection that ran it, where other clients' statements run too.
 const HotPoolSetup = `SET plan_cache_mode = force_generic_plan; SET enable_seqscan = off`
 
+// asyncCommit, a WHERE clause true of every row, makes its statement's
+// own transaction commit without waiting for its WAL flush: set_config's
+// local setting ends with that transaction, so the connection's next
+// statement commits synchronously again.
+const asyncCommit = `set_config('synchronous_commit', 'off', true) IS NOT NULL`
+
 // HotPoolConns is the most connections of the hot path's pool: its
 // statements are coalesced (Batched), so a few carry any rate.
 const HotPoolConns = 8

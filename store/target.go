@@ -150,8 +150,9 @@ func (s *Store) openSecret(id string, sealed []byte) (signing.Key, error) {
 // is given back before ClaimTarget returns: nothing of it is on the wire.
 // Its commit does not wait for the WAL flush (synchronous_commit off for
 // its own transaction only): the next synchronous commit (the attempt's
-// record, a disable, any ingest) flushes it, and only a crash of Postgres
-// itself before then loses it (docs/contract.md#5-statuses-and-their-transitions).
+// record, a disable, any ingest) flushes it, and only a crash, immediate
+// shutdown or failover of Postgres before then loses it
+// (docs/contract.md#5-statuses-and-their-transitions).
 func (s *Store) ClaimTarget(ctx context.Context, deliveryID string, now, until time.Time) (t Target, claimed bool, err error) {
 	ts, errs, err := s.claimTargets(ctx, []string{deliveryID}, now, []time.Time{until})
 	if err == nil {
@@ -176,15 +177,15 @@ type ClaimedTarget struct {
 // claimTargetSQL locks the deliveries of $1 in ID order (as ClaimAttempt
 // and RecordAttempts do), reads their targets (targetQuery, keys valid at
 // $2) and claims those whose attempts need no share of a limit, each until
-// its $3. set_config's local setting (see ClaimTarget) lasts until the
-// statement's own transaction commits, as holdSQL's.
+// its $3, committing without waiting for the flush (asyncCommit, see
+// ClaimTarget).
 const claimTargetSQL = `
 		WITH v AS (
 		  -- A delivery named twice is claimed until its first until.
 		  SELECT DISTINCT ON (id) id, until FROM unnest($1::text[], $3::timestamptz[]) WITH ORDINALITY AS v(id, until, n)
 		  ORDER BY id, n
 		), l AS MATERIALIZED (
-		  SELECT d.id FROM deliveries d WHERE d.id = ANY ($1) AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+		  SELECT d.id FROM deliveries d WHERE d.id = ANY ($1) AND ` + asyncCommit + `
 		  ORDER BY d.id FOR UPDATE OF d
 		), t (id, app_id, event_id, endpoint_id, url, headers, headers_sealed, inactive, paused, rate_limit, max_in_flight,
 		      payload, egress_proxy, key_ids, keys_sealed, sequence) AS (` + targetQuery + `

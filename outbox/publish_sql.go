@@ -61,22 +61,24 @@ const publishSQL = `
 	  RETURNING id, endpoint_id, sequence
 	), de AS (
 	  -- Each new delivery with its endpoint, read once, its first
-	  -- attempt's earliest due (the first wait less its jitter), whether
-	  -- its row is leased to the sender (due at once; see Handoff), and
-	  -- how long the sender's breaker holds it (hold_ms, $23 and $25):
-	  -- not an ordered delivery, nor a paused endpoint's, nor one whose
-	  -- deadline ($26 by default) leaves no attempt.
+	  -- attempt's earliest due (the first wait less its jitter), its
+	  -- deadline and request timeout ($26 and $24 by default), whether its
+	  -- row is the sender's to take (neither ordered nor paused), whether
+	  -- it is leased to the sender (due at once; see Handoff), and how long
+	  -- the sender's breaker holds it (hold_ms, $23 and $25), unless its
+	  -- deadline leaves no attempt.
 	  SELECT dl.id, dl.sequence, e.id AS endpoint_id, e.url, e.paused, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms,
-	         x.earliest, h.left_ms AS hold_ms,
-	         $22::bigint > 0 AND NOT e.paused AND dl.sequence IS NULL AND NOT (e.id = ANY (COALESCE($23::text[], '{}')))
-	           AND x.earliest <= $13 AS to_sender,
-	         now() + (COALESCE(NULLIF(e.deadline_ms, 0), $26) - COALESCE(NULLIF(e.request_timeout_ms, 0), $24)) * interval '1 millisecond' AS last_start
+	         x.earliest, x.timeout, h.left_ms AS hold_ms,
+	         $22::bigint > 0 AND x.sendable AND NOT (e.id = ANY (COALESCE($23::text[], '{}'))) AND x.earliest <= $13 AS to_sender,
+	         now() + (x.deadline - x.timeout) * interval '1 millisecond' AS last_start
 	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
-	  CROSS JOIN LATERAL (SELECT COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) AS earliest) x
+	  CROSS JOIN LATERAL (
+	    SELECT COALESCE(e.retry_schedule_ms[1], $11) * (1 - $12::float8) AS earliest,
+	           COALESCE(NULLIF(e.deadline_ms, 0), $26) AS deadline, COALESCE(NULLIF(e.request_timeout_ms, 0), $24) AS timeout,
+	           dl.sequence IS NULL AND NOT e.paused AS sendable) x
 	  LEFT JOIN LATERAL (
 	    SELECT h.left_ms FROM unnest($23::text[], $25::bigint[]) AS h(endpoint_id, left_ms)
-	    WHERE h.endpoint_id = e.id AND h.left_ms > 0 AND dl.sequence IS NULL AND NOT e.paused
-	      AND COALESCE(NULLIF(e.deadline_ms, 0), $26) > COALESCE(NULLIF(e.request_timeout_ms, 0), $24)
+	    WHERE h.endpoint_id = e.id AND h.left_ms > 0 AND x.sendable AND x.deadline > x.timeout
 	    LIMIT 1) h ON true
 	), cb AS (
 	  -- The latest a dispatcher may claim the rows left to the rounds and
@@ -95,7 +97,7 @@ const publishSQL = `
 	         CASE WHEN de.hold_ms IS NOT NULL
 	              THEN LEAST(now() + de.hold_ms * (1 + 2 * $12::float8 * random()) * interval '1 millisecond', de.last_start)
 	              WHEN de.to_sender
-	              THEN now() + ($22 + COALESCE(NULLIF(de.request_timeout_ms, 0), $24)) * interval '1 millisecond' END
+	              THEN now() + ($22 + de.timeout) * interval '1 millisecond' END
 	  FROM de
 	  RETURNING id, delivery_id, held, leased_until, created_at
 	), wake AS (

@@ -111,6 +111,15 @@ func (f senderFixture) publish(t *testing.T) string {
 	return p.Deliveries[0].ID
 }
 
+// waitSucceeded waits until delivery id succeeded.
+func (f senderFixture) waitSucceeded(t *testing.T, id string, msgAndArgs ...any) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		d, err := f.st.GetDelivery(context.Background(), f.app.ID, id)
+		return err == nil && d.Status == delivery.StatusSucceeded
+	}, 20*time.Second, 5*time.Millisecond, msgAndArgs...)
+}
+
 // waitOutboxEmpty waits until every outbox row has ended.
 func (f senderFixture) waitOutboxEmpty(t *testing.T) {
 	t.Helper()
@@ -147,10 +156,7 @@ func TestLateStartRowIsSentOnce(t *testing.T) {
 	require.NoError(t, err)
 	fc := &fakeClient{}
 	_, cancel, done := f.run(t, fc)
-	require.Eventually(t, func() bool {
-		d, err := f.st.GetDelivery(context.Background(), f.app.ID, id)
-		return err == nil && d.Status == delivery.StatusSucceeded
-	}, 20*time.Second, 50*time.Millisecond)
+	f.waitSucceeded(t, id)
 	f.waitOutboxEmpty(t)
 	// Run returns once every first attempt it started has ended, so the
 	// count is final.

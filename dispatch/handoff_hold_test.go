@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"hookrelay/delivery"
 	"hookrelay/outbox"
 	"hookrelay/store"
 )
@@ -28,10 +27,7 @@ func TestHeldAtPublishIsSentOnceItsLeaseLapses(t *testing.T) {
 	require.Zero(t, d.Taken(), "Take sent a held row")
 	require.Zero(t, f.hits.Load(), "a held row was sent before its probe")
 	require.NotNil(t, f.leasedUntil(t, p.Leased[0].DeliveryID), "Take released a held row")
-	require.Eventually(t, func() bool {
-		dl, err := f.st.GetDelivery(context.Background(), f.app.ID, p.Leased[0].DeliveryID)
-		return err == nil && dl.Status == delivery.StatusSucceeded
-	}, 10*time.Second, 10*time.Millisecond, "the held row was never sent")
+	f.waitSucceeded(t, p.Leased[0].DeliveryID, "the held row was never sent")
 	f.waitOutboxEmpty(t)
 	require.EqualValues(t, 1, f.hits.Load())
 	require.EqualValues(t, 1, d.Held(), "counted twice")
@@ -99,10 +95,7 @@ func TestTakeMixedSendsOnlyTheSendersRows(t *testing.T) {
 	d.Take(rows)
 	require.True(t, rows[0].Held && !rows[1].Held, "Take changed its caller's slice")
 	require.EqualValues(t, 1, d.Taken(), "Take sent on more than the sender's row")
-	require.Eventually(t, func() bool {
-		dl, err := f.st.GetDelivery(context.Background(), f.app.ID, pSend.Leased[0].DeliveryID)
-		return err == nil && dl.Status == delivery.StatusSucceeded
-	}, 10*time.Second, 5*time.Millisecond, "the sender's row was not sent")
+	f.waitSucceeded(t, pSend.Leased[0].DeliveryID, "the sender's row was not sent")
 	require.EqualValues(t, 1, f.hits.Load(), "a held row was sent")
 	require.NotNil(t, f.leasedUntil(t, pHeld.Leased[0].DeliveryID))
 	require.EqualValues(t, 1, d.Taken())

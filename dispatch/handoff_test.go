@@ -68,10 +68,7 @@ func TestTakeSendsWithNoRound(t *testing.T) {
 	require.False(t, p.Notified)
 	id := p.Leased[0].DeliveryID
 	d.Take(p.Leased)
-	require.Eventually(t, func() bool {
-		dl, err := f.st.GetDelivery(context.Background(), f.app.ID, id)
-		return err == nil && dl.Status == delivery.StatusSucceeded
-	}, 10*time.Second, 5*time.Millisecond)
+	f.waitSucceeded(t, id)
 	f.waitOutboxEmpty(t)
 	stop()
 	require.EqualValues(t, 1, f.hits.Load(), "one request: the taken row's")

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"hookrelay/delivery"
 )
 
 // ClaimAsOneBatch runs one coalesced batch of ClaimTarget calls (targets)
@@ -40,8 +38,7 @@ const Holding = holding
 // until inside tx and returns the synchronous_commit its transaction
 // commits with.
 func ClaimTargetSetting(ctx context.Context, tx pgx.Tx, deliveryID string, until time.Time) (string, error) {
-	rows, err := tx.Query(ctx, claimTargetSQL, []string{deliveryID}, time.Now(), []time.Time{until},
-		delivery.To(delivery.EventClaim), delivery.From(delivery.EventClaim))
+	rows, err := tx.Query(ctx, claimTargetSQL, claimTargetArgs([]string{deliveryID}, time.Now(), []time.Time{until})...)
 	if err != nil {
 		return "", err
 	}

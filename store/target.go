@@ -199,11 +199,16 @@ const claimTargetSQL = `
 		)
 		SELECT t.*, t.id IN (SELECT id FROM upd) FROM t`
 
+// claimTargetArgs are claimTargetSQL's parameters.
+func claimTargetArgs(ids []string, now time.Time, untils []time.Time) []any {
+	return []any{ids, now, untils, delivery.To(delivery.EventClaim), delivery.From(delivery.EventClaim)}
+}
+
 // claimTargets is ClaimTarget for many deliveries in one statement;
 // deliveries not found are left out. errs holds the deliveries whose
 // targets did not open; their claims are given back before it returns.
 func (s *Store) claimTargets(ctx context.Context, ids []string, now time.Time, untils []time.Time) (map[string]ClaimedTarget, map[string]error, error) {
-	rows, err := s.HotPool().Query(ctx, claimTargetSQL, ids, now, untils, delivery.To(delivery.EventClaim), delivery.From(delivery.EventClaim))
+	rows, err := s.HotPool().Query(ctx, claimTargetSQL, claimTargetArgs(ids, now, untils)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("claim %d targets: %w", len(ids), transitionError(err))
 	}

@@ -253,6 +253,32 @@ func HeldWait(until, now time.Time, deliveryID string, attempt int) time.Duratio
 	return max(left, Jitter(left, deliveryID, attempt)+time.Duration(float64(left)*JitterFraction))
 }
 
+// HeldLead is how long before an attempt's last start (Settings.LastStart)
+// the spread of a hold (HeldWait) ends at the latest: time for the round or
+// the workflow task that takes the attempt again to start it.
+const HeldLead = time.Second
+
+// HeldEnd is when an attempt that an endpoint's breaker holds until until
+// is taken again, at now, when the last moment it may start is last: now
+// plus HeldWait, but the spread never moves it past last less HeldLead (an
+// attempt the probe lets out in time is made, not dead-lettered because
+// the spread took it past its last start), and nothing past last. It is
+// now when nothing is held.
+func HeldEnd(until, now, last time.Time, deliveryID string, attempt int) time.Time {
+	wait := HeldWait(until, now, deliveryID, attempt)
+	if wait == 0 {
+		return now
+	}
+	at := now.Add(wait)
+	if cap := Later(until, last.Add(-HeldLead)); at.After(cap) {
+		at = cap
+	}
+	if at.After(last) {
+		return last
+	}
+	return at
+}
+
 // Next is Plan's answer: wait Wait (due at At), or, when DeadLetter is
 // set, make no further attempt in this cycle for that reason.
 type Next struct {

@@ -104,6 +104,36 @@ func TestHeldWaitNeverEndsBeforeItsHold(t *testing.T) {
 	require.Zero(t, delivery.HeldWait(now.Add(-time.Second), now, "dlv", 1), "a hold that ended")
 }
 
+// TestHeldEndKeepsAnAttemptThatFits: a hold's spread never takes an
+// attempt the probe would let out in time past its last start less
+// HeldLead (a round or workflow task must still start it); a probe inside
+// that lead is waited for exactly, one past the last start ends at it, and
+// a hold far from the last start is HeldWait's.
+func TestHeldEndKeepsAnAttemptThatFits(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	last := now.Add(50 * time.Second)
+	var capped int
+	for i := range 2000 {
+		id := "dlv_" + strconv.Itoa(i)
+		until := now.Add(47 * time.Second)
+		got := delivery.HeldEnd(until, now, last, id, 1)
+		require.False(t, got.Before(until), "ended before the probe")
+		require.False(t, got.After(last.Add(-delivery.HeldLead)), "spread past the last start less the lead")
+		if got.Equal(last.Add(-delivery.HeldLead)) {
+			capped++
+		}
+		inLead := last.Add(-delivery.HeldLead / 2)
+		require.Equal(t, inLead, delivery.HeldEnd(inLead, now, last, id, 1), "a probe inside the lead is waited for, no more")
+		require.Equal(t, last, delivery.HeldEnd(last.Add(time.Minute), now, last, id, 1), "a hold past the last start ends at it")
+		far := now.Add(10 * time.Second)
+		require.Equal(t, now.Add(delivery.HeldWait(far, now, id, 1)), delivery.HeldEnd(far, now, last, id, 1), "far from the last start: HeldWait")
+	}
+	require.Greater(t, capped, 1000, "most of a 47 s hold's spread (up to 56.4 s) lies past 49 s")
+	require.Equal(t, now, delivery.HeldEnd(time.Time{}, now, last, "dlv", 1), "nothing held")
+	require.Equal(t, now, delivery.HeldEnd(now.Add(-time.Second), now, last, "dlv", 1), "a hold that ended")
+}
+
 func TestSettingsValidate(t *testing.T) {
 	t.Parallel()
 	require.NoError(t, delivery.Settings{}.Validate(), "zero values take the defaults")

@@ -218,8 +218,8 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 		return firstEnd{}
 	case err == nil && res.Class == activities.ClassEndpointBusy:
 		now := time.Now()
-		if held := delivery.HeldWait(res.HeldUntil, now, f.row.DeliveryID, 1); held > 0 {
-			return firstEnd{hold: now.Add(held)}
+		if res.HeldUntil.After(now) {
+			return firstEnd{hold: delivery.HeldEnd(res.HeldUntil, now, f.set.LastStart(f.deadline), f.row.DeliveryID, 1)}
 		}
 		return firstEnd{hold: busyRecheck(f)}
 	case err == nil && res.Class == activities.ClassEndpointDisabled,
@@ -327,10 +327,7 @@ func (d *Dispatcher) heldBack(it outbox.Row, now time.Time, o *activities.SendOu
 	if until.IsZero() {
 		return time.Time{}
 	}
-	if at := now.Add(delivery.HeldWait(until, now, it.DeliveryID, 1)); at.Before(last) {
-		return at
-	}
-	return last
+	return delivery.HeldEnd(until, now, last, it.DeliveryID, 1)
 }
 
 // MissLead is how long before its retry is due a failed first attempt

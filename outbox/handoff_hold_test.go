@@ -111,6 +111,35 @@ func TestHoldDefaultsAndCap(t *testing.T) {
 	require.True(t, pe.Notified || wake, "its row goes to the rounds, which must be woken")
 }
 
+// TestHoldSpreadEndsBeforeTheLastStart: a probe 27 s away for rows whose
+// last start is 30 s away (deadline 40 s, default timeout): every lease
+// ends at the probe or after it, and no later than a second
+// (delivery.HeldLead) before the last start, though the spread (up to
+// 32.4 s) would take most past it; a round must still take the row and
+// start its attempt before then.
+func TestHoldSpreadEndsBeforeTheLastStart(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	p := outbox.NewPublisher()
+	ep := f.raw(t, f.endpoint(t, store.Endpoint{}), 40_000, 0)
+	last := 40*time.Second - delivery.RequestTimeoutDefault
+	var capped int
+	for range 12 {
+		probe := time.Now().Add(27 * time.Second)
+		pub := f.publish(t, p, ep.ID, outbox.Handoff{Lease: 10 * time.Second, Skip: []string{ep.ID}, Until: []time.Time{probe}})
+		require.Len(t, pub.Leased, 1)
+		require.True(t, pub.Leased[0].Held)
+		r := f.row(t, pub.Deliveries[0].ID)
+		held := r.until.Sub(r.created)
+		require.GreaterOrEqual(t, held, 27*time.Second-time.Second, "leased short of the probe")
+		require.LessOrEqual(t, held, last-delivery.HeldLead, "spread past the last start less the lead")
+		if held == last-delivery.HeldLead {
+			capped++
+		}
+	}
+	require.Positive(t, capped, "no spread reached the cap: the case does not test it")
+}
+
 // TestHandoffArraysShapes: Until nil, shorter than Skip, in the past,
 // and a Skip naming an endpoint twice: no error, at most one outbox row per
 // delivery, and only a future Until holds.

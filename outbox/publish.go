@@ -216,7 +216,8 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			appID, ev.ID, ev.Type, body, hash, created, Channel, ids.Delivery, KindStart, ev.Endpoint,
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
 			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey,
-			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds(), holdMS, delivery.DeadlineDefault.Milliseconds()).
+			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds(), holdMS, delivery.DeadlineDefault.Milliseconds(),
+			delivery.HeldLead.Milliseconds()).
 			Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &skipped, &claimBy, &handed)
 		if err != nil {
 			var pgErr *pgconn.PgError

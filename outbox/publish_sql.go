@@ -7,7 +7,7 @@ package outbox
 // sequence numbers of its deliveries to fifo endpoints (key $21), their
 // outbox rows, leased to the publishing process's sender when it asked
 // ($22–$24, see Handoff) or until the probe of an endpoint its breaker
-// holds ($23, $25–$26: the milliseconds left until it), and the
+// holds ($23, $25–$27: the milliseconds left until it), and the
 // dispatcher's wake-up. When an
 // enabled endpoint's filter is not among the verdicts (added or changed
 // since), it writes nothing and says so (the second column).
@@ -89,13 +89,17 @@ const publishSQL = `
 	), ob AS (
 	  -- A paused endpoint's row is held (store.HoldRows). A row the
 	  -- breaker holds is leased for hold_ms, spread over the next 2 × $12
-	  -- of it (as delivery.HeldWait), at most until its last start. A row
+	  -- of it (as delivery.HeldWait), the spread ending $27 before its last
+	  -- start at the latest, the lease at its last start (as
+	  -- delivery.HeldEnd). A row
 	  -- due at once is leased to the publishing process's sender, for $22
 	  -- past its request timeout, when it asked (Handoff).
 	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, leased_until)
 	  SELECT de.id, $9, $1, (SELECT at FROM cb), de.paused,
 	         CASE WHEN de.hold_ms IS NOT NULL
-	              THEN LEAST(now() + de.hold_ms * (1 + 2 * $12::float8 * random()) * interval '1 millisecond', de.last_start)
+	              THEN LEAST(now() + de.hold_ms * (1 + 2 * $12::float8 * random()) * interval '1 millisecond',
+	                         GREATEST(now() + de.hold_ms * interval '1 millisecond', de.last_start - $27 * interval '1 millisecond'),
+	                         de.last_start)
 	              WHEN de.to_sender
 	              THEN now() + ($22 + de.timeout) * interval '1 millisecond' END
 	  FROM de

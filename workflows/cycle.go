@@ -231,13 +231,14 @@ func (r *run) waitHold(ctx workflow.Context, c *cycle) bool {
 		wake = c.held.SlotAt.Add(-attempt.SlotLead).Sub(now)
 	case delivery.ClassEndpointBusy:
 		wake = delivery.Jitter(delivery.BusyRecheck, r.in.DeliveryID, c.number)
-		if held := delivery.HeldWait(c.held.HeldUntil, now, r.in.DeliveryID, c.number); held > wake {
+		last := r.set.LastStart(c.deadline)
+		if held := delivery.HeldEnd(c.held.HeldUntil, now, last, r.in.DeliveryID, c.number).Sub(now); held > wake {
 			// The endpoint stopped answering: nothing goes out before its
 			// breaker lets a probe out, and the last moment an attempt fits
 			// before the deadline (checked next) is not waited past. Only
 			// the timer's length changes, not the commands: histories
 			// recorded before replay as they were.
-			wake = min(held, max(r.set.LastStart(c.deadline).Sub(now), wake))
+			wake = held
 		}
 		at = now.Add(wake)
 	}

@@ -553,6 +553,24 @@ func TestHeldEndpointWaitsForItsProbe(t *testing.T) {
 	require.Equal(t, delivery.StatusDeadLettered, atDeadline.Status, "the hold outlasted the deadline")
 }
 
+// TestHeldSpreadKeepsAnAttemptThatFits: a probe 168 s in, for a delivery
+// whose last start is 170 s in (deadline 3 min, timeout 10 s): the spread
+// would take the attempt past its last start (where a real timer fires
+// late and the delivery is dead-lettered), so the wait ends 1 s before it
+// (delivery.HeldLead), and the attempt is made.
+func TestHeldSpreadKeepsAnAttemptThatFits(t *testing.T) {
+	t.Parallel()
+	env, s, in := setup(t, false)
+	in.Settings = delivery.Settings{Schedule: []time.Duration{0, time.Second}, Deadline: 3 * time.Minute}
+	probe := s.start.Add(168 * time.Second)
+	last := 3*time.Minute - delivery.RequestTimeoutDefault
+	require.Greater(t, delivery.HeldWait(probe, s.start, dlv, 1), last, "the case must spread past the last start")
+	s.results = []activities.SendResult{{Class: activities.ClassEndpointBusy, HeldUntil: probe}, ok()}
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
+	require.Equal(t, []time.Duration{0, last - delivery.HeldLead}, s.calls)
+}
+
 // TestReplayBufferedBeforeFirstTaskIsKept: a newer replay that reached a
 // replay's run before its first task is run when this cycle ends, not
 // dropped with the signal that started the run.

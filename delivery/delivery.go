@@ -262,8 +262,9 @@ const HeldLead = time.Second
 // is taken again, at now, when the last moment it may start is last: now
 // plus HeldWait, but the spread never moves it past last less HeldLead (an
 // attempt the probe lets out in time is made, not dead-lettered because
-// the spread took it past its last start), and nothing past last. It is
-// now when nothing is held.
+// the spread took it past its last start), and nothing past last: a hold
+// seen after last ends at last, in the past. It is now when nothing is
+// held.
 func HeldEnd(until, now, last time.Time, deliveryID string, attempt int) time.Time {
 	wait := HeldWait(until, now, deliveryID, attempt)
 	if wait == 0 {

@@ -41,7 +41,8 @@ type Handoff struct {
 }
 
 // holdMS is how long from now each endpoint of Skip holds a new
-// delivery's attempt, in milliseconds (0: not held), as the publish
+// delivery's attempt, in milliseconds rounded up (a lease never ends
+// before the probe; 0: not held), as the publish
 // statement takes it: measured on this process's clock, it holds for as
 // long whatever the database's clock says.
 func (h Handoff) holdMS(now time.Time) []int64 {
@@ -51,7 +52,7 @@ func (h Handoff) holdMS(now time.Time) []int64 {
 	out := make([]int64, len(h.Until))
 	for i, u := range h.Until {
 		if !u.IsZero() {
-			out[i] = max(u.Sub(now).Milliseconds(), 0)
+			out[i] = max((u.Sub(now) + time.Millisecond - 1).Milliseconds(), 0)
 		}
 	}
 	return out

@@ -7,7 +7,8 @@ package outbox
 // sequence numbers of its deliveries to fifo endpoints (key $21), their
 // outbox rows, leased to the publishing process's sender when it asked
 // ($22–$24, see Handoff) or until the probe of an endpoint its breaker
-// holds ($23, $25–$27: the milliseconds left until it), and the
+// holds ($23 and $25, the milliseconds left until it; $26 the default
+// deadline, $27 delivery.HeldLead), and the
 // dispatcher's wake-up. When an
 // enabled endpoint's filter is not among the verdicts (added or changed
 // since), it writes nothing and says so (the second column).

@@ -232,13 +232,15 @@ func (r *run) waitHold(ctx workflow.Context, c *cycle) bool {
 	case delivery.ClassEndpointBusy:
 		wake = delivery.Jitter(delivery.BusyRecheck, r.in.DeliveryID, c.number)
 		last := r.set.LastStart(c.deadline)
-		if held := delivery.HeldEnd(c.held.HeldUntil, now, last, r.in.DeliveryID, c.number).Sub(now); held > wake {
+		held := delivery.HeldEnd(c.held.HeldUntil, now, last, r.in.DeliveryID, c.number).Sub(now)
+		if c.held.HeldUntil.After(now) && (held > wake || now.Add(wake).After(last)) {
 			// The endpoint stopped answering: nothing goes out before its
 			// breaker lets a probe out, and the last moment an attempt fits
-			// before the deadline (checked next) is not waited past. Only
-			// the timer's length changes, not the commands: histories
+			// before the deadline (checked next) is not waited past, nor
+			// is it by the recheck when the probe comes sooner. Only the
+			// timer's length changes, not the commands: histories
 			// recorded before replay as they were.
-			wake = held
+			wake = max(held, time.Millisecond)
 		}
 		at = now.Add(wake)
 	}

@@ -555,9 +555,11 @@ func TestHeldEndpointWaitsForItsProbe(t *testing.T) {
 
 // TestHeldSpreadKeepsAnAttemptThatFits: a probe 168 s in, for a delivery
 // whose last start is 170 s in (deadline 3 min, timeout 10 s): the spread
-// would take the attempt past its last start (where a real timer fires
-// late and the delivery is dead-lettered), so the wait ends 1 s before it
-// (delivery.HeldLead), and the attempt is made.
+// would take the attempt to its last start (the test's timers fire on
+// time; a real one fires a little late and the delivery is dead-lettered),
+// so the wait ends 1 s before it (delivery.HeldLead). With the last start
+// 0.8 s away and the probe 0.5 s away, the attempt is made at the probe,
+// not after the busy recheck (about 1 s, past the last start).
 func TestHeldSpreadKeepsAnAttemptThatFits(t *testing.T) {
 	t.Parallel()
 	env, s, in := setup(t, false)
@@ -569,6 +571,13 @@ func TestHeldSpreadKeepsAnAttemptThatFits(t *testing.T) {
 	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
 	require.Equal(t, []time.Duration{0, last - delivery.HeldLead}, s.calls)
+
+	env, s, in = setup(t, false)
+	in.Settings = delivery.Settings{Schedule: []time.Duration{0, time.Second}, Deadline: delivery.RequestTimeoutDefault + 800*time.Millisecond}
+	s.results = []activities.SendResult{{Class: activities.ClassEndpointBusy, HeldUntil: s.start.Add(500 * time.Millisecond)}, ok()}
+	env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
+	require.Equal(t, delivery.StatusSucceeded, result(t, env).Status)
+	require.Equal(t, []time.Duration{0, 500 * time.Millisecond}, s.calls)
 }
 
 // TestReplayBufferedBeforeFirstTaskIsKept: a newer replay that reached a

@@ -27,7 +27,7 @@ const (
 	PostgresPortDefault      = 54329
 	ShutdownTimeoutDefault   = 30 * time.Second
 	TemporalShardsDefault    = 4
-	DBMaxConnsDefault        = 32
+	DBMaxConnsDefault        = 8
 	MaxBacklogDefault        = 20000
 	LogLevelDefault          = "info"
 )
@@ -60,7 +60,13 @@ type Config struct {
 	// private cluster. Env HOOKRELAY_DATABASE_URL.
 	DatabaseURL string
 	// DBMaxConns is the main pgx pool's size; the hot path's pool keeps min(8
-	// (store.HotPoolConns), DBMaxConns) more open. Env HOOKRELAY_DB_MAX_CONNS.
+	// (store.HotPoolConns), DBMaxConns) more open. Defaults to
+	// DBMaxConnsDefault (8): the pool hands out its most recently used
+	// connections first, so in a larger one most connections sit idle, and
+	// each has to plan its statements again after every ANALYZE or VACUUM
+	// of their tables; a burst that reaches several of them at once spends
+	// tens of milliseconds of CPU planning in parallel, and every tenant's
+	// requests wait (see README, Performance). Env HOOKRELAY_DB_MAX_CONNS.
 	DBMaxConns int
 	// PostgresPort is the private cluster's port (dev). Env HOOKRELAY_PG_PORT.
 	PostgresPort int

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"hookrelay/config"
 	"hookrelay/internal/bench"
 )
 
@@ -32,7 +33,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	ordered := fs.Int("ordered", 0, "measure K ordering keys on one fifo endpoint against one unordered endpoint (--events per shape, each accepted paused then drained; the receiver answers after 1 ms and checks every key's order)")
 	fs.BoolVar(&o.Tracing, "tracing", false, "also measure CPU per delivery with tracing on (sampling 100 %, OTLP/HTTP to an in-process collector that discards), on a second stack after the run")
 	fs.IntVar(&o.Shards, "temporal-shards", 4, "embedded Temporal history shards")
-	fs.IntVar(&o.DBMaxConns, "db-max-conns", 32, "pgx pool size")
+	fs.IntVar(&o.DBMaxConns, "db-max-conns", config.DBMaxConnsDefault, "the main pgx pool's size, as hookrelay's --db-max-conns")
 	fs.BoolVar(&o.TemporalSQLite, "temporal-sqlite", false, "embedded Temporal on SQLite (WAL) instead of Postgres")
 	fs.IntVar(&o.CeilingWorkflows, "ceiling-workflows", 1000, "trivial workflows for the Temporal ceiling")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured shape's run (with --noisy, the silent phase's, whose CPU figure then includes the profiler's) to this file")

@@ -32,8 +32,8 @@ type Handoff struct {
 	// zero when a probe may go now. A row of an endpoint held past the
 	// publish is written leased until then, spread later by up to two
 	// tenths of the time left (as delivery.HeldWait), the spread ending
-	// delivery.HeldLead before its last start at the latest and the lease
-	// at it (as delivery.HeldEnd; an ordered delivery's, or a paused
+	// delivery.HeldLead before its last start at the latest, the lease
+	// never past it (as delivery.HeldEnd; an ordered delivery's, or a paused
 	// endpoint's, is not held): its
 	// first attempt costs no NOTIFY, round or hold before the probe, and
 	// its delivery keeps its deadline. The others go to the rounds.

@@ -61,12 +61,9 @@ type Config struct {
 	DatabaseURL string
 	// DBMaxConns is the main pgx pool's size; the hot path's pool keeps min(8
 	// (store.HotPoolConns), DBMaxConns) more open. Defaults to
-	// DBMaxConnsDefault (8): the pool hands out its most recently used
-	// connections first, so in a larger one most connections sit idle, and
-	// each has to plan its statements again after every ANALYZE or VACUUM
-	// of their tables; a burst that reaches several of them at once spends
-	// tens of milliseconds of CPU planning in parallel, and every tenant's
-	// requests wait (see README, Performance). Env HOOKRELAY_DB_MAX_CONNS.
+	// DBMaxConnsDefault (8): a larger pool keeps idle connections that
+	// plan their statements again after each ANALYZE, several at once in a
+	// burst (README, Performance). Env HOOKRELAY_DB_MAX_CONNS.
 	DBMaxConns int
 	// PostgresPort is the private cluster's port (dev). Env HOOKRELAY_PG_PORT.
 	PostgresPort int

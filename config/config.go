@@ -61,9 +61,8 @@ type Config struct {
 	DatabaseURL string
 	// DBMaxConns is the main pgx pool's size; the hot path's pool keeps min(8
 	// (store.HotPoolConns), DBMaxConns) more open. Defaults to
-	// DBMaxConnsDefault (8): a larger pool keeps idle connections that
-	// plan their statements again after each ANALYZE, several at once in a
-	// burst (README, Performance). Env HOOKRELAY_DB_MAX_CONNS.
+	// DBMaxConnsDefault (8; why so few: README, Performance).
+	// Env HOOKRELAY_DB_MAX_CONNS.
 	DBMaxConns int
 	// PostgresPort is the private cluster's port (dev). Env HOOKRELAY_PG_PORT.
 	PostgresPort int
@@ -77,16 +76,14 @@ type Config struct {
 	// false. Env HOOKRELAY_TEMPORAL_TLS.
 	TemporalTLS bool
 	// TemporalTLSCA is a PEM file of the CAs that sign the frontend's
-	// certificate. Defaults to the system's roots.
-	// Env HOOKRELAY_TEMPORAL_TLS_CA.
+	// certificate. Defaults to the system's roots. Env HOOKRELAY_TEMPORAL_TLS_CA.
 	TemporalTLSCA string
 	// TemporalTLSCert and TemporalTLSKey are PEM files of the client
 	// certificate and key hookrelay presents (mTLS); both or neither.
 	// Env HOOKRELAY_TEMPORAL_TLS_CERT, HOOKRELAY_TEMPORAL_TLS_KEY.
 	TemporalTLSCert, TemporalTLSKey string
 	// TemporalTLSServerName is the name the frontend's certificate must
-	// carry. Defaults to the address's host.
-	// Env HOOKRELAY_TEMPORAL_TLS_SERVER_NAME.
+	// carry. Defaults to the address's host. Env HOOKRELAY_TEMPORAL_TLS_SERVER_NAME.
 	TemporalTLSServerName string
 	// TemporalAPIKey is a Temporal Cloud API key, sent as a bearer token
 	// over TLS. Env HOOKRELAY_TEMPORAL_API_KEY.

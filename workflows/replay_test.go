@@ -19,6 +19,12 @@ import (
 // v11-busy-then-success with a HeldUntil 2 min on set by hand on its first
 // busy result (a breaker's hold, which that test cannot reach in its time):
 // today's code sleeps longer there, on a timer of the same ID, and replays.
+// v12-busy-held-near-last-start-edited is the same run cut to the path
+// delivery.HeldEnd added: a deadline of 11.857 s (last start 06:28:26.300),
+// a hold until 06:28:26.000 seen at 25.479, where the ~0.96 s recheck
+// would end past the last start, so the timer (same ID) waits 0.521 s for
+// the probe and attempt 2 succeeds at 26.009; code from before that
+// change waited the recheck on the same timer and replays it too.
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("testdata/*.json")

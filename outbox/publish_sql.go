@@ -69,7 +69,7 @@ const publishSQL = `
 	  -- the sender's breaker holds it (hold_ms, $23 and $25), unless its
 	  -- deadline leaves no attempt.
 	  SELECT dl.id, dl.sequence, e.id AS endpoint_id, e.url, e.paused, e.retry_schedule_ms, e.deadline_ms, e.request_timeout_ms,
-	         x.earliest, x.timeout, h.left_ms AS hold_ms,
+	         x.earliest, x.timeout, h.left_ms AS hold_ms, now() + h.left_ms * interval '1 millisecond' AS probe_at,
 	         $22::bigint > 0 AND x.sendable AND NOT (e.id = ANY (COALESCE($23::text[], '{}'))) AND x.earliest <= $13 AS to_sender,
 	         now() + (x.deadline - x.timeout) * interval '1 millisecond' AS last_start
 	  FROM dl JOIN endpoints e ON e.id = dl.endpoint_id
@@ -89,18 +89,17 @@ const publishSQL = `
 	  FROM de
 	), ob AS (
 	  -- A paused endpoint's row is held (store.HoldRows). A row the
-	  -- breaker holds is leased for hold_ms, spread over the next 2 × $12
-	  -- of it (as delivery.HeldWait), the spread ending $27 before its last
-	  -- start at the latest, the lease at its last start (as
+	  -- breaker holds is leased until probe_at, spread over the next
+	  -- 2 × $12 of hold_ms (as delivery.HeldWait), the spread ending $27
+	  -- before its last start at the latest, the lease never past it (as
 	  -- delivery.HeldEnd). A row
 	  -- due at once is leased to the publishing process's sender, for $22
 	  -- past its request timeout, when it asked (Handoff).
 	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, leased_until)
 	  SELECT de.id, $9, $1, (SELECT at FROM cb), de.paused,
 	         CASE WHEN de.hold_ms IS NOT NULL
-	              THEN LEAST(now() + de.hold_ms * (1 + 2 * $12::float8 * random()) * interval '1 millisecond',
-	                         GREATEST(now() + de.hold_ms * interval '1 millisecond', de.last_start - $27 * interval '1 millisecond'),
-	                         de.last_start)
+	              THEN LEAST(de.probe_at + de.hold_ms * 2 * $12::float8 * random() * interval '1 millisecond',
+	                         GREATEST(de.probe_at, de.last_start - $27 * interval '1 millisecond'), de.last_start)
 	              WHEN de.to_sender
 	              THEN now() + ($22 + de.timeout) * interval '1 millisecond' END
 	  FROM de

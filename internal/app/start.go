@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	sdklog "go.temporal.io/sdk/log"
 
+	"hookrelay/internal/planwarm"
 	"hookrelay/internal/temporalconn"
 	"hookrelay/internal/tracing"
 	"hookrelay/internal/tracing/temporaltrace"
@@ -212,5 +213,8 @@ func (st *Stack) startSupervisor(context.Context) error {
 	st.Metrics = metrics.NewRegistry()
 	st.series = metrics.NewSender(st.Metrics, st.Config.MetricsEndpointLabels)
 	metrics.NewState(st.Metrics, st.Store.Gauges)
+	// The hot pool's kept plans are made again on its idle connections
+	// after each VACUUM or ANALYZE, not on a burst's path.
+	st.services.start(&planwarm.Warmer{Pool: st.Store.HotPool(), Logger: st.Logger.With("component", "plan warmer")})
 	return nil
 }

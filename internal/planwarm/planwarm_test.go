@@ -1,0 +1,168 @@
+package planwarm
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/internal/testenv"
+)
+
+var pg *testenv.Postgres
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
+
+const (
+	lookup = `SELECT v FROM t WHERE id = $1`
+	other  = `SELECT count(*) FROM t WHERE id > $1`
+)
+
+// kept returns a pool of conns connections that keep one plan per
+// statement (as hookrelay's hot pool does), each of which has run lookup
+// once, with a table t of a few rows.
+func kept(t *testing.T, conns int) *pgxpool.Pool {
+	t.Helper()
+	return openPool(t, conns, "force_generic_plan", 1)
+}
+
+// openPool is kept with the given plan_cache_mode, each connection having run
+// lookup runs times.
+func openPool(t *testing.T, conns int, mode string, runs int) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	base := pg.Pool(t, "planwarm", false)
+	_, err := base.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g`)
+	require.NoError(t, err)
+	pool := testenv.PoolLike(t, base, func(cfg *pgxpool.Config) {
+		cfg.MaxConns = int32(conns)
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			_, err := c.Exec(ctx, `SET plan_cache_mode = `+mode)
+			return err
+		}
+	})
+	var held []*pgxpool.Conn
+	for range conns {
+		c, err := pool.Acquire(ctx)
+		require.NoError(t, err)
+		for range runs {
+			var v string
+			require.NoError(t, c.QueryRow(ctx, lookup, 7).Scan(&v))
+			require.Equal(t, "v7", v)
+		}
+		held = append(held, c)
+	}
+	for _, c := range held {
+		c.Release()
+	}
+	return pool
+}
+
+// plans returns, per backend, how many times sql ran on its kept plan
+// (pg_prepared_statements.generic_plans; an EXPLAIN EXECUTE counts), for
+// each idle connection of pool.
+func plans(t *testing.T, pool *pgxpool.Pool, sql string) map[uint32]int64 {
+	t.Helper()
+	ctx := context.Background()
+	out := map[uint32]int64{}
+	for _, c := range pool.AcquireAllIdle(ctx) {
+		var n int64
+		err := c.QueryRow(ctx, `SELECT coalesce(sum(generic_plans), 0)::bigint FROM pg_prepared_statements WHERE statement = $1`,
+			pgx.QueryExecModeSimpleProtocol, sql).Scan(&n)
+		require.NoError(t, err)
+		out[c.Conn().PgConn().PID()] = n
+		c.Release()
+	}
+	return out
+}
+
+func TestWarmPlansEveryIdleConnectionAgain(t *testing.T) {
+	pool := kept(t, 3)
+	require.Equal(t, []int64{1, 1, 1}, values(plans(t, pool, lookup)))
+	n, err := (&Warmer{Pool: pool}).Warm(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+	require.Equal(t, []int64{2, 2, 2}, values(plans(t, pool, lookup)))
+	// Every connection is back in the pool, and its statement still answers.
+	require.EqualValues(t, 3, pool.Stat().IdleConns())
+	var v string
+	require.NoError(t, pool.QueryRow(context.Background(), lookup, 9).Scan(&v))
+	require.Equal(t, "v9", v)
+}
+
+func TestWarmLeavesAConnectionInUseAlone(t *testing.T) {
+	ctx := context.Background()
+	pool := kept(t, 3)
+	busy, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	n, err := (&Warmer{Pool: pool}).Warm(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	pid := busy.Conn().PgConn().PID()
+	busy.Release()
+	got := plans(t, pool, lookup)
+	require.EqualValues(t, 1, got[pid], "the connection in use is not planned for")
+	delete(got, pid)
+	require.Equal(t, []int64{2, 2}, values(got))
+}
+
+func TestTurnWarmsOnlyAfterAVacuumOrAnAnalyze(t *testing.T) {
+	ctx := context.Background()
+	pool := kept(t, 2)
+	w := &Warmer{Pool: pool}
+	logger := slog.Default()
+	first := w.turn(ctx, logger, -1)
+	require.GreaterOrEqual(t, first, int64(0))
+	require.Equal(t, first, w.turn(ctx, logger, first))
+	require.Equal(t, []int64{1, 1}, values(plans(t, pool, lookup)), "no pass without a VACUUM or an ANALYZE")
+	_, err := pool.Exec(ctx, `ANALYZE t`)
+	require.NoError(t, err)
+	next := w.turn(ctx, logger, first)
+	require.Greater(t, next, first)
+	require.Equal(t, []int64{2, 2}, values(plans(t, pool, lookup)), "a pass after the ANALYZE")
+}
+
+func TestWarmGoesOnPastAStatementThatCannotBePlanned(t *testing.T) {
+	ctx := context.Background()
+	pool := kept(t, 1)
+	c, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, `CREATE TABLE gone (id int PRIMARY KEY)`)
+	require.NoError(t, err)
+	var n int64
+	require.NoError(t, c.QueryRow(ctx, `SELECT count(*) FROM gone WHERE id > $1`, 0).Scan(&n))
+	require.NoError(t, c.QueryRow(ctx, other, 0).Scan(&n))
+	_, err = c.Exec(ctx, `DROP TABLE gone`)
+	require.NoError(t, err)
+	c.Release()
+	planned, err := (&Warmer{Pool: pool}).Warm(ctx)
+	require.ErrorContains(t, err, `"gone" does not exist`)
+	require.Equal(t, 2, planned, "lookup and other are planned, gone's statement is not")
+	require.Equal(t, []int64{2}, values(plans(t, pool, other)))
+	require.EqualValues(t, 1, pool.Stat().IdleConns(), "the connection stays in the pool")
+}
+
+// On connections that plan each execution for its parameters (Postgres's
+// default), an EXPLAIN with NULLs could make and count a plan for NULLs:
+// Warm plans nothing there, even for statements that ran on a kept plan.
+func TestWarmLeavesConnectionsThatPlanForParametersAlone(t *testing.T) {
+	p := openPool(t, 2, "auto", 8) // the sixth run on keeps the generic plan
+	before := plans(t, p, lookup)
+	require.Equal(t, []int64{3, 3}, values(before))
+	n, err := (&Warmer{Pool: p}).Warm(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, before, plans(t, p, lookup))
+}
+
+func values(m map[uint32]int64) []int64 {
+	var out []int64
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}

@@ -78,7 +78,9 @@ func (s *Store) HotPool() *pgxpool.Pool {
 // (their arrays make a custom plan look cheaper), which was about 40 % of
 // Postgres's time per delivery (pg_stat_statements, track_planning). Each
 // of them finds its rows by key whatever the parameters, so a plan that
-// reaches them by key is right for good; no other statement runs there.
+// reaches them by key is right for good; no other statement runs there
+// but the plan warmer's (internal/planwarm), which makes them again on
+// idle connections after a VACUUM or an ANALYZE dropped them.
 // Sequential scans are off so that the kept plan is such a plan even when
 // it is made on a new install's empty tables, before any ANALYZE: there
 // a scan of the whole table is the cheapest way to read its one page,

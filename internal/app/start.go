@@ -215,6 +215,6 @@ func (st *Stack) startSupervisor(context.Context) error {
 	metrics.NewState(st.Metrics, st.Store.Gauges)
 	// The hot pool's kept plans are made again on its idle connections
 	// after each VACUUM or ANALYZE, not on a burst's path.
-	st.services.start(&planwarm.Warmer{Pool: st.Store.HotPool(), Logger: st.Logger.With("component", "plan warmer")})
+	st.services.start(&planwarm.Warmer{Pool: st.Store.HotPool(), Stats: st.Pool, Logger: st.Logger.With("component", "plan warmer")})
 	return nil
 }

@@ -2,11 +2,13 @@ package planwarm
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -36,7 +38,7 @@ func openPool(t *testing.T, conns int, mode string, runs int) *pgxpool.Pool {
 	t.Helper()
 	ctx := context.Background()
 	base := pg.Pool(t, "planwarm", false)
-	_, err := base.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g`)
+	_, err := base.Exec(ctx, `CREATE TABLE t (id int PRIMARY KEY, v text) WITH (autovacuum_enabled = off); INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g`)
 	require.NoError(t, err)
 	pool := testenv.PoolLike(t, base, func(cfg *pgxpool.Config) {
 		cfg.MaxConns = int32(conns)
@@ -99,6 +101,7 @@ func TestWarmLeavesAConnectionInUseAlone(t *testing.T) {
 	pool := kept(t, 3)
 	busy, err := pool.Acquire(ctx)
 	require.NoError(t, err)
+	defer busy.Release() // a failed assertion must not leave the pool's Close waiting
 	n, err := (&Warmer{Pool: pool}).Warm(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -110,20 +113,99 @@ func TestWarmLeavesAConnectionInUseAlone(t *testing.T) {
 	require.Equal(t, []int64{2, 2}, values(got))
 }
 
-func TestTurnWarmsOnlyAfterAVacuumOrAnAnalyze(t *testing.T) {
+func TestTurnWarmsAfterAVacuumOrAnAnalyzeOnly(t *testing.T) {
 	ctx := context.Background()
 	pool := kept(t, 2)
 	w := &Warmer{Pool: pool}
 	logger := slog.Default()
-	first := w.turn(ctx, logger, -1)
-	require.GreaterOrEqual(t, first, int64(0))
+	first := w.turn(ctx, logger, upkeep{})
+	require.True(t, first.read)
 	require.Equal(t, first, w.turn(ctx, logger, first))
 	require.Equal(t, []int64{1, 1}, values(plans(t, pool, lookup)), "no pass without a VACUUM or an ANALYZE")
 	_, err := pool.Exec(ctx, `ANALYZE t`)
 	require.NoError(t, err)
 	next := w.turn(ctx, logger, first)
-	require.Greater(t, next, first)
+	require.Greater(t, next.count, first.count)
 	require.Equal(t, []int64{2, 2}, values(plans(t, pool, lookup)), "a pass after the ANALYZE")
+	// The next turn makes one more (the ANALYZE's plans may drop only at
+	// its commit, after the count moved), and then none.
+	again := w.turn(ctx, logger, next)
+	require.Equal(t, next.count, again.count)
+	require.Equal(t, []int64{3, 3}, values(plans(t, pool, lookup)))
+	w.turn(ctx, logger, again)
+	require.Equal(t, []int64{3, 3}, values(plans(t, pool, lookup)))
+}
+
+// An ANALYZE in a transaction moves the count at once and drops the plans
+// at its commit: the pass after the count changed plans on the old
+// statistics, and the next turn plans again, on the new.
+func TestTurnPlansAgainAfterTheAnalyzeCommitted(t *testing.T) {
+	ctx := context.Background()
+	pool := kept(t, 1)
+	w := &Warmer{Pool: pool}
+	logger := slog.Default()
+	first := w.turn(ctx, logger, upkeep{})
+	other := testenv.PoolLike(t, pool, func(cfg *pgxpool.Config) { cfg.MaxConns = 1; cfg.AfterConnect = nil })
+	tx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, `ANALYZE t`)
+	require.NoError(t, err)
+	next := w.turn(ctx, logger, first)
+	require.True(t, next.again, "the count moved before the commit")
+	require.Equal(t, []int64{2}, values(plans(t, pool, lookup)))
+	require.NoError(t, tx.Commit(ctx))
+	w.turn(ctx, logger, next)
+	require.Equal(t, []int64{3}, values(plans(t, pool, lookup)), "planned again after the commit")
+}
+
+// A table locked by a migration makes the pass end at its first plan,
+// within the lock timeout, with every connection still open in the pool
+// (the one it tried now used last).
+func TestWarmEndsWhenATableIsLocked(t *testing.T) {
+	ctx := context.Background()
+	pool := kept(t, 3)
+	pids := order(t, pool)
+	other := testenv.PoolLike(t, pool, func(cfg *pgxpool.Config) { cfg.MaxConns = 1; cfg.AfterConnect = nil })
+	tx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck // a failed assertion must not leave the lock held
+	_, err = tx.Exec(ctx, `LOCK TABLE t IN ACCESS EXCLUSIVE MODE`)
+	require.NoError(t, err)
+	n, err := (&Warmer{Pool: pool}).Warm(ctx)
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, lockNotAvailable, pgErr.Code)
+	require.Zero(t, n)
+	require.ElementsMatch(t, pids, order(t, pool), "no connection closed")
+	require.Equal(t, []int64{1, 1, 1}, values(plans(t, pool, lookup)), "one plan tried, none made")
+	require.NoError(t, tx.Rollback(ctx))
+	n, err = (&Warmer{Pool: pool}).Warm(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 3, n)
+}
+
+func TestWarmKeepsThePoolsOrderOfUse(t *testing.T) {
+	pool := kept(t, 3)
+	pids := order(t, pool)
+	_, err := (&Warmer{Pool: pool}).Warm(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, pids, order(t, pool))
+}
+
+// order returns the PIDs of pool's idle connections, the most recently
+// used first, leaving that order as it was.
+func order(t *testing.T, pool *pgxpool.Pool) []uint32 {
+	t.Helper()
+	idle := pool.AcquireAllIdle(context.Background())
+	pids := make([]uint32, len(idle))
+	for i, c := range idle {
+		pids[i] = c.Conn().PgConn().PID()
+	}
+	for i := len(idle) - 1; i >= 0; i-- {
+		idle[i].Release()
+	}
+	return pids
 }
 
 func TestWarmGoesOnPastAStatementThatCannotBePlanned(t *testing.T) {
@@ -140,7 +222,9 @@ func TestWarmGoesOnPastAStatementThatCannotBePlanned(t *testing.T) {
 	require.NoError(t, err)
 	c.Release()
 	planned, err := (&Warmer{Pool: pool}).Warm(ctx)
-	require.ErrorContains(t, err, `"gone" does not exist`)
+	pgErr, ok := errors.AsType[*pgconn.PgError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, "42P01", pgErr.Code, "undefined_table")
 	require.Equal(t, 2, planned, "lookup and other are planned, gone's statement is not")
 	require.Equal(t, []int64{2}, values(plans(t, pool, other)))
 	require.EqualValues(t, 1, pool.Stat().IdleConns(), "the connection stays in the pool")

@@ -113,13 +113,31 @@ func TestWarmLeavesAConnectionInUseAlone(t *testing.T) {
 	require.Equal(t, []int64{2, 2}, values(got))
 }
 
-func TestTurnWarmsAfterAVacuumOrAnAnalyzeOnly(t *testing.T) {
-	ctx := context.Background()
-	pool := kept(t, 2)
+// turning returns kept(t, conns), a Warmer of it and its first turn.
+func turning(t *testing.T, conns int) (*pgxpool.Pool, *Warmer, upkeep) {
+	t.Helper()
+	pool := kept(t, conns)
 	w := &Warmer{Pool: pool}
-	logger := slog.Default()
-	first := w.turn(ctx, logger, upkeep{})
+	first := w.turn(context.Background(), slog.Default(), upkeep{})
 	require.True(t, first.read)
+	return pool, w, first
+}
+
+// otherTx begins a transaction on a connection of pool's database outside
+// pool; it is rolled back, unless it ended, when t ends.
+func otherTx(t *testing.T, pool *pgxpool.Pool) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	other := testenv.PoolLike(t, pool, func(cfg *pgxpool.Config) { cfg.MaxConns = 1; cfg.AfterConnect = nil })
+	tx, err := other.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) }) // before the pool closes: cleanups run last first
+	return tx
+}
+
+func TestTurnWarmsAfterAVacuumOrAnAnalyzeOnly(t *testing.T) {
+	ctx, logger := context.Background(), slog.Default()
+	pool, w, first := turning(t, 2)
 	require.Equal(t, first, w.turn(ctx, logger, first))
 	require.Equal(t, []int64{1, 1}, values(plans(t, pool, lookup)), "no pass without a VACUUM or an ANALYZE")
 	_, err := pool.Exec(ctx, `ANALYZE t`)
@@ -140,16 +158,10 @@ func TestTurnWarmsAfterAVacuumOrAnAnalyzeOnly(t *testing.T) {
 // at its commit: the pass after the count changed plans on the old
 // statistics, and the next turn plans again, on the new.
 func TestTurnPlansAgainAfterTheAnalyzeCommitted(t *testing.T) {
-	ctx := context.Background()
-	pool := kept(t, 1)
-	w := &Warmer{Pool: pool}
-	logger := slog.Default()
-	first := w.turn(ctx, logger, upkeep{})
-	other := testenv.PoolLike(t, pool, func(cfg *pgxpool.Config) { cfg.MaxConns = 1; cfg.AfterConnect = nil })
-	tx, err := other.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck
-	_, err = tx.Exec(ctx, `ANALYZE t`)
+	ctx, logger := context.Background(), slog.Default()
+	pool, w, first := turning(t, 1)
+	tx := otherTx(t, pool)
+	_, err := tx.Exec(ctx, `ANALYZE t`)
 	require.NoError(t, err)
 	next := w.turn(ctx, logger, first)
 	require.True(t, next.again, "the count moved before the commit")
@@ -166,11 +178,8 @@ func TestWarmEndsWhenATableIsLocked(t *testing.T) {
 	ctx := context.Background()
 	pool := kept(t, 3)
 	pids := order(t, pool)
-	other := testenv.PoolLike(t, pool, func(cfg *pgxpool.Config) { cfg.MaxConns = 1; cfg.AfterConnect = nil })
-	tx, err := other.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck // a failed assertion must not leave the lock held
-	_, err = tx.Exec(ctx, `LOCK TABLE t IN ACCESS EXCLUSIVE MODE`)
+	tx := otherTx(t, pool)
+	_, err := tx.Exec(ctx, `LOCK TABLE t IN ACCESS EXCLUSIVE MODE`)
 	require.NoError(t, err)
 	n, err := (&Warmer{Pool: pool}).Warm(ctx)
 	pgErr, ok := errors.AsType[*pgconn.PgError](err)

@@ -110,9 +110,10 @@ const publishSQL = `
 	  -- not paused, so claimable) to claim no later than these takes
 	  -- them in that round. NOTIFY serialises commits on a global
 	  -- lock, so skipping it under load lifts ingest (913 → 3029
-	  -- events/s measured). The payload says by when to claim.
+	  -- events/s measured). The payload says by when to claim. Rows a
+	  -- paused endpoint holds wake nobody: no round claims them.
 	  SELECT pg_notify($7, (extract(epoch FROM (SELECT at FROM cb)) * 1000)::bigint::text)
-	  FROM (SELECT 1 FROM ob WHERE ob.leased_until IS NULL LIMIT 1) AS any_unleased
+	  FROM (SELECT 1 FROM ob WHERE ob.leased_until IS NULL AND NOT ob.held LIMIT 1) AS any_claimable
 	  WHERE NOT EXISTS (
 	    SELECT 1 FROM outbox o JOIN deliveries d ON d.id = o.delivery_id JOIN endpoints e ON e.id = d.endpoint_id
 	    WHERE o.leased_until IS NULL AND NOT o.held AND o.kind = $9 AND o.claim_by <= (SELECT at FROM cb) AND NOT e.paused)

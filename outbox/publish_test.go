@@ -260,17 +260,22 @@ func TestClaimByFollowsTheFirstWait(t *testing.T) {
 
 // TestHeldRowsHaveNoClaimTime: an event whose only deliveries go to a
 // paused endpoint writes held rows, which no round claims: Published has
-// no claim time, so the API asks its dispatcher for no round.
+// no claim time, so the API asks its dispatcher for no round, and the
+// publish wakes no dispatcher (no NOTIFY).
 func TestHeldRowsHaveNoClaimTime(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	ctx := context.Background()
 	_, err := b.st.Pool().Exec(ctx, `UPDATE endpoints SET paused = true WHERE app_id = $1`, b.app.ID)
 	require.NoError(t, err)
+	notified := listen(t, b)
 	p, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 	require.Len(t, p.Deliveries, 2)
 	require.True(t, p.ClaimBy.IsZero(), "held rows have no claim time: %s", p.ClaimBy)
+	require.False(t, p.Notified, "held rows woke the dispatchers")
+	_, err = notified(300 * time.Millisecond)
+	require.Error(t, err, "a NOTIFY for rows no round claims")
 
 	_, err = b.st.Pool().Exec(ctx, `UPDATE endpoints SET paused = false WHERE id = $1`, b.all.ID)
 	require.NoError(t, err)

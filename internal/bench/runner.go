@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"hookrelay/activities"
 	"hookrelay/internal/app"
+	"hookrelay/internal/planwarm"
 	"hookrelay/signing"
 	"hookrelay/webhook"
 	"io"
@@ -277,12 +278,25 @@ func (b *runner) exec(ctx context.Context, what string, statements ...string) er
 //   - CHECKPOINT lets the WAL files before it be recycled, so the phase
 //     does not create and zero a new 16 MB one, which stalled every
 //     commit 40-60 ms on these machines (a young cluster creates one per
-//     16 MB of WAL until its first checkpoint).
+//     16 MB of WAL until its first checkpoint);
+//   - the VACUUM dropped the kept plans of the hot pool's connections, all
+//     idle: a pass of the plan warmer (planwarm.Warmer.Warm, what the
+//     stack's own warmer does within its interval of a VACUUM) makes them
+//     again before the phase, not on its first requests (without it, B's
+//     first request was 8.7-15.9 ms late in 3 of 3 phases of a run whose
+//     p50 was 2.0 ms).
 //
 // Upkeep is equalised, not removed: what a phase's own writes make due
-// still counts, and each phase starts with the full-page writes that
-// follow a checkpoint. The bench's private cluster runs as its superuser,
-// which may CHECKPOINT.
+// still counts (an autovacuum inside the phase, and the plans it drops on
+// the connections in use), and each phase starts with the full-page
+// writes that follow a checkpoint. The bench's private cluster runs as
+// its superuser, which may CHECKPOINT.
 func (b *runner) settle(ctx context.Context) error {
-	return b.exec(ctx, "settle", `VACUUM (ANALYZE)`, `CHECKPOINT`)
+	if err := b.exec(ctx, "settle", `VACUUM (ANALYZE)`, `CHECKPOINT`); err != nil {
+		return err
+	}
+	if _, err := (&planwarm.Warmer{Pool: b.stack.Store.HotPool()}).Warm(ctx); err != nil {
+		return fmt.Errorf("settle: make the hot pool's plans again: %w", err)
+	}
+	return nil
 }

@@ -66,6 +66,11 @@ type Options struct {
 	// receivers answer 502 (the retry is accepted): failures in the
 	// stream, each handed to its DeliveryWorkflow. Defaults to 0.
 	FailFirst int
+	// Rounds is how many times the noisy-neighbour run (RunNoisy) runs
+	// its three phases in turn; each phase's figures are pooled over the
+	// rounds, so a drift of the machine's speed during the run falls on
+	// every phase alike, not on whichever phase it met. Defaults to 1.
+	Rounds int
 	// DrainTimeout bounds the wait for deliveries after ingest ends.
 	DrainTimeout time.Duration
 	// CPUProfile, when set, receives a CPU profile of this process (API,
@@ -94,6 +99,9 @@ func (o *Options) withDefaults() {
 	}
 	if o.CeilingWorkflows <= 0 {
 		o.CeilingWorkflows = min(o.Events, 1000)
+	}
+	if o.Rounds <= 0 {
+		o.Rounds = 1
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 2 * time.Minute

@@ -36,8 +36,12 @@ type NoisyReport struct {
 	RateA    float64 `json:"rate_a"`
 	Seconds  float64 `json:"seconds"`
 	Schedule []string
-	// Phases are B alone, B beside a slow A, B beside a silent A.
+	// Phases are B alone, B beside a slow A, B beside a silent A, each
+	// pooled over the rounds.
 	Phases []NoisyPhase `json:"phases"`
+	// Rounds are each round's phases, when there were more than one
+	// (Options.Rounds), each ratio over its own round's alone phase.
+	Rounds [][]NoisyPhase `json:"rounds,omitempty"`
 }
 
 // NoisyPhase is one phase of a noisy-neighbour run.
@@ -64,7 +68,8 @@ type NoisyPhase struct {
 // RunNoisy runs the noisy-neighbour measurement on one server: app B at
 // o.Rate alone, then B while app A (at half B's rate) has an endpoint that
 // answers after 5 s, then while A's endpoint never answers until the
-// request timeout. Each phase lasts o.Events/o.Rate seconds.
+// request timeout; o.Rounds times in turn, each phase pooled over them.
+// Each phase lasts o.Events/o.Rate seconds.
 func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	o.withDefaults()
 	if o.Rate <= 0 {
@@ -105,17 +110,13 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	appSlow, err := b.app(ctx, "tenant-a-slow", slowURL+"?slow=1")
-	if err != nil {
-		return nil, err
-	}
-	appSilent, err := b.app(ctx, "tenant-a-silent", slowURL)
+	as, err := b.tenants(ctx, 1, slowURL)
 	if err != nil {
 		return nil, err
 	}
 	rep := &NoisyReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), RateB: o.Rate, RateA: o.Rate / 2,
 		Seconds: float64(o.Events) / o.Rate, Schedule: o.Schedule}
-	phases := []struct{ name, noisy string }{{"B alone", ""}, {"B beside A answering after 5 s", appSlow}, {"B beside A never answering (10 s timeout)", appSilent}}
+	names := []string{"B alone", "B beside A answering after 5 s", "B beside A never answering (10 s timeout)"}
 	// A warm-up, not measured: B alone for warmUpFor, so the first phase
 	// does not pay for the stack's first minutes (pools, caches, Temporal's
 	// first tasks, plans made on empty tables; see warmUp) and the ratios
@@ -125,45 +126,112 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	warm.o.Events = int(o.Rate * warmUpFor.Seconds())
 	began := time.Now()
 	analyzed := analyzeMidway(ctx, func() bool { return time.Since(began) >= warmUpFor/2 }, b.analyze)
-	_, err = warm.noisyPhase(ctx, appB, "")
+	_, _, err = warm.noisyPhase(ctx, appB, "")
 	// The warm-up's error first; analyzed always waits.
 	if err = cmp.Or(err, analyzed()); err != nil {
 		return nil, err
 	}
-	for i, ph := range phases {
-		b.progress("noisy: %s", ph.name)
-		if err := b.settle(ctx); err != nil {
-			return nil, err
-		}
-		// --cpuprofile profiles the last phase (B beside a silent A).
-		profiling := o.CPUProfile != nil && i == len(phases)-1
-		if profiling {
-			if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+	lates := make([][]float64, len(names))
+	rep.Phases = make([]NoisyPhase, len(names))
+	for r := range o.Rounds {
+		if r > 0 {
+			// The last round's A apps go, with what the silent one left
+			// waiting for its endpoint's probe, before this round's B
+			// alone: it would run beside them otherwise.
+			if err := b.dropTenants(ctx, as); err != nil {
+				return nil, err
+			}
+			if as, err = b.tenants(ctx, r+1, slowURL); err != nil {
 				return nil, err
 			}
 		}
-		cpu := stackCPU(b.pgPID())
-		held := b.stack.Dispatcher.Held()
-		p, err := b.noisyPhase(ctx, appB, ph.noisy)
-		p.CPUSeconds, _ = cpu()
-		p.Held = b.stack.Dispatcher.Held() - held
-		if profiling {
-			pprof.StopCPUProfile()
+		round := make([]NoisyPhase, len(names))
+		for i, noisy := range []string{"", as.slow, as.silent} {
+			b.progress("noisy: round %d of %d: %s", r+1, o.Rounds, names[i])
+			if err := b.settle(ctx); err != nil {
+				return nil, err
+			}
+			// --cpuprofile profiles the last phase (B beside a silent A).
+			profiling := o.CPUProfile != nil && r == o.Rounds-1 && i == len(names)-1
+			if profiling {
+				if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {
+					return nil, err
+				}
+			}
+			cpu := stackCPU(b.pgPID())
+			held := b.stack.Dispatcher.Held()
+			p, late, err := b.noisyPhase(ctx, appB, noisy)
+			p.CPUSeconds, _ = cpu()
+			p.Held = b.stack.Dispatcher.Held() - held
+			if profiling {
+				pprof.StopCPUProfile()
+			}
+			if err != nil {
+				return nil, err
+			}
+			p.Name = names[i]
+			round[i] = p
+			lates[i] = append(lates[i], late...)
+			pooled := &rep.Phases[i]
+			pooled.Name = names[i]
+			pooled.Delivered, pooled.Sent = pooled.Delivered+p.Delivered, pooled.Sent+p.Sent
+			pooled.CPUSeconds, pooled.Held = pooled.CPUSeconds+p.CPUSeconds, pooled.Held+p.Held
+			// Let A's open requests end before the next phase.
+			time.Sleep(12 * time.Second)
 		}
-		if err != nil {
-			return nil, err
+		if o.Rounds > 1 {
+			rep.Rounds = append(rep.Rounds, withRatios(round))
 		}
-		p.Name = ph.name
-		if len(rep.Phases) > 0 && rep.Phases[0].LatenessMS.P99 > 0 {
-			p.RatioP99 = p.LatenessMS.P99 / rep.Phases[0].LatenessMS.P99
-		}
-		rep.Phases = append(rep.Phases, p)
-		// Let A's open requests end before the next phase.
-		time.Sleep(12 * time.Second)
 	}
+	for i := range rep.Phases {
+		rep.Phases[i].LatenessMS = summarize(lates[i])
+	}
+	withRatios(rep.Phases)
 	b.progress("")
 	return rep, nil
 }
+
+// tenants are one round's A apps: one whose endpoint answers after 5 s,
+// one whose endpoint never answers.
+type tenants struct{ slow, silent string }
+
+// tenants creates round's A apps, their endpoints on slowURL.
+func (b *runner) tenants(ctx context.Context, round int, slowURL string) (tenants, error) {
+	slow, err := b.app(ctx, fmt.Sprintf("tenant-a-slow-%d", round), slowURL+"?slow=1")
+	if err != nil {
+		return tenants{}, err
+	}
+	silent, err := b.app(ctx, fmt.Sprintf("tenant-a-silent-%d", round), slowURL)
+	return tenants{slow: slow, silent: silent}, err
+}
+
+// dropTenants deletes as's apps and waits until the outbox is empty: their
+// rows dropped, their deliveries' cancels sent (B sends nothing then).
+func (b *runner) dropTenants(ctx context.Context, as tenants) error {
+	for _, id := range []string{as.slow, as.silent} {
+		if code, err := b.call(ctx, "DELETE", "/v1/apps/"+id, nil, nil); err != nil || code != http.StatusNoContent {
+			return fmt.Errorf("delete app %s: status %d: %v", id, code, err)
+		}
+	}
+	deadline := time.Now().Add(drainTenantsFor)
+	for {
+		var n int
+		if err := b.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
+			return fmt.Errorf("outbox after deleting the A apps: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("outbox after deleting the A apps: %d rows left after %s", n, drainTenantsFor)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// drainTenantsFor bounds the wait for a deleted round's A apps to leave
+// the outbox.
+const drainTenantsFor = 2 * time.Minute
 
 // app creates an app with one endpoint to url on the bench's schedule.
 func (b *runner) app(ctx context.Context, name, url string) (string, error) {
@@ -177,9 +245,21 @@ func (b *runner) app(ctx context.Context, name, url string) (string, error) {
 	return app.ID, nil
 }
 
+// withRatios sets each phase's RatioP99, its p99 over the first phase's,
+// and returns phases.
+func withRatios(phases []NoisyPhase) []NoisyPhase {
+	for i := range phases {
+		if i > 0 && phases[0].LatenessMS.P99 > 0 {
+			phases[i].RatioP99 = phases[i].LatenessMS.P99 / phases[0].LatenessMS.P99
+		}
+	}
+	return phases
+}
+
 // noisyPhase sends o.Events events to appB at o.Rate and, when noisy is
-// set, events to noisy at half that rate, and measures B's lateness.
-func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase, error) {
+// set, events to noisy at half that rate, and measures B's lateness: its
+// summary, and each first request's (ms).
+func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase, []float64, error) {
 	var p NoisyPhase
 	done := make(chan struct{})
 	if noisy != "" {
@@ -207,16 +287,20 @@ func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase
 	time.Sleep(3 * time.Second)
 	late, err := b.lateness(ctx, appB, ids)
 	if err != nil {
-		return p, err
+		return p, nil, err
 	}
 	p.LatenessMS, p.Delivered, p.Sent = summarize(late), len(late), len(ids)
-	return p, nil
+	return p, late, nil
 }
 
 // WriteTable prints the noisy-neighbour table.
 func (r *NoisyReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\nhookrelay bench --noisy — %s, %s\n", r.Date, r.Machine)
-	fmt.Fprintf(w, "  app B at %.0f events/s, app A at %.0f events/s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n\n", r.RateB, r.RateA, r.Seconds, warmUpFor, r.Schedule)
+	fmt.Fprintf(w, "  app B at %.0f events/s, app A at %.0f events/s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n", r.RateB, r.RateA, r.Seconds, warmUpFor, r.Schedule)
+	if len(r.Rounds) > 1 {
+		fmt.Fprintf(w, "  the three phases run %d times in turn; each row pools its phase's rounds (CPU s: their sum)\n", len(r.Rounds))
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  %-44s %28s %10s %12s %8s %6s\n", "phase", "B lateness p50/p95/p99 (ms)", "p99 ratio", "B delivered", "CPU s", "held")
 	for _, p := range r.Phases {
 		ratio := "—"
@@ -225,5 +309,16 @@ func (r *NoisyReport) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-44s %28s %10s %12s %8.1f %6d\n", p.Name,
 			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, fmt.Sprintf("%d/%d", p.Delivered, p.Sent), p.CPUSeconds, p.Held)
+	}
+	for i, round := range r.Rounds {
+		fmt.Fprintf(w, "  round %d: B's p99", i+1)
+		for j, p := range round {
+			if j == 0 {
+				fmt.Fprintf(w, " %.1f ms", p.LatenessMS.P99)
+				continue
+			}
+			fmt.Fprintf(w, ", %.1f ms (× %.2f)", p.LatenessMS.P99, p.RatioP99)
+		}
+		fmt.Fprintln(w)
 	}
 }

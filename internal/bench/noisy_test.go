@@ -1,0 +1,35 @@
+package bench
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// TestNoisyRatiosAreOverTheirOwnAlonePhase: each round's ratios divide by
+// that round's alone phase, the pooled ones by the pooled alone phase, and
+// the table prints both.
+func TestNoisyRatiosAreOverTheirOwnAlonePhase(t *testing.T) {
+	phase := func(p99 float64) NoisyPhase { return NoisyPhase{LatenessMS: Latency{P99: p99}} }
+	one := withRatios([]NoisyPhase{phase(4), phase(6), phase(10)})
+	two := withRatios([]NoisyPhase{phase(8), phase(6), phase(12)})
+	require.Zero(t, one[0].RatioP99, "the alone phase has no ratio")
+	require.InDelta(t, 1.5, one[1].RatioP99, 1e-9)
+	require.InDelta(t, 2.5, one[2].RatioP99, 1e-9)
+	require.InDelta(t, 0.75, two[1].RatioP99, 1e-9)
+	require.InDelta(t, 1.5, two[2].RatioP99, 1e-9)
+	require.Zero(t, withRatios([]NoisyPhase{phase(0), phase(5)})[1].RatioP99, "no ratio over an empty alone phase")
+
+	pooled := withRatios([]NoisyPhase{phase(5), phase(6), phase(11)})
+	var out bytes.Buffer
+	(&NoisyReport{Phases: pooled, Rounds: [][]NoisyPhase{one, two}}).WriteTable(&out)
+	require.Contains(t, out.String(), "run 2 times in turn")
+	require.Contains(t, out.String(), "× 2.20")
+	require.Contains(t, out.String(), "round 1: B's p99 4.0 ms, 6.0 ms (× 1.50), 10.0 ms (× 2.50)\n")
+	require.Contains(t, out.String(), "round 2: B's p99 8.0 ms, 6.0 ms (× 0.75), 12.0 ms (× 1.50)\n")
+
+	out.Reset()
+	(&NoisyReport{Phases: pooled}).WriteTable(&out)
+	require.NotContains(t, out.String(), "round")
+}

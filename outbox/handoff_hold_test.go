@@ -225,6 +225,23 @@ func TestClaimByIgnoresHeldRows(t *testing.T) {
 		"a held row pulled the unleased row's claim-by from %s to %s", alone.ClaimBy, both.ClaimBy)
 }
 
+// TestClaimByIgnoresPausedRows: a paused endpoint's row, which no round
+// claims, does not pull the claim time (and the NOTIFY's) of the event's
+// other rows earlier, whatever its own first wait.
+func TestClaimByIgnoresPausedRows(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	p := outbox.NewPublisher()
+	later := f.endpoint(t, store.Endpoint{RetrySchedule: []time.Duration{30 * time.Second, 5 * time.Second}})
+	alone := f.publish(t, p, later.ID, outbox.Handoff{})
+	require.False(t, alone.ClaimBy.IsZero())
+	f.endpoint(t, store.Endpoint{Paused: true}) // a first wait of 0
+	both := f.publish(t, p, "", outbox.Handoff{})
+	require.Len(t, both.Deliveries, 2)
+	require.WithinDuration(t, alone.ClaimBy, both.ClaimBy, time.Second,
+		"a paused row pulled the claim-by from %s to %s", alone.ClaimBy, both.ClaimBy)
+}
+
 // TestHeldRowIsClaimedOnceItsLeaseLapses: a row held at publish is
 // invisible to the round and the look until its lease lapses, then both
 // take it.

@@ -85,7 +85,8 @@ const publishSQL = `
 	  -- The latest a dispatcher may claim the rows left to the rounds and
 	  -- still send each first attempt on time: the earliest due, less
 	  -- ClaimGuard, at most ClaimAheadMax away (now when there are none).
-	  SELECT now() + LEAST(GREATEST(min(earliest) FILTER (WHERE hold_ms IS NULL AND NOT to_sender) - $13, 0), $14) * interval '1 millisecond' AS at
+	  -- A paused endpoint's row is held, not claimed: it does not count.
+	  SELECT now() + LEAST(GREATEST(min(earliest) FILTER (WHERE hold_ms IS NULL AND NOT to_sender AND NOT paused) - $13, 0), $14) * interval '1 millisecond' AS at
 	  FROM de
 	), ob AS (
 	  -- A paused endpoint's row is held (store.HoldRows). A row the

@@ -37,7 +37,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", config.DBMaxConnsDefault, "the main pgx pool's size, as hookrelay's --db-max-conns")
 	fs.BoolVar(&o.TemporalSQLite, "temporal-sqlite", false, "embedded Temporal on SQLite (WAL) instead of Postgres")
 	fs.IntVar(&o.CeilingWorkflows, "ceiling-workflows", 1000, "trivial workflows for the Temporal ceiling")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured shape's run (with --noisy, the silent phase's, whose CPU figure then includes the profiler's) to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured shape's run (with --noisy, the last round's silent phase's, whose CPU figure then includes the profiler's) to this file")
 	out := fs.String("out", "bench-report.json", "report path")
 	svg := fs.String("svg", "bench-report.svg", "chart path")
 	if err := fs.Parse(args); err != nil {

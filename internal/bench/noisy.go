@@ -37,7 +37,8 @@ type NoisyReport struct {
 	Seconds  float64 `json:"seconds"`
 	Schedule []string
 	// Phases are B alone, B beside a slow A, B beside a silent A, each
-	// pooled over the rounds.
+	// pooled over the rounds: its lateness over every round's requests,
+	// its Delivered, Sent, CPUSeconds and Held the sums of its rounds'.
 	Phases []NoisyPhase `json:"phases"`
 	// Rounds are each round's phases, when there were more than one
 	// (Options.Rounds), each ratio over its own round's alone phase.
@@ -172,10 +173,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			p.Name = names[i]
 			round[i] = p
 			lates[i] = append(lates[i], late...)
-			pooled := &rep.Phases[i]
-			pooled.Name = names[i]
-			pooled.Delivered, pooled.Sent = pooled.Delivered+p.Delivered, pooled.Sent+p.Sent
-			pooled.CPUSeconds, pooled.Held = pooled.CPUSeconds+p.CPUSeconds, pooled.Held+p.Held
+			rep.Phases[i].add(p)
 			// Let A's open requests end before the next phase.
 			time.Sleep(12 * time.Second)
 		}
@@ -205,12 +203,17 @@ func (b *runner) tenants(ctx context.Context, round int, slowURL string) (tenant
 	return tenants{slow: slow, silent: silent}, err
 }
 
-// dropTenants deletes as's apps and waits until the outbox is empty: their
-// rows dropped, their deliveries' cancels sent (B sends nothing then).
+// dropTenants deletes as's apps, waits until the outbox is empty (their
+// rows dropped, their deliveries' cancels sent; B sends nothing then),
+// then for tenantsCooldown.
 func (b *runner) dropTenants(ctx context.Context, as tenants) error {
 	for _, id := range []string{as.slow, as.silent} {
-		if code, err := b.call(ctx, "DELETE", "/v1/apps/"+id, nil, nil); err != nil || code != http.StatusNoContent {
-			return fmt.Errorf("delete app %s: status %d: %v", id, code, err)
+		code, err := b.call(ctx, "DELETE", "/v1/apps/"+id, nil, nil)
+		if err != nil {
+			return fmt.Errorf("delete app %s: %w", id, err)
+		}
+		if code != http.StatusNoContent {
+			return fmt.Errorf("delete app %s: status %d", id, code)
 		}
 	}
 	deadline := time.Now().Add(drainTenantsFor)
@@ -220,18 +223,40 @@ func (b *runner) dropTenants(ctx context.Context, as tenants) error {
 			return fmt.Errorf("outbox after deleting the A apps: %w", err)
 		}
 		if n == 0 {
-			return nil
+			break
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("outbox after deleting the A apps: %d rows left after %s", n, drainTenantsFor)
 		}
-		time.Sleep(200 * time.Millisecond)
+		if err := pause(ctx, 200*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	return pause(ctx, tenantsCooldown)
+}
+
+// pause waits for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
-// drainTenantsFor bounds the wait for a deleted round's A apps to leave
-// the outbox.
-const drainTenantsFor = 2 * time.Minute
+const (
+	// drainTenantsFor bounds the wait for a deleted round's A apps to
+	// leave the outbox.
+	drainTenantsFor = 2 * time.Minute
+	// tenantsCooldown follows it before the next round: longer than the
+	// request timeout (10 s), so a request to A still open (a probe, a
+	// retry) ends, with the workflow tasks the cancels set off, before B
+	// alone is measured.
+	tenantsCooldown = 15 * time.Second
+)
 
 // app creates an app with one endpoint to url on the bench's schedule.
 func (b *runner) app(ctx context.Context, name, url string) (string, error) {
@@ -243,6 +268,15 @@ func (b *runner) app(ctx context.Context, name, url string) (string, error) {
 		return "", fmt.Errorf("create endpoint of %s: %d %v", name, code, err)
 	}
 	return app.ID, nil
+}
+
+// add counts round's p in the pooled phase: its name, and the sums of
+// what it delivered, sent, used and held (its lateness is pooled apart,
+// sample by sample).
+func (pooled *NoisyPhase) add(p NoisyPhase) {
+	pooled.Name = p.Name
+	pooled.Delivered, pooled.Sent = pooled.Delivered+p.Delivered, pooled.Sent+p.Sent
+	pooled.CPUSeconds, pooled.Held = pooled.CPUSeconds+p.CPUSeconds, pooled.Held+p.Held
 }
 
 // withRatios sets each phase's RatioP99, its p99 over the first phase's,
@@ -313,11 +347,14 @@ func (r *NoisyReport) WriteTable(w io.Writer) {
 	for i, round := range r.Rounds {
 		fmt.Fprintf(w, "  round %d: B's p99", i+1)
 		for j, p := range round {
-			if j == 0 {
+			switch {
+			case j == 0:
 				fmt.Fprintf(w, " %.1f ms", p.LatenessMS.P99)
-				continue
+			case p.RatioP99 > 0:
+				fmt.Fprintf(w, ", %.1f ms (× %.2f)", p.LatenessMS.P99, p.RatioP99)
+			default:
+				fmt.Fprintf(w, ", %.1f ms (—)", p.LatenessMS.P99)
 			}
-			fmt.Fprintf(w, ", %.1f ms (× %.2f)", p.LatenessMS.P99, p.RatioP99)
 		}
 		fmt.Fprintln(w)
 	}

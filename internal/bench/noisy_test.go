@@ -30,6 +30,19 @@ func TestNoisyRatiosAreOverTheirOwnAlonePhase(t *testing.T) {
 	require.Contains(t, out.String(), "round 2: B's p99 8.0 ms, 6.0 ms (× 0.75), 12.0 ms (× 1.50)\n")
 
 	out.Reset()
+	(&NoisyReport{Phases: pooled, Rounds: [][]NoisyPhase{one, withRatios([]NoisyPhase{phase(0), phase(5), phase(6)})}}).WriteTable(&out)
+	require.Contains(t, out.String(), "round 2: B's p99 0.0 ms, 5.0 ms (—), 6.0 ms (—)\n", "no ratio over an empty alone phase")
+
+	out.Reset()
 	(&NoisyReport{Phases: pooled}).WriteTable(&out)
 	require.NotContains(t, out.String(), "round")
+}
+
+// TestNoisyPhasesPoolTheirRounds: a pooled phase counts every round's
+// deliveries, events, CPU and holds.
+func TestNoisyPhasesPoolTheirRounds(t *testing.T) {
+	var pooled NoisyPhase
+	pooled.add(NoisyPhase{Name: "B alone", Delivered: 1600, Sent: 1600, CPUSeconds: 7.5, Held: 2})
+	pooled.add(NoisyPhase{Name: "B alone", Delivered: 1599, Sent: 1600, CPUSeconds: 8.25, Held: 3})
+	require.Equal(t, NoisyPhase{Name: "B alone", Delivered: 3199, Sent: 3200, CPUSeconds: 15.75, Held: 5}, pooled)
 }

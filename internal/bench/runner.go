@@ -279,12 +279,12 @@ func (b *runner) exec(ctx context.Context, what string, statements ...string) er
 //     does not create and zero a new 16 MB one, which stalled every
 //     commit 40-60 ms on these machines (a young cluster creates one per
 //     16 MB of WAL until its first checkpoint);
-//   - the VACUUM dropped the kept plans of the hot pool's connections, all
-//     idle: a pass of the plan warmer (planwarm.Warmer.Warm, what the
-//     stack's own warmer does within its interval of a VACUUM) makes them
-//     again before the phase, not on its first requests (without it, B's
-//     first request was 8.7-15.9 ms late in 3 of 3 phases of a run whose
-//     p50 was 2.0 ms).
+//   - the VACUUM dropped the kept plans of the hot pool's connections,
+//     idle then: a pass of the plan warmer (planwarm.Warmer.Warm, which the
+//     stack's own warmer starts within its interval of a VACUUM) makes
+//     them again before the phase, not on its first requests (without it,
+//     the worst of B's first three requests beside A was 21.1-54.5 ms late
+//     in 5 of 6 such phases of three runs; with it, 3.4-6.3 ms in 6 of 6).
 //
 // Upkeep is equalised, not removed: what a phase's own writes make due
 // still counts (an autovacuum inside the phase, and the plans it drops on
@@ -296,7 +296,9 @@ func (b *runner) settle(ctx context.Context) error {
 		return err
 	}
 	if _, err := (&planwarm.Warmer{Pool: b.stack.Store.HotPool()}).Warm(ctx); err != nil {
-		return fmt.Errorf("settle: make the hot pool's plans again: %w", err)
+		// As the stack's warmer does: the plans are made at their next
+		// use, and the phase goes on (the line stays, above the progress).
+		b.progress("settle: the hot pool's plans not all made again, the rest at their next use: %v\n", err)
 	}
 	return nil
 }

@@ -152,7 +152,8 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			if err := b.settle(ctx); err != nil {
 				return nil, err
 			}
-			// --cpuprofile profiles the last phase (B beside a silent A).
+			// --cpuprofile profiles the last round's last phase (B beside a
+			// silent A).
 			profiling := o.CPUProfile != nil && r == o.Rounds-1 && i == len(names)-1
 			if profiling {
 				if err := pprof.StartCPUProfile(o.CPUProfile); err != nil {

@@ -71,6 +71,11 @@ type Options struct {
 	// rounds, so a drift of the machine's speed during the run falls on
 	// every phase alike, not on whichever phase it met. Defaults to 1.
 	Rounds int
+	// QuietA makes the noisy-neighbour run an A/A run: its phases run as
+	// usual, A's apps made, but A sends nothing, so every ratio is one of
+	// B alone over B alone: how far the ratio moves on this machine with
+	// no neighbour (its noise floor). Defaults to false.
+	QuietA bool
 	// DrainTimeout bounds the wait for deliveries after ingest ends.
 	DrainTimeout time.Duration
 	// CPUProfile, when set, receives a CPU profile of this process (API,

@@ -64,6 +64,9 @@ type NoisyPhase struct {
 	// endpoint not answering (then also written leased until the probe by
 	// its ingest).
 	Held int64 `json:"held"`
+	// Waits is what this process's work waited for during the phase;
+	// pooled, its sums over the rounds and the highest SchedP99MS.
+	Waits Waits `json:"waits"`
 }
 
 // RunNoisy runs the noisy-neighbour measurement on one server: app B at
@@ -117,7 +120,10 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	}
 	rep := &NoisyReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), RateB: o.Rate, RateA: o.Rate / 2,
 		Seconds: float64(o.Events) / o.Rate, Schedule: o.Schedule}
-	names := []string{"B alone", "B beside A answering after 5 s", "B beside A never answering (10 s timeout)"}
+	if o.QuietA {
+		rep.RateA = 0
+	}
+	names, _ := noisyPlan(tenants{}, o.QuietA)
 	// A warm-up, not measured: B alone for warmUpFor, so the first phase
 	// does not pay for the stack's first minutes (pools, caches, Temporal's
 	// first tasks, plans made on empty tables; see warmUp) and the ratios
@@ -147,7 +153,8 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			}
 		}
 		round := make([]NoisyPhase, len(names))
-		for i, noisy := range []string{"", as.slow, as.silent} {
+		_, noisies := noisyPlan(as, o.QuietA)
+		for i, noisy := range noisies {
 			b.progress("noisy: round %d of %d: %s", r+1, o.Rounds, names[i])
 			if err := b.settle(ctx); err != nil {
 				return nil, err
@@ -162,8 +169,10 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			}
 			cpu := stackCPU(b.pgPID())
 			held := b.stack.Dispatcher.Held()
+			waits := measureWaits(b.stack.Store.HotPool())
 			p, late, err := b.noisyPhase(ctx, appB, noisy)
 			p.CPUSeconds, _ = cpu()
+			p.Waits = waits()
 			p.Held = b.stack.Dispatcher.Held() - held
 			if profiling {
 				pprof.StopCPUProfile()
@@ -188,6 +197,16 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	withRatios(rep.Phases)
 	b.progress("")
 	return rep, nil
+}
+
+// noisyPlan names a round's three phases and the A app each sends to
+// beside B ("": none): B alone, beside as.slow, beside as.silent; with
+// quiet (Options.QuietA), B alone three times.
+func noisyPlan(as tenants, quiet bool) (names, noisies []string) {
+	if quiet {
+		return []string{"B alone", "B alone again (A quiet)", "B alone a third time (A quiet)"}, []string{"", "", ""}
+	}
+	return []string{"B alone", "B beside A answering after 5 s", "B beside A never answering (10 s timeout)"}, []string{"", as.slow, as.silent}
 }
 
 // tenants are one round's A apps: one whose endpoint answers after 5 s,
@@ -278,6 +297,9 @@ func (pooled *NoisyPhase) add(p NoisyPhase) {
 	pooled.Name = p.Name
 	pooled.Delivered, pooled.Sent = pooled.Delivered+p.Delivered, pooled.Sent+p.Sent
 	pooled.CPUSeconds, pooled.Held = pooled.CPUSeconds+p.CPUSeconds, pooled.Held+p.Held
+	w := &pooled.Waits
+	w.SchedP99MS, w.GCPauseMS = max(w.SchedP99MS, p.Waits.SchedP99MS), w.GCPauseMS+p.Waits.GCPauseMS
+	w.HotAcquireWaits, w.HotAcquireWaitMS = w.HotAcquireWaits+p.Waits.HotAcquireWaits, w.HotAcquireWaitMS+p.Waits.HotAcquireWaitMS
 }
 
 // withRatios sets each phase's RatioP99, its p99 over the first phase's,
@@ -344,6 +366,11 @@ func (r *NoisyReport) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-44s %28s %10s %12s %8.1f %6d\n", p.Name,
 			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, fmt.Sprintf("%d/%d", p.Delivered, p.Sent), p.CPUSeconds, p.Held)
+	}
+	fmt.Fprintf(w, "\n  %-44s %28s %14s %24s\n", "what this process waited for", "goroutine run wait p99 (ms)", "GC pauses (ms)", "hot pool: waits, ms")
+	for _, p := range r.Phases {
+		fmt.Fprintf(w, "  %-44s %28.2f %14.1f %24s\n", p.Name, p.Waits.SchedP99MS, p.Waits.GCPauseMS,
+			fmt.Sprintf("%d, %.1f", p.Waits.HotAcquireWaits, p.Waits.HotAcquireWaitMS))
 	}
 	for i, round := range r.Rounds {
 		fmt.Fprintf(w, "  round %d: B's p99", i+1)

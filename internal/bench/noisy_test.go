@@ -46,3 +46,17 @@ func TestNoisyPhasesPoolTheirRounds(t *testing.T) {
 	pooled.add(NoisyPhase{Name: "B alone", Delivered: 1599, Sent: 1600, CPUSeconds: 8.25, Held: 3})
 	require.Equal(t, NoisyPhase{Name: "B alone", Delivered: 3199, Sent: 3200, CPUSeconds: 15.75, Held: 5}, pooled)
 }
+
+// TestQuietARunsBAloneInEveryPhase: an A/A run (Options.QuietA) sends to
+// no A app in any phase and says so in its phases' names; a noisy run
+// sends to the slow A, then the silent one.
+func TestQuietARunsBAloneInEveryPhase(t *testing.T) {
+	as := tenants{slow: "app_slow", silent: "app_silent"}
+	names, noisies := noisyPlan(as, true)
+	require.Equal(t, []string{"", "", ""}, noisies)
+	require.Equal(t, "B alone again (A quiet)", names[1])
+	names, noisies = noisyPlan(as, false)
+	require.Equal(t, []string{"", "app_slow", "app_silent"}, noisies)
+	require.Len(t, names, 3)
+	require.Equal(t, "B beside A never answering (10 s timeout)", names[2])
+}

@@ -25,6 +25,14 @@ import (
 	"hookrelay/internal/pgcluster"
 )
 
+// NoisyRoundsDefault is how many rounds the noisy-neighbour run makes
+// by default. A phase's p99 is its slowest 1 % (16 requests of 1,600),
+// and on a 2-core VM it moves with the machine: in A/A runs
+// (Options.QuietA) one B-alone phase's p99 was × 0.78–1.39 of another's,
+// and within one run B alone's p99 went from 3.6 to 7.8 ms between
+// rounds. Three rounds pool each phase's requests over the whole run.
+const NoisyRoundsDefault = 3
+
 // Options of a run. Zero values take the defaults.
 type Options struct {
 	// Events is how many events hookrelay (and the baseline) deliver.
@@ -69,7 +77,8 @@ type Options struct {
 	// Rounds is how many times the noisy-neighbour run (RunNoisy) runs
 	// its three phases in turn; each phase's figures are pooled over the
 	// rounds, so a drift of the machine's speed during the run falls on
-	// every phase alike, not on whichever phase it met. Defaults to 1.
+	// every phase alike, not on whichever phase it met. Defaults to
+	// NoisyRoundsDefault.
 	Rounds int
 	// QuietA makes the noisy-neighbour run an A/A run: its phases run as
 	// usual, A's apps made, but A sends nothing, so every ratio is one of
@@ -106,7 +115,7 @@ func (o *Options) withDefaults() {
 		o.CeilingWorkflows = min(o.Events, 1000)
 	}
 	if o.Rounds <= 0 {
-		o.Rounds = 1
+		o.Rounds = NoisyRoundsDefault
 	}
 	if o.DrainTimeout <= 0 {
 		o.DrainTimeout = 2 * time.Minute

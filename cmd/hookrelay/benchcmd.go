@@ -29,7 +29,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")
 	fs.BoolVar(&o.Carriers, "carriers", true, "also measure carrier workflows before the sender (the default shape: first attempts straight from the outbox), on the same server; false measures only the sender")
 	noisy := fs.Bool("noisy", false, "measure app B's first-attempt lateness alone and beside an app A whose endpoint answers after 5 s, then never (--rate is B's rate, default 80/s; --events B's events per phase)")
-	fs.IntVar(&o.Rounds, "rounds", bench.NoisyRoundsDefault, "with --noisy: run its three phases this many times in turn and pool each phase's figures over the rounds (1: one 20 s phase each, whose p99 moves with the machine)")
+	fs.IntVar(&o.Rounds, "rounds", bench.NoisyRoundsDefault, "with --noisy: run its three phases this many times in turn and pool each phase's figures over the rounds (1: one phase each, whose p99 moves with the machine)")
 	fs.BoolVar(&o.QuietA, "quiet-a", false, "with --noisy: A sends nothing, so every phase is B alone and each ratio is the noise floor of this machine's ratios (an A/A run)")
 	filters := fs.Int("filters", 0, "measure ingest into N paused endpoints with a filter each against the same N without (--events per shape, --rate default 100/s)")
 	ordered := fs.Int("ordered", 0, "measure K ordering keys on one fifo endpoint against one unordered endpoint (--events per shape, each accepted paused then drained; the receiver answers after 1 ms and checks every key's order)")
@@ -38,7 +38,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", config.DBMaxConnsDefault, "the main pgx pool's size, as hookrelay's --db-max-conns")
 	fs.BoolVar(&o.TemporalSQLite, "temporal-sqlite", false, "embedded Temporal on SQLite (WAL) instead of Postgres")
 	fs.IntVar(&o.CeilingWorkflows, "ceiling-workflows", 1000, "trivial workflows for the Temporal ceiling")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured shape's run (with --noisy, the last round's silent phase's, whose CPU figure then includes the profiler's) to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the measured shape's run (with --noisy, the last round's third phase's (beside the silent A), whose CPU figure then includes the profiler's) to this file")
 	out := fs.String("out", "bench-report.json", "report path")
 	svg := fs.String("svg", "bench-report.svg", "chart path")
 	if err := fs.Parse(args); err != nil {

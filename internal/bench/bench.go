@@ -26,11 +26,11 @@ import (
 )
 
 // NoisyRoundsDefault is how many rounds the noisy-neighbour run makes
-// by default. A phase's p99 is its slowest 1 % (16 requests of 1,600),
-// and on a 2-core VM it moves with the machine: in A/A runs
-// (Options.QuietA) one B-alone phase's p99 was × 0.78–1.39 of another's,
-// and within one run B alone's p99 went from 3.6 to 7.8 ms between
-// rounds. Three rounds pool each phase's requests over the whole run.
+// by default. A phase's p99 is its slowest 1 % of requests, and on a
+// 2-core VM it moves with the machine: in A/A runs (Options.QuietA, 20 s
+// phases) one B-alone phase's p99 was × 0.78–1.49 of another's, and
+// within one run B alone's p99 went from 3.6 to 7.8 ms between rounds.
+// Three rounds pool each phase's requests over the whole run.
 const NoisyRoundsDefault = 3
 
 // Options of a run. Zero values take the defaults.

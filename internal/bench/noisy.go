@@ -36,6 +36,8 @@ type NoisyReport struct {
 	RateA    float64 `json:"rate_a"`
 	Seconds  float64 `json:"seconds"`
 	Schedule []string
+	// QuietA is set for an A/A run (Options.QuietA): A sent nothing.
+	QuietA bool `json:"quiet_a,omitempty"`
 	// Phases are B alone, B beside a slow A, B beside a silent A, each
 	// pooled over the rounds: its lateness over every round's requests,
 	// its Delivered, Sent, CPUSeconds and Held the sums of its rounds'.
@@ -121,7 +123,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	rep := &NoisyReport{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), RateB: o.Rate, RateA: o.Rate / 2,
 		Seconds: float64(o.Events) / o.Rate, Schedule: o.Schedule}
 	if o.QuietA {
-		rep.RateA = 0
+		rep.RateA, rep.QuietA = 0, true
 	}
 	names, _ := noisyPlan(tenants{}, o.QuietA)
 	// A warm-up, not measured: B alone for warmUpFor, so the first phase
@@ -353,7 +355,11 @@ func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase
 // WriteTable prints the noisy-neighbour table.
 func (r *NoisyReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\nhookrelay bench --noisy — %s, %s\n", r.Date, r.Machine)
-	fmt.Fprintf(w, "  app B at %.0f events/s, app A at %.0f events/s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n", r.RateB, r.RateA, r.Seconds, warmUpFor, r.Schedule)
+	a := fmt.Sprintf("app A at %.0f events/s", r.RateA)
+	if r.QuietA {
+		a = "app A quiet (its apps made, nothing sent: an A/A run)"
+	}
+	fmt.Fprintf(w, "  app B at %.0f events/s, %s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n", r.RateB, a, r.Seconds, warmUpFor, r.Schedule)
 	if len(r.Rounds) > 1 {
 		fmt.Fprintf(w, "  the three phases run %d times in turn; each row pools its phase's rounds (CPU s: their sum)\n", len(r.Rounds))
 	}
@@ -366,11 +372,6 @@ func (r *NoisyReport) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-44s %28s %10s %12s %8.1f %6d\n", p.Name,
 			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, fmt.Sprintf("%d/%d", p.Delivered, p.Sent), p.CPUSeconds, p.Held)
-	}
-	fmt.Fprintf(w, "\n  %-44s %28s %14s %24s\n", "what this process waited for", "goroutine run wait p99 (ms)", "GC pauses (ms)", "hot pool: waits, ms")
-	for _, p := range r.Phases {
-		fmt.Fprintf(w, "  %-44s %28.2f %14.1f %24s\n", p.Name, p.Waits.SchedP99MS, p.Waits.GCPauseMS,
-			fmt.Sprintf("%d, %.1f", p.Waits.HotAcquireWaits, p.Waits.HotAcquireWaitMS))
 	}
 	for i, round := range r.Rounds {
 		fmt.Fprintf(w, "  round %d: B's p99", i+1)
@@ -386,4 +387,5 @@ func (r *NoisyReport) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+	writeWaits(w, r.Phases)
 }

@@ -59,4 +59,11 @@ func TestQuietARunsBAloneInEveryPhase(t *testing.T) {
 	require.Equal(t, []string{"", "app_slow", "app_silent"}, noisies)
 	require.Len(t, names, 3)
 	require.Equal(t, "B beside A never answering (10 s timeout)", names[2])
+
+	var out bytes.Buffer
+	(&NoisyReport{RateB: 80, QuietA: true}).WriteTable(&out)
+	require.Contains(t, out.String(), "app A quiet (its apps made, nothing sent: an A/A run)")
+	out.Reset()
+	(&NoisyReport{RateB: 80, RateA: 40}).WriteTable(&out)
+	require.Contains(t, out.String(), "app A at 40 events/s")
 }

@@ -1,6 +1,10 @@
 package bench
 
 import (
+	"fmt"
+	"io"
+	"math"
+	"runtime"
 	"runtime/metrics"
 	"time"
 
@@ -14,11 +18,11 @@ import (
 // for a connection.
 type Waits struct {
 	// SchedP99MS is the 99th percentile of how long a goroutine that
-	// could run waited to (runtime/metrics /sched/latencies:seconds), at
-	// its histogram bucket's upper bound.
+	// could run waited to (runtime/metrics schedLatencies), at its
+	// histogram bucket's upper bound.
 	SchedP99MS float64 `json:"sched_p99_ms"`
-	// GCPauseMS is the sum of the stop-the-world pauses, each at its
-	// bucket's upper bound (/sched/pauses/total/gc:seconds).
+	// GCPauseMS is how long the garbage collector stopped the world in
+	// all (runtime.MemStats.PauseTotalNs).
 	GCPauseMS float64 `json:"gc_pause_ms"`
 	// HotAcquireWaits is how many of the hot pool's acquires found no
 	// idle connection; HotAcquireWaitMS how long they waited in all.
@@ -26,65 +30,61 @@ type Waits struct {
 	HotAcquireWaitMS float64 `json:"hot_acquire_wait_ms"`
 }
 
-// waitMetrics are the runtime histograms Waits reads.
-var waitMetrics = [...]string{"/sched/latencies:seconds", "/sched/pauses/total/gc:seconds"}
+// schedLatencies is the runtime metric SchedP99MS reads.
+const schedLatencies = "/sched/latencies:seconds"
 
 // measureWaits starts a reading of Waits over hot; since ends it.
 func measureWaits(hot *pgxpool.Pool) (since func() Waits) {
-	before := readWaitMetrics()
+	before, paused := readSchedLatencies(), gcPauseTotal()
 	stat := hot.Stat()
 	waits, waited := stat.EmptyAcquireCount(), stat.EmptyAcquireWaitTime()
 	return func() Waits {
-		after := readWaitMetrics()
+		after := readSchedLatencies()
 		stat := hot.Stat()
 		return Waits{
-			SchedP99MS:       histogramQuantile(before[0], after[0], 0.99) * 1000,
-			GCPauseMS:        histogramSum(before[1], after[1]) * 1000,
+			SchedP99MS:       histogramQuantile(before, after, 0.99) * 1000,
+			GCPauseMS:        float64(gcPauseTotal()-paused) / float64(time.Millisecond),
 			HotAcquireWaits:  stat.EmptyAcquireCount() - waits,
 			HotAcquireWaitMS: float64(stat.EmptyAcquireWaitTime()-waited) / float64(time.Millisecond),
 		}
 	}
 }
 
-func readWaitMetrics() [len(waitMetrics)]*metrics.Float64Histogram {
-	samples := make([]metrics.Sample, len(waitMetrics))
-	for i, name := range waitMetrics {
-		samples[i].Name = name
-	}
-	metrics.Read(samples)
-	var out [len(waitMetrics)]*metrics.Float64Histogram
-	for i, s := range samples {
-		if s.Value.Kind() == metrics.KindFloat64Histogram {
-			out[i] = s.Value.Float64Histogram()
-		}
-	}
-	return out
-}
-
-// histogramDelta is each bucket's count in after less before's (nil when
-// either is missing or their buckets differ).
-func histogramDelta(before, after *metrics.Float64Histogram) []uint64 {
-	if before == nil || after == nil || len(before.Counts) != len(after.Counts) {
+// readSchedLatencies reads schedLatencies (nil if the runtime has none).
+func readSchedLatencies() *metrics.Float64Histogram {
+	s := []metrics.Sample{{Name: schedLatencies}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64Histogram {
 		return nil
 	}
-	d := make([]uint64, len(after.Counts))
-	for i := range d {
-		d[i] = after.Counts[i] - before.Counts[i]
-	}
-	return d
+	return s[0].Value.Float64Histogram()
+}
+
+// gcPauseTotal is how long the garbage collector has stopped the world
+// since the process started.
+func gcPauseTotal() time.Duration {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return time.Duration(m.PauseTotalNs)
 }
 
 // histogramQuantile is the upper bound of the bucket that holds the q
-// quantile of what was counted between before and after (0 if nothing).
+// quantile of what was counted between before and after (0 if nothing,
+// or if either reading is missing or their buckets differ).
 func histogramQuantile(before, after *metrics.Float64Histogram, q float64) float64 {
-	d := histogramDelta(before, after)
+	if before == nil || after == nil || len(before.Counts) != len(after.Counts) {
+		return 0
+	}
+	d := make([]uint64, len(after.Counts))
 	var n uint64
-	for _, c := range d {
-		n += c
+	for i := range d {
+		d[i] = after.Counts[i] - before.Counts[i]
+		n += d[i]
 	}
 	if n == 0 {
 		return 0
 	}
+	// As summarize: the sample at rank q·n, counted from 0.
 	rank := uint64(q * float64(n))
 	var seen uint64
 	for i, c := range d {
@@ -93,24 +93,24 @@ func histogramQuantile(before, after *metrics.Float64Histogram, q float64) float
 			return finiteBound(after.Buckets, i)
 		}
 	}
-	return finiteBound(after.Buckets, len(d)-1)
-}
-
-// histogramSum is the sum of what was counted between before and after,
-// each at its bucket's upper bound.
-func histogramSum(before, after *metrics.Float64Histogram) float64 {
-	var sum float64
-	for i, c := range histogramDelta(before, after) {
-		sum += float64(c) * finiteBound(after.Buckets, i)
-	}
-	return sum
+	return 0
 }
 
 // finiteBound is bucket i's upper bound, or its lower one when the upper
 // is +Inf.
 func finiteBound(buckets []float64, i int) float64 {
-	if b := buckets[i+1]; b < 1e300 {
+	if b := buckets[i+1]; !math.IsInf(b, 1) {
 		return b
 	}
 	return buckets[i]
+}
+
+// writeWaits prints each phase's Waits (pooled over rounds: the sums, and
+// the worst round's goroutine wait).
+func writeWaits(w io.Writer, phases []NoisyPhase) {
+	fmt.Fprintf(w, "\n  %-44s %30s %16s %22s\n", "what this process waited for", "runnable goroutine, p99 (ms)", "GC pauses (ms)", "hot pool: waits, ms")
+	for _, p := range phases {
+		fmt.Fprintf(w, "  %-44s %30.2f %16.1f %22s\n", p.Name, p.Waits.SchedP99MS, p.Waits.GCPauseMS,
+			fmt.Sprintf("%d, %.1f", p.Waits.HotAcquireWaits, p.Waits.HotAcquireWaitMS))
+	}
 }

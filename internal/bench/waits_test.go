@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"math"
 	"runtime/metrics"
 	"testing"
@@ -8,28 +9,47 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestWaitsReadWhatAPhaseAdded: the quantile and the sum count only what
-// the phase added to each bucket, at its upper bound (the lower one for
-// the last, unbounded bucket).
-func TestWaitsReadWhatAPhaseAdded(t *testing.T) {
-	buckets := []float64{0, 0.001, 0.002, 0.010, math.Inf(1)}
-	before := &metrics.Float64Histogram{Buckets: buckets, Counts: []uint64{500, 10, 3, 0}}
-	after := &metrics.Float64Histogram{Buckets: buckets, Counts: []uint64{500 + 90, 10 + 8, 3 + 1, 1}}
+// TestWaitsQuantileCountsWhatAPhaseAdded: the quantile counts only what
+// the phase added to each bucket, reads a bucket at its upper bound (the
+// last, unbounded one at its lower bound), and takes the sample at rank
+// q·n counted from 0, as summarize does.
+func TestWaitsQuantileCountsWhatAPhaseAdded(t *testing.T) {
+	buckets := []float64{math.Inf(-1), 0, 0.001, 0.002, 0.005, math.Inf(1)}
+	before := &metrics.Float64Histogram{Buckets: buckets, Counts: []uint64{0, 500, 10, 3, 7}}
+	after := &metrics.Float64Histogram{Buckets: buckets, Counts: []uint64{0, 500 + 90, 10 + 8, 3 + 1, 7 + 1}}
 	require.Equal(t, 0.001, histogramQuantile(before, after, 0.5))
 	require.Equal(t, 0.002, histogramQuantile(before, after, 0.95))
-	require.Equal(t, 0.010, histogramQuantile(before, after, 0.995), "the +Inf bucket reads as its lower bound")
-	require.InDelta(t, 90*0.001+8*0.002+1*0.010+1*0.010, histogramSum(before, after), 1e-12)
+	require.Equal(t, 0.002, histogramQuantile(before, after, 0.90), "rank 90 is the 91st sample, the first past the second bucket's 90")
+	require.Equal(t, 0.005, histogramQuantile(before, after, 0.98), "rank 98 is the 99th sample, the first past the third bucket's 98")
+	require.Equal(t, 0.005, histogramQuantile(before, after, 0.995), "the 100th sample is in the +Inf bucket, read at its lower bound")
 
 	require.Zero(t, histogramQuantile(before, before, 0.99), "nothing added")
 	require.Zero(t, histogramQuantile(nil, after, 0.99), "no reading")
-	require.Zero(t, histogramSum(before, &metrics.Float64Histogram{Buckets: buckets[:3], Counts: []uint64{1, 2}}), "other buckets")
+	require.Zero(t, histogramQuantile(before, &metrics.Float64Histogram{Buckets: buckets[:3], Counts: []uint64{1, 2}}, 0.5), "other buckets")
+}
+
+// TestWaitsReadTheRuntime: the runtime has the metric the scheduler's
+// wait is read from, and a phase's reading of it works end to end.
+func TestWaitsReadTheRuntime(t *testing.T) {
+	h := readSchedLatencies()
+	require.NotNil(t, h, "%s is not a histogram in this runtime", schedLatencies)
+	require.Len(t, h.Buckets, len(h.Counts)+1)
+	require.Positive(t, gcPauseTotal()+1)
 }
 
 // TestNoisyWaitsPoolTheirRounds: pooled, the waits are summed and the
-// scheduler's p99 is the worst round's.
+// scheduler's p99 is the worst round's; the table prints them under the
+// rounds' lines.
 func TestNoisyWaitsPoolTheirRounds(t *testing.T) {
 	var pooled NoisyPhase
-	pooled.add(NoisyPhase{Waits: Waits{SchedP99MS: 0.5, GCPauseMS: 3, HotAcquireWaits: 2, HotAcquireWaitMS: 1.5}})
-	pooled.add(NoisyPhase{Waits: Waits{SchedP99MS: 0.25, GCPauseMS: 4, HotAcquireWaits: 1, HotAcquireWaitMS: 0.5}})
+	pooled.add(NoisyPhase{Name: "B alone", Waits: Waits{SchedP99MS: 0.5, GCPauseMS: 3, HotAcquireWaits: 2, HotAcquireWaitMS: 1.5}})
+	pooled.add(NoisyPhase{Name: "B alone", Waits: Waits{SchedP99MS: 0.25, GCPauseMS: 4, HotAcquireWaits: 1, HotAcquireWaitMS: 0.5}})
 	require.Equal(t, Waits{SchedP99MS: 0.5, GCPauseMS: 7, HotAcquireWaits: 3, HotAcquireWaitMS: 2}, pooled.Waits)
+
+	var out bytes.Buffer
+	round := []NoisyPhase{{LatenessMS: Latency{P99: 4}}}
+	(&NoisyReport{Phases: []NoisyPhase{pooled}, Rounds: [][]NoisyPhase{round, round}}).WriteTable(&out)
+	table := out.String()
+	require.Regexp(t, `B alone +0\.50 +7\.0 +3, 2\.0\n`, table)
+	require.Less(t, bytes.Index(out.Bytes(), []byte("round 2:")), bytes.Index(out.Bytes(), []byte("what this process waited for")))
 }

@@ -125,7 +125,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	if o.QuietA {
 		rep.RateA, rep.QuietA = 0, true
 	}
-	names, _ := noisyPlan(tenants{}, o.QuietA)
+	names := phaseNames(o.QuietA)
 	// A warm-up, not measured: B alone for warmUpFor, so the first phase
 	// does not pay for the stack's first minutes (pools, caches, Temporal's
 	// first tasks, plans made on empty tables; see warmUp) and the ratios
@@ -155,8 +155,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			}
 		}
 		round := make([]NoisyPhase, len(names))
-		_, noisies := noisyPlan(as, o.QuietA)
-		for i, noisy := range noisies {
+		for i, noisy := range as.beside(o.QuietA) {
 			b.progress("noisy: round %d of %d: %s", r+1, o.Rounds, names[i])
 			if err := b.settle(ctx); err != nil {
 				return nil, err
@@ -201,19 +200,27 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	return rep, nil
 }
 
-// noisyPlan names a round's three phases and the A app each sends to
-// beside B ("": none): B alone, beside as.slow, beside as.silent; with
-// quiet (Options.QuietA), B alone three times.
-func noisyPlan(as tenants, quiet bool) (names, noisies []string) {
+// phaseNames names a round's three phases: B alone, beside the slow A,
+// beside the silent A; with quiet (Options.QuietA), B alone three times.
+func phaseNames(quiet bool) []string {
 	if quiet {
-		return []string{"B alone", "B alone again (A quiet)", "B alone a third time (A quiet)"}, []string{"", "", ""}
+		return []string{"B alone", "B alone again (A quiet)", "B alone a third time (A quiet)"}
 	}
-	return []string{"B alone", "B beside A answering after 5 s", "B beside A never answering (10 s timeout)"}, []string{"", as.slow, as.silent}
+	return []string{"B alone", "B beside A answering after 5 s", "B beside A never answering (10 s timeout)"}
 }
 
 // tenants are one round's A apps: one whose endpoint answers after 5 s,
 // one whose endpoint never answers.
 type tenants struct{ slow, silent string }
+
+// beside is the A app each of a round's phases (phaseNames) sends to
+// beside B ("": none): none, as.slow, as.silent; none in all with quiet.
+func (as tenants) beside(quiet bool) []string {
+	if quiet {
+		return []string{"", "", ""}
+	}
+	return []string{"", as.slow, as.silent}
+}
 
 // tenants creates round's A apps, their endpoints on slowURL.
 func (b *runner) tenants(ctx context.Context, round int, slowURL string) (tenants, error) {
@@ -299,9 +306,7 @@ func (pooled *NoisyPhase) add(p NoisyPhase) {
 	pooled.Name = p.Name
 	pooled.Delivered, pooled.Sent = pooled.Delivered+p.Delivered, pooled.Sent+p.Sent
 	pooled.CPUSeconds, pooled.Held = pooled.CPUSeconds+p.CPUSeconds, pooled.Held+p.Held
-	w := &pooled.Waits
-	w.SchedP99MS, w.GCPauseMS = max(w.SchedP99MS, p.Waits.SchedP99MS), w.GCPauseMS+p.Waits.GCPauseMS
-	w.HotAcquireWaits, w.HotAcquireWaitMS = w.HotAcquireWaits+p.Waits.HotAcquireWaits, w.HotAcquireWaitMS+p.Waits.HotAcquireWaitMS
+	pooled.Waits.add(p.Waits)
 }
 
 // withRatios sets each phase's RatioP99, its p99 over the first phase's,

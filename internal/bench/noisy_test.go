@@ -52,13 +52,11 @@ func TestNoisyPhasesPoolTheirRounds(t *testing.T) {
 // sends to the slow A, then the silent one.
 func TestQuietARunsBAloneInEveryPhase(t *testing.T) {
 	as := tenants{slow: "app_slow", silent: "app_silent"}
-	names, noisies := noisyPlan(as, true)
-	require.Equal(t, []string{"", "", ""}, noisies)
-	require.Equal(t, "B alone again (A quiet)", names[1])
-	names, noisies = noisyPlan(as, false)
-	require.Equal(t, []string{"", "app_slow", "app_silent"}, noisies)
-	require.Len(t, names, 3)
-	require.Equal(t, "B beside A never answering (10 s timeout)", names[2])
+	require.Equal(t, []string{"", "", ""}, as.beside(true))
+	require.Equal(t, "B alone again (A quiet)", phaseNames(true)[1])
+	require.Equal(t, []string{"", "app_slow", "app_silent"}, as.beside(false))
+	require.Len(t, phaseNames(false), 3)
+	require.Equal(t, "B beside A never answering (10 s timeout)", phaseNames(false)[2])
 
 	var out bytes.Buffer
 	(&NoisyReport{RateB: 80, QuietA: true}).WriteTable(&out)

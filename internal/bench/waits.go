@@ -30,6 +30,13 @@ type Waits struct {
 	HotAcquireWaitMS float64 `json:"hot_acquire_wait_ms"`
 }
 
+// add counts a round's waits in pooled ones: the sums, and the worst
+// round's SchedP99MS.
+func (pooled *Waits) add(w Waits) {
+	pooled.SchedP99MS, pooled.GCPauseMS = max(pooled.SchedP99MS, w.SchedP99MS), pooled.GCPauseMS+w.GCPauseMS
+	pooled.HotAcquireWaits, pooled.HotAcquireWaitMS = pooled.HotAcquireWaits+w.HotAcquireWaits, pooled.HotAcquireWaitMS+w.HotAcquireWaitMS
+}
+
 // schedLatencies is the runtime metric SchedP99MS reads.
 const schedLatencies = "/sched/latencies:seconds"
 

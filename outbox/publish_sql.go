@@ -86,8 +86,11 @@ const publishSQL = `
 	  -- still send each first attempt on time: the earliest due, less
 	  -- ClaimGuard, at most ClaimAheadMax away (now when there are none).
 	  -- A paused endpoint's row is held, not claimed: it does not count.
-	  SELECT now() + LEAST(GREATEST(min(earliest) FILTER (WHERE hold_ms IS NULL AND NOT to_sender AND NOT paused) - $13, 0), $14) * interval '1 millisecond' AS at
-	  FROM de
+	  -- claimable: some row is one a round will claim (ob writes it
+	  -- unleased and not held); only then is there a claim time, and a
+	  -- NOTIFY.
+	  SELECT now() + LEAST(GREATEST(m.earliest - $13, 0), $14) * interval '1 millisecond' AS at, m.earliest IS NOT NULL AS claimable
+	  FROM (SELECT min(earliest) FILTER (WHERE hold_ms IS NULL AND NOT to_sender AND NOT paused) AS earliest FROM de) m
 	), ob AS (
 	  -- A paused endpoint's row is held (store.HoldRows). A row the
 	  -- breaker holds is leased until probe_at, spread over the next
@@ -105,10 +108,6 @@ const publishSQL = `
 	              THEN now() + ($22 + de.timeout) * interval '1 millisecond' END
 	  FROM de
 	  RETURNING id, delivery_id, held, leased_until, created_at
-	), claimable AS (
-	  -- A row some round will claim: unleased, and not held by a paused
-	  -- endpoint. Only then is there a claim time, and a NOTIFY.
-	  SELECT 1 FROM ob WHERE ob.leased_until IS NULL AND NOT ob.held LIMIT 1
 	), wake AS (
 	  -- Only a dispatcher that would not claim these rows in time needs
 	  -- waking: one with an unleased start row (of an endpoint that is
@@ -117,14 +116,14 @@ const publishSQL = `
 	  -- lock, so skipping it under load lifts ingest (913 → 3029
 	  -- events/s measured). The payload says by when to claim.
 	  SELECT pg_notify($7, (extract(epoch FROM (SELECT at FROM cb)) * 1000)::bigint::text)
-	  FROM claimable
-	  WHERE NOT EXISTS (
+	  FROM cb
+	  WHERE cb.claimable AND NOT EXISTS (
 	    SELECT 1 FROM outbox o JOIN deliveries d ON d.id = o.delivery_id JOIN endpoints e ON e.id = d.endpoint_id
 	    WHERE o.leased_until IS NULL AND NOT o.held AND o.kind = $9 AND o.claim_by <= (SELECT at FROM cb) AND NOT e.paused)
 	)
 	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
 	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),
-	       (SELECT filtered_out FROM ev), (SELECT at FROM cb WHERE EXISTS (SELECT 1 FROM claimable)),
+	       (SELECT filtered_out FROM ev), (SELECT at FROM cb WHERE claimable),
 	       (SELECT jsonb_agg(jsonb_build_object('id', ob.id, 'delivery', ob.delivery_id, 'endpoint', de.endpoint_id, 'url', de.url,
 	                 'schedule', de.retry_schedule_ms, 'deadline', de.deadline_ms, 'timeout', de.request_timeout_ms, 'app', a.name,
 	                 'created', (extract(epoch FROM ob.created_at) * 1000000)::bigint, 'until', (extract(epoch FROM ob.leased_until) * 1000000)::bigint,

@@ -111,6 +111,9 @@ type Activities struct {
 	// Shares bounds open requests per endpoint and per worker; nil bounds
 	// nothing.
 	Shares *Shares
+	// Local chooses which new deliveries make their first attempt as a
+	// local activity (see LocalFirsts); nil makes none local.
+	Local *LocalFirsts
 	// Breaker holds the attempts of endpoints that stopped answering; nil
 	// holds nothing.
 	Breaker *Breaker

@@ -45,7 +45,8 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 // send makes req and records it; a sender's first attempt (outboxID > 0)
 // records its outcome on its outbox row in the same statement. A full
 // endpoint share is waited for until shareBy (zero: not at all).
-func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, shareBy time.Time) (SendResult, error) {
+func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, shareBy time.Time) (result SendResult, _ error) {
+	defer func() { a.Local.settle(req, result, a.now()) }()
 	if res, held := a.held(ctx, req, req.EndpointID, outboxID == 0, shareBy); held {
 		return res, nil
 	}
@@ -315,7 +316,7 @@ func (a *Activities) record(ctx context.Context, recs []store.Attempt) (errs []e
 				}
 			}
 		}
-		if err == nil || try == RecordRetries || !store.IsUnavailable(err) {
+		if err == nil || try == RecordRetries || !store.IsTransient(err) {
 			return errs, err
 		}
 		select {

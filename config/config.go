@@ -34,7 +34,12 @@ const (
 
 // Ways of making first attempts (Config.FirstAttempts).
 const (
-	// FirstAttemptsSender makes them straight from the outbox.
+	// FirstAttemptsWorkflow, the default, gives every delivery its own
+	// DeliveryWorkflow, which makes the first attempt through SendSigned:
+	// every delivery's history is in Temporal.
+	FirstAttemptsWorkflow = "workflow"
+	// FirstAttemptsSender makes them straight from the outbox; only a
+	// delivery whose first attempt did not succeed gets a workflow.
 	FirstAttemptsSender = "sender"
 	// FirstAttemptsCarrier carries them many to a CarrierWorkflow.
 	FirstAttemptsCarrier = "carrier"
@@ -148,10 +153,11 @@ type Config struct {
 	// to carry them. Defaults to dispatch.CarrierMinDefault.
 	// Env HOOKRELAY_CARRIER_MIN.
 	CarrierMin int
-	// FirstAttempts is how first attempts are made: FirstAttemptsSender
+	// FirstAttempts is how first attempts are made: FirstAttemptsWorkflow
+	// (each delivery's own DeliveryWorkflow), FirstAttemptsSender
 	// (straight from the outbox, each at its own due time, with no
 	// workflow unless it fails) or FirstAttemptsCarrier (carried many to a
-	// CarrierWorkflow). Defaults to FirstAttemptsSender.
+	// CarrierWorkflow). Defaults to FirstAttemptsWorkflow.
 	// Env HOOKRELAY_FIRST_ATTEMPTS.
 	FirstAttempts string
 	// EndpointShare is how many requests one endpoint may have open from
@@ -303,7 +309,7 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 	b.str(&c.EgressProxyPassword, "egress-proxy-password", "HOOKRELAY_EGRESS_PROXY_PASSWORD", "", "password sent to the egress proxy (prefer the variable: flags show in ps); never logged")
 	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")
 	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", base.DispatchBatch, "outbox rows claimed per dispatcher round")
-	b.str(&c.FirstAttempts, "first-attempts", "HOOKRELAY_FIRST_ATTEMPTS", FirstAttemptsSender, "how first attempts are made: sender (from the outbox at their due time) or carrier (carried many to a workflow)")
+	b.str(&c.FirstAttempts, "first-attempts", "HOOKRELAY_FIRST_ATTEMPTS", FirstAttemptsWorkflow, "how first attempts are made: workflow (every delivery its own DeliveryWorkflow, its whole history in Temporal), or for volume sender (from the outbox; a workflow only after a failure) or carrier (many first attempts to one workflow)")
 	b.num(&c.CarrierSize, "carrier-size", "HOOKRELAY_CARRIER_SIZE", base.CarrierSize, "most first attempts one carrier workflow makes, at most 50 (1 = one workflow per delivery)")
 	b.num(&c.CarrierMin, "carrier-min", "HOOKRELAY_CARRIER_MIN", base.CarrierMin, "fewest new deliveries a dispatcher round carries together")
 	b.num(&c.EndpointShare, "endpoint-share", "HOOKRELAY_ENDPOINT_SHARE", base.EndpointShare, "requests one endpoint may have open from one worker at once")
@@ -365,8 +371,10 @@ func Load(name string, dev bool, args []string, getenv func(string) string, base
 	if c.DispatchBatch <= 0 || c.DBMaxConns <= 0 {
 		errs = append(errs, "dispatch-batch and db-max-conns must be positive")
 	}
-	if c.FirstAttempts != FirstAttemptsSender && c.FirstAttempts != FirstAttemptsCarrier {
-		errs = append(errs, fmt.Sprintf("first-attempts %q: want %s or %s", c.FirstAttempts, FirstAttemptsSender, FirstAttemptsCarrier))
+	switch c.FirstAttempts {
+	case FirstAttemptsWorkflow, FirstAttemptsSender, FirstAttemptsCarrier:
+	default:
+		errs = append(errs, fmt.Sprintf("first-attempts %q: want %s, %s or %s", c.FirstAttempts, FirstAttemptsWorkflow, FirstAttemptsSender, FirstAttemptsCarrier))
 	}
 	if c.TemporalCompression != TemporalGzip && c.TemporalCompression != TemporalUncompressed && !dev {
 		errs = append(errs, fmt.Sprintf("temporal-compression %q: want %s or %s", c.TemporalCompression, TemporalGzip, TemporalUncompressed))

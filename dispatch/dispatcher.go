@@ -69,6 +69,26 @@ const (
 	HeldSweepInterval = 10 * time.Second
 )
 
+// Mode is how a dispatcher has first attempts made.
+type Mode string
+
+// Modes (config.FirstAttempts* name the same).
+const (
+	// ModeWorkflow, the default: every new delivery's DeliveryWorkflow
+	// makes its first attempt. Its row waits in the outbox (held by the
+	// dispatcher, up to HoldMax) for the first wait, and the run starts,
+	// eagerly on this worker, when the attempt is due: no timer, and for
+	// an endpoint that answers fast (activities.LocalFirsts) the attempt
+	// is a local activity in the run's first task.
+	ModeWorkflow Mode = "workflow"
+	// ModeSender makes first attempts straight from the outbox (see
+	// first.go); only a delivery whose first attempt did not succeed gets
+	// a workflow.
+	ModeSender Mode = "sender"
+	// ModeCarrier carries first attempts many to a CarrierWorkflow.
+	ModeCarrier Mode = "carrier"
+)
+
 // Dispatcher drains the outbox into Temporal: a workflow start per new
 // delivery, a signal-with-start per replay. Rows are claimed with FOR
 // UPDATE SKIP LOCKED, so several dispatchers can run; a row is deleted only
@@ -93,10 +113,14 @@ type Dispatcher struct {
 	// CarrierMin is the fewest new deliveries a round must find to carry
 	// them. Defaults to CarrierMinDefault.
 	CarrierMin int
-	// Sender makes first attempts straight from the outbox, each at its own
-	// due time, under a lease on its start row (see first.go); only a
-	// delivery whose first attempt did not succeed gets a workflow. Nil
-	// carries first attempts in CarrierWorkflows instead.
+	// Mode is how first attempts are made; "" is ModeWorkflow. SetMode
+	// changes it while running.
+	Mode Mode
+	// Sender is the worker's activities: in ModeSender it makes first
+	// attempts straight from the outbox, each at its own due time, under a
+	// lease on its start row (see first.go); in ModeWorkflow its
+	// LocalFirsts chooses the local first attempts. Nil falls back to
+	// ModeCarrier.
 	Sender *activities.Activities
 	// Sequencer makes the first attempts of ordered deliveries in
 	// RunSequence, the sequencers' activity. Defaults to nil: RunSequence
@@ -114,8 +138,8 @@ type Dispatcher struct {
 	// sent (see Held), taken the rows Take sent on (see Taken).
 	firsts                                      sync.WaitGroup
 	firstDone, firstHandedOff, firstHeld, taken atomic.Int64
-	// carrying turns the Sender off while running (see UseCarriers).
-	carrying atomic.Bool
+	// mode is Mode, changeable while running (see SetMode).
+	mode atomic.Pointer[Mode]
 	// runCtx is Run's context while it runs, nil otherwise (see Take).
 	runMu  sync.RWMutex
 	runCtx context.Context
@@ -142,8 +166,9 @@ type Dispatcher struct {
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
 	// started and carried count new deliveries started in their own
-	// workflow and in carriers.
-	started, carried atomic.Int64
+	// workflow and in carriers; local those of started whose first attempt
+	// was a local activity (Input.FirstLocal).
+	started, carried, local atomic.Int64
 	// Logger receives dispatch failures. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Metrics receives the dispatcher's series; nil records nothing.
@@ -159,10 +184,25 @@ func (d *Dispatcher) SetCarrierSize(n int) {
 	d.carrierSize.Store(int64(min(max(n, 1), workflows.CarrierSizeMax)))
 }
 
-// UseCarriers carries first attempts in CarrierWorkflows (on) or makes
-// them with the Sender (off) from the next round on (the bench measures
-// both on one server).
-func (d *Dispatcher) UseCarriers(on bool) { d.carrying.Store(on) }
+// SetMode has first attempts made in mode from the next round on (the
+// bench measures every mode on one server).
+func (d *Dispatcher) SetMode(mode Mode) { d.mode.Store(&mode) }
+
+// current is the mode in use: SetMode's, else Mode's; ModeCarrier with no
+// Sender.
+func (d *Dispatcher) current() Mode {
+	m := d.Mode
+	if p := d.mode.Load(); p != nil {
+		m = *p
+	}
+	switch {
+	case d.Sender == nil:
+		return ModeCarrier
+	case m == "":
+		return ModeWorkflow
+	}
+	return m
+}
 
 // Counts returns how many new deliveries were started in their own
 // DeliveryWorkflow, how many in carriers, and how many first attempts a
@@ -170,6 +210,10 @@ func (d *Dispatcher) UseCarriers(on bool) { d.carrying.Store(on) }
 func (d *Dispatcher) Counts() (own, carried, direct int64) {
 	return d.started.Load(), d.carried.Load(), d.firstDone.Load() + d.firstHandedOff.Load()
 }
+
+// Local returns how many deliveries were started with a local first
+// attempt (workflows.Input.FirstLocal) since the dispatcher began.
+func (d *Dispatcher) Local() int64 { return d.local.Load() }
 
 // Held returns how many times a start row was left in the outbox, leased
 // until its recheck, since the dispatcher began: its first attempt held
@@ -309,7 +353,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	var heldN int64 // counted in Held once the round's leases commit
 	stamped := map[string]bool{}
 	now := time.Now()
-	sender := d.Sender != nil && !d.carrying.Load()
+	mode := d.current()
+	sender := mode == ModeSender
 	for _, it := range items {
 		switch {
 		case it.CarrierID != "":
@@ -335,15 +380,16 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			// for the breaker's probe, in this round's lease.
 			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, held)
 			heldN++
-		case it.Kind == outbox.KindStart && sender && it.Outcome == nil:
+		case it.Kind == outbox.KindStart && mode != ModeCarrier && it.Outcome == nil:
 			f, ok := planFirst(it, now)
 			if !ok {
 				singles = append(singles, it)
 				continue
 			}
+			f.workflow = mode == ModeWorkflow
 			firsts = append(firsts, f)
 			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, f.leaseUntil(now))
-		case it.Kind == outbox.KindStart && !sender && it.Outcome == nil:
+		case it.Kind == outbox.KindStart && mode == ModeCarrier && it.Outcome == nil:
 			fresh = append(fresh, it)
 		default:
 			singles = append(singles, it)

@@ -50,6 +50,9 @@ type first struct {
 	set      delivery.Settings
 	deadline time.Time
 	due      time.Time
+	// workflow: at its due time the delivery's DeliveryWorkflow starts and
+	// makes the attempt (ModeWorkflow); otherwise the sender makes it.
+	workflow bool
 }
 
 // planFirst says when row's first attempt is due; ok is false when its
@@ -107,7 +110,11 @@ func (d *Dispatcher) goFirsts(ctx context.Context, fs []first) {
 func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 	ctx, span := d.traced(ctx, f.row)
 	defer span.End()
-	if wait := time.Until(f.due.Add(-activities.ClaimLead)); wait > 0 {
+	lead := activities.ClaimLead
+	if f.workflow {
+		lead = 0
+	}
+	if wait := time.Until(f.due.Add(-lead)); wait > 0 {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -121,6 +128,10 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 	if f.tooLate(time.Now()) {
 		// The delivery's workflow dead-letters it with the reason.
 		d.handOff(ctx, f.row, nil)
+		return
+	}
+	if f.workflow {
+		d.startFirst(ctx, f)
 		return
 	}
 	if !d.lanes.Enter(ctx, f.row.AppID, f.due.Add(QueueMax)) {
@@ -237,7 +248,7 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 // second send.
 func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.SendOutcome) {
 	ctx = context.WithoutCancel(ctx)
-	err := d.start(ctx, row, o)
+	err := d.start(ctx, row, o, time.Time{})
 	if err == nil {
 		_, err = d.doneRows.Do(ctx, row.ID)
 	}
@@ -247,6 +258,22 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 		return
 	}
 	d.firstHandedOff.Add(1)
+}
+
+// startFirst starts f's DeliveryWorkflow now, at its first attempt's due
+// time (Input.FirstDue), and deletes its row; the run makes the attempt at
+// once. When Temporal does not take it, the row goes back to the outbox
+// and the next round starts it.
+func (d *Dispatcher) startFirst(ctx context.Context, f first) {
+	ctx = context.WithoutCancel(ctx)
+	err := d.start(ctx, f.row, nil, f.due)
+	if err == nil {
+		_, err = d.doneRows.Do(ctx, f.row.ID)
+	}
+	if err != nil {
+		d.Logger.Warn("delivery workflow not started yet; its row goes back to the outbox", "delivery_id", f.row.DeliveryID, "err", err)
+		d.release(f.row.ID)
+	}
 }
 
 // hold leaves f's row in the outbox, leased until at (no later than the

@@ -31,7 +31,7 @@ const handoffLease = handoffDue + QueueMax + activities.RecordSlack + LeaseSlack
 // app's rows in turn, so a flooding app's ingests do not take the places
 // that free up before another app's rows get theirs.
 func (d *Dispatcher) Handoff(app string) (h outbox.Handoff, ok bool) {
-	if d.Sender == nil || d.carrying.Load() {
+	if d.current() == ModeCarrier {
 		return h, false
 	}
 	d.runMu.RLock()
@@ -113,13 +113,15 @@ type taken struct {
 // sort sorts rows given to Take at now, running or not.
 func (d *Dispatcher) sort(rows []outbox.Leased, running bool, now time.Time) taken {
 	var t taken
+	mode := d.current()
 	for _, r := range rows {
 		f, ok := planFirst(r.Row, now)
-		if !running || !ok || f.leaseUntil(now).After(r.Until) {
+		if !running || !ok || f.leaseUntil(now).After(r.Until) || mode == ModeCarrier {
 			t.back = append(t.back, r.ID)
 			continue
 		}
-		if at := d.heldBack(r.Row, now, nil, false); !at.IsZero() {
+		f.workflow = mode == ModeWorkflow
+		if at := d.heldBack(r.Row, now, nil, false); !f.workflow && !at.IsZero() {
 			t.held, t.heldAt = append(t.held, f), append(t.heldAt, at)
 			continue
 		}

@@ -264,7 +264,7 @@ type headSent struct {
 func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time) (headSent, error) {
 	now := time.Now()
 	handOff := func(o *activities.SendOutcome) (headSent, error) {
-		if err := d.start(ctx, row, o); err != nil {
+		if err := d.start(ctx, row, o, time.Time{}); err != nil {
 			return headSent{}, err
 		}
 		return headSent{waitingOn: true}, store.OutboxDone(ctx, d.Pool, []int64{row.ID})

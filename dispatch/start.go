@@ -191,7 +191,7 @@ func (d *Dispatcher) send(ctx context.Context, it outbox.Row) error {
 	}
 	ctx, span := d.traced(ctx, it)
 	defer span.End()
-	return d.start(ctx, it, nil)
+	return d.start(ctx, it, nil, time.Time{})
 }
 
 // traced continues the trace row's event was published in (see
@@ -210,8 +210,10 @@ func (d *Dispatcher) traced(ctx context.Context, row outbox.Row) (context.Contex
 
 // start starts a new delivery's DeliveryWorkflow; resume is its first
 // attempt's outcome when a sender made it (nil: the workflow makes it, or
-// the row's recorded outcome when a sender recorded one before it died).
-func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activities.SendOutcome) error {
+// the row's recorded outcome when a sender recorded one before it died);
+// due, when set, is when the first attempt is due, the run started then
+// (Input.FirstDue).
+func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activities.SendOutcome, due time.Time) error {
 	if resume == nil {
 		var err error
 		if resume, err = recordedOutcome(it); err != nil {
@@ -223,6 +225,14 @@ func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activitie
 	status := delivery.StatusPending
 	if resume != nil {
 		status = delivery.StatusDelivering
+	}
+	local := false
+	if resume == nil && !due.IsZero() {
+		in.FirstDue, status = due, delivery.StatusDelivering
+		// Its place is kept no longer than its attempt could last.
+		set := in.Settings.WithDefaults()
+		local = !d.NoEagerStart && d.Sender.Local.Reserve(in.EndpointID, in.DeliveryID, time.Now(), time.Now().Add(set.RequestTimeout+activities.RecordSlack))
+		in.FirstLocal = local
 	}
 	// Reject a second run: a delivery whose workflow already completed must
 	// not be sent again because its outbox row was seen twice.
@@ -242,10 +252,16 @@ func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activitie
 	}
 	_, err := d.Client.ExecuteWorkflow(ctx, opts, workflows.WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if err != nil && local {
+		d.Sender.Local.Cancel(in.DeliveryID)
+	}
 	if err != nil && !errors.As(err, &started) && !temporal.IsWorkflowExecutionAlreadyStartedError(err) {
 		return fmt.Errorf("start %s: %w", in.DeliveryID, err)
 	}
 	d.started.Add(1)
+	if local {
+		d.local.Add(1)
+	}
 	return nil
 }
 

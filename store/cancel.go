@@ -40,6 +40,9 @@ func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except
 		WITH target AS (
 		  SELECT id, status FROM deliveries
 		  WHERE endpoint_id = $1 AND id <> $3 AND (status = ANY ($5) OR ($4 AND status = $6))
+		  -- Locked in ID order, as records and claims lock: two statements
+		  -- that lock the same deliveries in another order deadlock.
+		  ORDER BY id
 		  FOR UPDATE
 		), upd AS (
 		  -- A delivery whose request is on the wire stays delivering: its

@@ -131,6 +131,22 @@ func IsUnavailable(err error) bool {
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
+// IsTransient reports whether a statement that failed with err may succeed
+// when run again as it was: Postgres unreachable (IsUnavailable), or the
+// statement lost a race it can win next time: a deadlock (40P01), a
+// serialization failure (40001), a lock or statement timeout (55P03,
+// 57014).
+func IsTransient(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "40P01", "40001", "55P03", "57014":
+			return true
+		}
+	}
+	return IsUnavailable(err)
+}
+
 // inTx runs fn in a transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)

@@ -54,6 +54,9 @@ type cycle struct {
 	// before planned it (a sender's first attempt handed to this run);
 	// zero: the run plans it.
 	due time.Time
+	// firstDue: due is attempt 1's due time, the run started at it
+	// (Input.FirstDue).
+	firstDue bool
 	// held is the result that sent nothing (phaseHeld).
 	held attempt.SendResult
 	out  outcome // phaseEnded
@@ -96,6 +99,11 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 		}
 		return c
 	}
+	if !r.in.FirstDue.IsZero() && r.in.Resume == nil {
+		// Started at its first attempt's due time: attempt 1 now.
+		c.due, c.firstDue = r.in.FirstDue, true
+		return c
+	}
 	if res := r.in.Resume; res != nil {
 		switch res.Result.Class {
 		case delivery.ClassEndpointPaused, delivery.ClassEndpointBusy:
@@ -117,20 +125,27 @@ func (r *run) openCycle(ctx workflow.Context) cycle {
 func (r *run) waitScheduled(ctx workflow.Context, c *cycle) {
 	var next delivery.Next
 	planned := workflow.DefaultVersion
-	if !c.due.IsZero() {
+	switch {
+	case c.firstDue:
+		// The dispatcher started the run when attempt 1 was due (its row
+		// held for the first wait): no version marker, no upsert, no timer.
+		next = delivery.Next{At: c.due, Wait: max(c.due.Sub(workflow.Now(ctx)), 0)}
+	case !c.due.IsZero():
 		planned = workflow.GetVersion(ctx, versionPlannedRetry, workflow.DefaultVersion, plannedRetryStateKept)
 	}
-	if planned >= plannedRetry {
+	switch {
+	case c.firstDue:
+	case planned >= plannedRetry:
 		// The record of the attempt before planned this one from the
 		// failure, its deadline checked, as Postgres shows it; planned
 		// again from this run's start (which the dispatcher may have
 		// delayed to that time: then nothing is left to wait) it would
 		// count the wait twice. sendDue's TooLate still guards it.
 		next = delivery.Next{At: c.due, Wait: max(c.due.Sub(workflow.Now(ctx)), 0)}
-	} else {
+	default:
 		next = delivery.Plan(r.set, r.in.DeliveryID, c.number, c.throttle, workflow.Now(ctx), c.deadline)
 	}
-	c.throttle, c.due = nil, time.Time{}
+	c.throttle, c.due, c.firstDue = nil, time.Time{}, false
 	if planned >= plannedRetryStateKept && r.state.Status != delivery.StatusDelivering {
 		// The dispatcher started this run of a failed first attempt with
 		// HookrelayState delivering already: no upsert (a visibility write)

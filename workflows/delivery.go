@@ -126,6 +126,11 @@ func DeliveryWorkflow(ctx workflow.Context, in Input) (State, error) {
 		replayCh: workflow.GetSignalChannel(ctx, SignalReplay),
 		cancelCh: workflow.GetSignalChannel(ctx, SignalCancel),
 	}
+	if !in.FirstDue.IsZero() && in.Progress == nil && in.Resume == nil {
+		// Started at its first attempt's due time, with HookrelayState
+		// delivering (see Input.FirstDue).
+		r.state.Status = delivery.StatusDelivering
+	}
 	r.acceptedAt = in.AcceptedAt
 	if r.acceptedAt.IsZero() {
 		r.acceptedAt = workflow.Now(ctx)

@@ -59,6 +59,19 @@ type Input struct {
 	// makes every attempt a regular activity without that version's marker
 	// and its TemporalChangeVersion upsert.
 	LocalActivity bool
+	// FirstDue is when the first attempt of the run's cycle is due, for a
+	// run the dispatcher started at that time (the first wait spent before
+	// the start, as its row waited in the outbox): the run makes attempt 1
+	// at once, with no timer, and starts as delivering. Zero: the run
+	// waits its first wait itself.
+	FirstDue time.Time `json:",omitempty"`
+	// FirstLocal makes attempt 1 of the run's cycle a local activity in
+	// the run's first workflow task: no activity task, no second workflow
+	// task for a delivery that succeeds at once. The starter sets it only
+	// while its endpoint answers fast and holds few such attempts (see
+	// activities.LocalFirsts), as a local activity holds a workflow task
+	// slot for the length of its request.
+	FirstLocal bool `json:",omitempty"`
 	// Resume carries the first attempt a sender or a carrier made: the run
 	// judges it and goes on from attempt 2. Nil for a run that makes its own
 	// first attempt.

@@ -52,7 +52,7 @@ func judge(res attempt.SendResult, err error) verdict {
 			return verdict{final: true, out: outDeadLettered, reason: "receiver answered 410 Gone; the endpoint was disabled"}
 		}
 		return verdict{final: true, out: outDeadLettered,
-			reason: fmt.Sprintf("permanent failure on attempt %d (%s); check the endpoint's configuration", res.Number, res.Error)}
+			reason: fmt.Sprintf("permanent failure on attempt %d (%s)", res.Number, res.Error)}
 	case delivery.ClassThrottled:
 		if res.HasRetryAfter {
 			h := res.RetryAfter

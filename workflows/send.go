@@ -18,7 +18,13 @@ func (r *run) send(ctx workflow.Context, number int, deadline, slot time.Time) (
 	noRetry := &temporal.RetryPolicy{MaximumAttempts: 1}
 	timeout := r.set.RequestTimeout + RecordSlack
 	var fut workflow.Future
-	if r.in.LocalActivity && workflow.GetVersion(ctx, versionAsyncSend, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+	if r.localFirst(number) {
+		// The run's first task makes attempt 1 (see Input.FirstLocal).
+		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: timeout, RetryPolicy: noRetry, Summary: sendSummary(r.in, r.state.Cycle, number),
+		})
+		fut = workflow.ExecuteLocalActivity(lctx, attempt.ActivitySend, req)
+	} else if r.in.LocalActivity && workflow.GetVersion(ctx, versionAsyncSend, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: timeout, RetryPolicy: noRetry, Summary: sendSummary(r.in, r.state.Cycle, number),
 		})
@@ -37,6 +43,12 @@ func (r *run) send(ctx workflow.Context, number int, deadline, slot time.Time) (
 	err := fut.Get(ctx, &res)
 	r.attempted(ctx, number, res, err)
 	return res, err
+}
+
+// localFirst reports whether attempt number is the local first attempt of
+// a run started with Input.FirstLocal.
+func (r *run) localFirst(number int) bool {
+	return r.in.FirstLocal && number == 1 && r.in.Progress == nil && r.in.Resume == nil && r.state.Cycle == max(r.in.Cycle, 1)
 }
 
 // sendRequest is attempt n of a cycle that must end by deadline.

@@ -27,7 +27,8 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.FailFirst, "fail-first", 0, "percentage of deliveries whose first request the receivers answer 502 (the retry is accepted)")
 	schedule := fs.String("schedule", "0s,5s,30s,2m,10m,1h", "every endpoint's retry schedule (first wait first)")
 	eager := fs.Bool("eager-start", true, "start delivery workflows eagerly")
-	fs.BoolVar(&o.Carriers, "carriers", true, "also measure carrier workflows before the sender (the default shape: first attempts straight from the outbox), on the same server; false measures only the sender")
+	modes := fs.String("modes", strings.Join(bench.AllModes(), ","), "first-attempt modes measured in turn on the same server, the first one's detail printed")
+	fs.StringVar(&o.Mode, "first-attempts", "workflow", "first-attempt mode of --noisy, --ordered, --filters and --tracing")
 	noisy := fs.Bool("noisy", false, "measure app B's first-attempt lateness alone and beside an app A whose endpoint answers after 5 s, then never (--rate is B's rate, default 80/s; --events B's events per phase)")
 	fs.IntVar(&o.Rounds, "rounds", bench.NoisyRoundsDefault, "with --noisy: run its three phases this many times in turn and pool each phase's figures over the rounds (1: one phase each, whose p99 moves with the machine)")
 	fs.BoolVar(&o.QuietA, "quiet-a", false, "with --noisy: A sends nothing, so every phase is B alone and each ratio is the noise floor of this machine's ratios (an A/A run)")
@@ -45,6 +46,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		return parseStatus(err)
 	}
 	o.Schedule = strings.Split(*schedule, ",")
+	o.Modes = strings.Split(*modes, ",")
 	o.NoEagerStart = !*eager
 	o.Progress = stderr
 	if *cpuprofile != "" {

@@ -10,7 +10,6 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/api"
-	"hookrelay/config"
 	"hookrelay/dispatch"
 	"hookrelay/portal"
 	"hookrelay/service"
@@ -38,15 +37,13 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 		Metrics:   series,
 		Shares:    &activities.Shares{PerEndpoint: cfg.EndpointShare},
 		Breaker:   &activities.Breaker{Misses: cfg.BreakerMisses},
+		Local:     &activities.LocalFirsts{},
 		Completer: tc,
 		Tracing:   st.Tracing,
 	}
 	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch,
 		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
-		Metrics: series, Tracing: st.Tracing, Sequencer: acts}
-	if cfg.FirstAttempts != config.FirstAttemptsCarrier {
-		d.Sender = acts
-	}
+		Metrics: series, Tracing: st.Tracing, Sequencer: acts, Sender: acts, Mode: dispatch.Mode(cfg.FirstAttempts)}
 	w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency,
 		StopTimeout: cfg.ShutdownTimeout / 2, RunSequence: d.RunSequence})
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"hookrelay/config"
+	"hookrelay/dispatch"
 	"hookrelay/internal/app"
 	"hookrelay/internal/defaults"
 	"hookrelay/internal/pgcluster"
@@ -51,10 +52,13 @@ type Options struct {
 	CeilingWorkflows int
 	// NoEagerStart turns eager workflow start off.
 	NoEagerStart bool
-	// Carriers measures the carrier shape before the sender shape (the
-	// default: first attempts straight from the outbox), on the same server
-	// in the same run; false measures the sender shape only.
-	Carriers bool
+	// Modes are the first-attempt modes measured in turn on the same
+	// server in the same run (dispatch.Mode names). Defaults to AllModes.
+	Modes []string
+	// Mode is the first-attempt mode of the runs that measure one mode
+	// (--noisy, --ordered, --filters, --tracing). Defaults to the
+	// product's default (workflow).
+	Mode string
 	// Tracing measures CPU per delivery with tracing on as well (sampling
 	// 100 %, exported over OTLP/HTTP to an in-process collector that
 	// discards), on a second stack after the run, beside the run's own
@@ -107,6 +111,12 @@ func (o *Options) withDefaults() {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = 8
+	}
+	if len(o.Modes) == 0 {
+		o.Modes = AllModes()
+	}
+	if o.Mode == "" {
+		o.Mode = string(dispatch.ModeWorkflow)
 	}
 	if len(o.Schedule) == 0 {
 		o.Schedule = []string{"0s", "5s", "30s", "2m", "10m", "1h"}
@@ -164,6 +174,7 @@ func startStackWith(ctx context.Context, o Options, opts app.Options) (stack *ap
 	cfg.TemporalShards, cfg.TemporalSQLite = o.Shards, sqliteFile(o.TemporalSQLite, dir)
 	cfg.DBMaxConns, cfg.MaxBacklog = cmp.Or(o.DBMaxConns, config.DBMaxConnsDefault), map[bool]int{false: config.MaxBacklogDefault, true: 0}[o.NoShed]
 	cfg.ShutdownTimeout, cfg.AdminKey, cfg.IngestRate = 10*time.Second, "hr_bench_admin", -1
+	cfg.FirstAttempts = cmp.Or(o.Mode, cfg.FirstAttempts)
 	stack, err = app.StartDevWith(ctx, cfg, o.Logger, opts)
 	if err != nil {
 		removeBase()
@@ -176,6 +187,12 @@ func startStackWith(ctx context.Context, o Options, opts app.Options) (stack *ap
 	// phase. They are flushed now, before anything is measured.
 	syscall.Sync()
 	return stack, func() { stack.Close(); removeBase() }, nil
+}
+
+// AllModes are the first-attempt modes `hookrelay bench` compares, the
+// default first.
+func AllModes() []string {
+	return []string{string(dispatch.ModeWorkflow), string(dispatch.ModeSender), string(dispatch.ModeCarrier)}
 }
 
 // Run measures hookrelay on a dev stack of its own (see Options).
@@ -220,18 +237,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if rep.WarmUpEvents, err = b.warmUp(ctx); err != nil {
 		return nil, err
 	}
-	// Both shapes on the same server: carriers first, then the sender.
-	shapes := []string{"sender"}
-	if o.Carriers {
-		shapes = []string{"carriers", "sender"}
-	}
-	var prev *Report
+	// Every mode on the same server, in turn.
+	shapes := o.Modes
+	var runs []*Report
 	for i, shape := range shapes {
 		run := *rep
 		run.Shape = shape
 		b.progress("hookrelay: %s", run.Shape)
-		stack.Dispatcher.UseCarriers(shape == "carriers")
+		stack.Dispatcher.SetMode(dispatch.Mode(shape))
 		own0, carried0, direct0 := stack.Dispatcher.Counts()
+		local0 := stack.Dispatcher.Local()
+		from := time.Now()
 		taken0 := stack.Dispatcher.Taken()
 		s.reset()
 		profiling := o.CPUProfile != nil && i == len(shapes)-1
@@ -252,19 +268,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			run.CarriedShare = float64(carried1-carried0) / n
 			run.DirectShare = float64(direct1-direct0) / n
 			run.TakenShare = float64(stack.Dispatcher.Taken()-taken0) / n
+			run.LocalShare = float64(stack.Dispatcher.Local()-local0) / n
 		}
-		if prev != nil {
-			run.Compared = prev
-			if prev.DeliveriesPerSecond > 0 {
-				run.SpeedupVsCompared = run.DeliveriesPerSecond / prev.DeliveriesPerSecond
-			}
-			if prev.CPUMSPerDelivery > 0 {
-				run.CPURatioVsCompared = run.CPUMSPerDelivery / prev.CPUMSPerDelivery
-			}
+		if run.Histories, err = histories(ctx, stack.Client, from, time.Now(), run.Delivered); err != nil {
+			return nil, err
 		}
-		prev = &run
+		runs = append(runs, &run)
 	}
-	*rep = *prev
+	*rep = *runs[0]
+	rep.Modes = runs
 	b.progress("temporal ceiling: again, after the run")
 	if rep.TemporalCeilingAfterPerSec, err = ceiling(ctx, stack.Client, o.CeilingWorkflows, o.Concurrency); err != nil {
 		return nil, err

@@ -31,22 +31,31 @@ func TestSmoke(t *testing.T) {
 	if _, err := pgcluster.FindBinDir(); err != nil {
 		t.Skip(err)
 	}
-	rep, err := Run(context.Background(), Options{Events: 300, CeilingWorkflows: 100, Concurrency: 8, Carriers: true})
+	rep, err := Run(context.Background(), Options{Events: 300, CeilingWorkflows: 100, Concurrency: 8})
 	require.NoError(t, err)
 	require.Equal(t, 300, rep.Delivered)
 	require.Zero(t, rep.Lost)
 	require.Equal(t, 60, rep.WarmUpEvents, "a fifth of the events at full speed, not measured")
-	require.Equal(t, "sender", rep.Shape)
-	require.Equal(t, 1.0, rep.DirectShare, "every first attempt made by the sender")
-	require.Zero(t, rep.CarriedShare)
-	require.Positive(t, rep.TakenShare, "rows due at once go from their ingest to the sender (0s first wait)")
-	require.NotNil(t, rep.Compared, "both shapes in one run")
-	require.Equal(t, "carriers", rep.Compared.Shape)
-	require.Positive(t, rep.Compared.CarriedShare, "a burst of 300 goes through carriers")
-	require.Zero(t, rep.Compared.TakenShare, "carriers take nothing from the ingest")
-	require.Equal(t, 300, rep.Compared.Delivered)
-	require.Zero(t, rep.Compared.Lost)
-	require.Positive(t, rep.SpeedupVsCompared)
+	require.Equal(t, "workflow", rep.Shape, "the default mode first")
+	require.Len(t, rep.Modes, 3, "every mode in one run")
+	byMode := map[string]*Report{}
+	for _, m := range rep.Modes {
+		byMode[m.Shape] = m
+		require.Equal(t, 300, m.Delivered, m.Shape)
+		require.Zero(t, m.Lost, m.Shape)
+	}
+	wf := byMode["workflow"]
+	require.Zero(t, wf.DirectShare, "no first attempt made outside a workflow")
+	require.Zero(t, wf.CarriedShare)
+	require.GreaterOrEqual(t, wf.Histories.Workflows, 300, "a DeliveryWorkflow per delivery")
+	require.GreaterOrEqual(t, wf.Histories.TasksPerDelivery, 1.0)
+	require.GreaterOrEqual(t, wf.Histories.EventsPerDelivery, 5.0)
+	sender := byMode["sender"]
+	require.Equal(t, 1.0, sender.DirectShare, "every first attempt made by the sender")
+	require.Less(t, sender.Histories.TasksPerDelivery, wf.Histories.TasksPerDelivery, "the sender starts no workflow for a success")
+	require.Positive(t, sender.TakenShare, "rows due at once go from their ingest to the sender (0s first wait)")
+	require.Positive(t, byMode["carrier"].CarriedShare, "a burst of 300 goes through carriers")
+	require.Zero(t, byMode["carrier"].TakenShare, "carriers take nothing from the ingest")
 	require.Positive(t, rep.LatenessMS.P99, "lateness measured from the attempts")
 	require.Positive(t, rep.DeliveriesPerSecond)
 	require.Positive(t, rep.TemporalCeilingPerSec)

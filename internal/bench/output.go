@@ -32,12 +32,15 @@ type Report struct {
 	// FailFirst is the percentage of deliveries whose first request was
 	// answered 502 (Options.FailFirst).
 	FailFirst int `json:"fail_first_percent"`
-	// Shape is "sender" or "carriers"; CarriedShare and DirectShare are
+	// Shape is the first-attempt mode (workflow, sender, carrier); CarriedShare and DirectShare are
 	// the shares of first attempts made in a carrier and by the sender,
 	// TakenShare of those the sender took from their ingest with no
 	// round (dispatch.Dispatcher.Take).
 	Shape        string  `json:"shape"`
 	CarriedShare float64 `json:"carried_share"`
+	// LocalShare is the share of deliveries whose workflow made the first
+	// attempt as a local activity in its first task.
+	LocalShare float64 `json:"local_share"`
 	DirectShare  float64 `json:"direct_share"`
 	TakenShare   float64 `json:"taken_share"`
 	// LatenessMS is first-attempt lateness: the request's start minus its
@@ -67,12 +70,12 @@ type Report struct {
 	CeilingUnstable            bool    `json:"ceiling_unstable"`
 	RatioToTemporalCeiling     float64 `json:"ratio_to_temporal_ceiling"`
 	ThroughputPerSecond        []int   `json:"throughput_per_second"`
-	// Compared is the carrier shape measured in the same run, and the
-	// ratios of this shape to it.
-	Compared           *Report   `json:"compared,omitempty"`
-	SpeedupVsCompared  float64   `json:"speedup_vs_compared,omitempty"`
-	CPURatioVsCompared float64   `json:"cpu_ratio_vs_compared,omitempty"`
-	LatencySamplesMS   []float64 `json:"-"`
+	// Histories is what the run cost in Temporal.
+	Histories HistoryCost `json:"histories"`
+	// Modes are every mode measured in the same run, in turn, this one
+	// first.
+	Modes            []*Report `json:"modes,omitempty"`
+	LatencySamplesMS []float64 `json:"-"`
 	// WarmUpEvents is how many events the warm-up sent before anything
 	// was measured (see warmUp).
 	WarmUpEvents int `json:"warm_up_events"`
@@ -92,21 +95,18 @@ func (r *Report) WriteTable(w io.Writer) {
 	row("ingest rate", rate)
 	row("schedule", strings.Join(r.Schedule, ","))
 	row("not measured", fmt.Sprintf("a warm-up of %d events, ANALYZE halfway through", r.WarmUpEvents))
-	if p := r.Compared; p != nil {
-		row("shape", "carriers → sender (same server, same run)")
-		row("deliveries/s (steady)", fmt.Sprintf("%.1f → %.1f (× %.2f)", p.DeliveriesPerSecond, r.DeliveriesPerSecond, r.SpeedupVsCompared))
-		row("CPU per delivery (whole stack)", fmt.Sprintf("%.2f → %.2f ms (× %.2f)", p.CPUMSPerDelivery, r.CPUMSPerDelivery, r.CPURatioVsCompared))
-		row("first-attempt latency p50/p99", fmt.Sprintf("%.0f / %.0f → %.0f / %.0f ms", p.LatencyMS.P50, p.LatencyMS.P99, r.LatencyMS.P50, r.LatencyMS.P99))
-		row("ingest p99", fmt.Sprintf("%.1f → %.1f ms", p.IngestLatencyMS.P99, r.IngestLatencyMS.P99))
-		row("first-attempt lateness p50/p99", fmt.Sprintf("%.1f / %.1f → %.1f / %.1f ms", p.LatenessMS.P50, p.LatenessMS.P99, r.LatenessMS.P50, r.LatenessMS.P99))
-		row("first attempts in a carrier", fmt.Sprintf("%.1f %% → %.1f %%", p.CarriedShare*100, r.CarriedShare*100))
-		row("lost / duplicates", fmt.Sprintf("%d / %d → %d / %d", p.Lost, p.Duplicates, r.Lost, r.Duplicates))
-		fmt.Fprintf(w, "  %s\n", "sender shape in detail:")
-	} else {
-		row("shape", r.Shape)
+	if len(r.Modes) > 1 {
+		fmt.Fprintf(w, "\n  %-9s %12s %14s %12s %18s %10s %13s %8s\n", "mode", "deliveries/s", "CPU ms/deliv.", "of which PG", "lateness p50/p99", "WFT/deliv.", "events/deliv.", "lost")
+		for _, m := range r.Modes {
+			fmt.Fprintf(w, "  %-9s %12.1f %14.2f %12.2f %18s %10.2f %13.2f %8d\n", m.Shape, m.DeliveriesPerSecond, m.CPUMSPerDelivery, m.PostgresCPUMSPerDelivery,
+				fmt.Sprintf("%.1f / %.1f ms", m.LatenessMS.P50, m.LatenessMS.P99), m.Histories.TasksPerDelivery, m.Histories.EventsPerDelivery, m.Lost)
+		}
+		fmt.Fprintf(w, "\n  %s mode in detail:\n", r.Shape)
 	}
+	row("shape", r.Shape)
 	row("first attempts by sender / carrier", fmt.Sprintf("%.1f %% / %.1f %%", r.DirectShare*100, r.CarriedShare*100))
 	row("… taken from their ingest, no round", fmt.Sprintf("%.1f %%", r.TakenShare*100))
+	row("first attempts local to a workflow", fmt.Sprintf("%.1f %%", r.LocalShare*100))
 	if r.FailFirst > 0 {
 		row("first requests answered 502", fmt.Sprintf("%d %% of deliveries (their latency includes the retry's wait)", r.FailFirst))
 	}

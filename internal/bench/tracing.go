@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"hookrelay/dispatch"
 	"hookrelay/internal/app"
 	"hookrelay/internal/tracing"
 )
@@ -96,13 +97,13 @@ func measureTracing(ctx context.Context, o Options, off *Report) (*TracingReport
 	if _, err = ceiling(ctx, stack.Client, max(o.CeilingWorkflows/5, 1), o.Concurrency); err != nil {
 		return nil, err
 	}
-	stack.Dispatcher.UseCarriers(false)
+	stack.Dispatcher.SetMode(dispatch.Mode(o.Mode))
 	on := *off
 	if on.WarmUpEvents, err = b.warmUp(ctx); err != nil {
 		return nil, err
 	}
 	b.sink.reset()
-	on.Compared, on.Tracing = nil, nil
+	on.Modes, on.Tracing = nil, nil
 	on.Shape = "sender, traced"
 	req0, bytes0 := col.requests.Load(), col.bytes.Load()
 	b.progress("hookrelay: %s", on.Shape)

@@ -40,9 +40,9 @@ type Report struct {
 	CarriedShare float64 `json:"carried_share"`
 	// LocalShare is the share of deliveries whose workflow made the first
 	// attempt as a local activity in its first task.
-	LocalShare float64 `json:"local_share"`
-	DirectShare  float64 `json:"direct_share"`
-	TakenShare   float64 `json:"taken_share"`
+	LocalShare  float64 `json:"local_share"`
+	DirectShare float64 `json:"direct_share"`
+	TakenShare  float64 `json:"taken_share"`
 	// LatenessMS is first-attempt lateness: the request's start minus its
 	// due time (acceptance plus the jittered first wait).
 	LatenessMS          Latency `json:"first_attempt_lateness_ms"`

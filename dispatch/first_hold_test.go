@@ -161,7 +161,7 @@ func runSender(t *testing.T, st *store.Store, breaker *activities.Breaker) (*Dis
 	fc := &fakeClient{}
 	d := &Dispatcher{
 		Pool: st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
-		Sender: &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler), Breaker: breaker},
+		Mode: ModeSender, Sender: &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler), Breaker: breaker},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -180,7 +180,7 @@ func TestHeldBackTakesTheProbeOnlyForAFailedRowItLetsGo(t *testing.T) {
 	ctx := context.Background()
 	a := &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler),
 		Breaker: &activities.Breaker{Misses: 1, Cooldown: 300 * time.Millisecond}}
-	d := &Dispatcher{Pool: f.st.Pool(), Logger: slog.New(slog.DiscardHandler), Sender: a}
+	d := &Dispatcher{Pool: f.st.Pool(), Logger: slog.New(slog.DiscardHandler), Mode: ModeSender, Sender: a}
 	id := f.publish(t)
 	var rowID int64
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT id FROM outbox WHERE delivery_id = $1`, id).Scan(&rowID))

@@ -36,17 +36,27 @@ type fakeClient struct {
 	err     error
 	starts  []string
 	signals []string
+	// inputs and startedAt are each DeliveryWorkflow start's input and
+	// time; eager, each start's EnableEagerStart.
+	inputs    []workflows.Input
+	startedAt []time.Time
+	eager     []bool
 	// replays holds each replay signal sent with a start.
 	replays []workflows.ReplaySignal
 }
 
-func (c *fakeClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+func (c *fakeClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOptions, _ any, args ...any) (client.WorkflowRun, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return nil, c.err
 	}
 	c.starts = append(c.starts, o.ID)
+	if len(args) == 1 {
+		if in, ok := args[0].(workflows.Input); ok {
+			c.inputs, c.startedAt, c.eager = append(c.inputs, in), append(c.startedAt, time.Now()), append(c.eager, o.EnableEagerStart)
+		}
+	}
 	return nil, nil
 }
 
@@ -134,7 +144,7 @@ func (f senderFixture) run(t *testing.T, fc *fakeClient) (*Dispatcher, context.C
 	t.Helper()
 	d := &Dispatcher{
 		Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
-		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
+		Mode: ModeSender, Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -26,7 +26,7 @@ func setupHandoff(t *testing.T, answer, timeout time.Duration, set func(*Dispatc
 	require.NoError(t, err)
 	d := &Dispatcher{
 		Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler), PollInterval: time.Hour,
-		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
+		Mode: ModeSender, Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)},
 	}
 	if set != nil {
 		set(d)

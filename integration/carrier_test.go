@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"hookrelay/config"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func (h *harness) list(query string) []*workflowpb.WorkflowExecutionInfo {
 // that failed it goes on in its own DeliveryWorkflow, and the Temporal UI
 // finds a delivery's carrier by its ID.
 func TestCarriersCarryABurst(t *testing.T) {
-	h := newHarness(t, func(hc *harnessConfig) { hc.carriers = true })
+	h := newHarness(t, inMode(config.FirstAttemptsCarrier))
 	appID := h.createApp()
 	rc, _ := firstFails(t)
 	h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"burst.ok"}, "retry_schedule": []string{"0s", "1s"}})

@@ -6,6 +6,7 @@ package integration
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -106,15 +107,20 @@ type harness struct {
 	logs     *logBuffer
 }
 
+// inMode runs a harness in first-attempt mode (config.FirstAttempts*).
+func inMode(mode string) func(*harnessConfig) {
+	return func(hc *harnessConfig) { hc.firstAttempts = mode }
+}
+
 // harnessConfig varies a harness.
 type harnessConfig struct {
 	// production refuses private targets at creation and at dial time.
 	production bool
 	// maxBacklog makes ingest shed past this outbox size.
 	maxBacklog int
-	// carriers carries first attempts in CarrierWorkflows instead of
-	// sending them from the outbox.
-	carriers bool
+	// firstAttempts is the first-attempt mode (config.FirstAttempts*);
+	// empty keeps the default (workflow).
+	firstAttempts string
 	// trustedProxies are the API's trusted reverse proxies.
 	trustedProxies []netip.Prefix
 	// configure, when set, changes the configuration last.
@@ -150,9 +156,7 @@ func newHarness(t *testing.T, opts ...func(*harnessConfig)) *harness {
 	h.cfg.AdminKey, h.cfg.SecretKey = h.adminKey, secretKey
 	h.cfg.AllowPrivateTargets, h.cfg.MaxBacklog = !hc.production, hc.maxBacklog
 	h.cfg.ShutdownTimeout = 10 * time.Second
-	if hc.carriers {
-		h.cfg.FirstAttempts = config.FirstAttemptsCarrier
-	}
+	h.cfg.FirstAttempts = cmp.Or(hc.firstAttempts, h.cfg.FirstAttempts)
 	h.cfg.TrustedProxies = hc.trustedProxies
 	h.cfg.MetricsAddr = "127.0.0.1:0" // the worker process's /metrics
 	if hc.configure != nil {

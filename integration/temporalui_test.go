@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"hookrelay/config"
 	"log/slog"
 	"net"
 	"os"
@@ -36,7 +37,7 @@ func TestTemporalUIReadsLikeTheDeliveryLog(t *testing.T) {
 	uiAddr := l.Addr().String()
 	require.NoError(t, l.Close())
 	require.NoError(t, temporal.StartUI(uiAddr, slog.New(slog.DiscardHandler)))
-	h := newHarness(t, func(hc *harnessConfig) { hc.carriers = true })
+	h := newHarness(t, inMode(config.FirstAttemptsCarrier))
 	ctx := browser.New(t)
 
 	rc, _ := firstFails(t)

@@ -63,7 +63,8 @@ type Event struct {
 	Created    time.Time
 	APIVersion string
 	// Endpoint, when set, sends the event to this one endpoint of the app
-	// whatever its event-type filter (a test event), and to no other.
+	// whatever its event-type filter (a test event), and to no other; its
+	// delivery joins no sequence of an ordered endpoint.
 	Endpoint string
 	// OrderingKey, optional, puts the event's deliveries to fifo endpoints
 	// in the sequence of that key; without it they join each endpoint's

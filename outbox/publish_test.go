@@ -574,3 +574,36 @@ func TestPublishRejectsBadOrderingKeys(t *testing.T) {
 	_, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`), OrderingKey: strings.Repeat("k", outbox.MaxOrderingKeyLength)})
 	require.NoError(t, err)
 }
+
+// TestTestEventsJoinNoSequence: a test event sent to a fifo endpoint on
+// demand (outbox.TestType, Event.Endpoint) takes no sequence number and
+// leaves the endpoint's sequence to real events: a failing test (dead
+// letter, block) holds no real event back.
+func TestTestEventsJoinNoSequence(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	fifo, _, err := b.st.CreateEndpoint(ctx, store.Endpoint{AppID: b.app.ID, URL: "https://example.com/fifo", Ordering: delivery.OrderingFIFO,
+		FIFOOnDeadLetter: delivery.DeadLetterBlock, Environment: "live", RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	seqOf := func(p outbox.Published) *int64 {
+		t.Helper()
+		for _, d := range p.Deliveries {
+			if d.EndpointID == fifo.ID {
+				var seq *int64
+				require.NoError(t, b.st.Pool().QueryRow(ctx, `SELECT sequence FROM deliveries WHERE id = $1`, d.ID).Scan(&seq))
+				return seq
+			}
+		}
+		t.Fatal("no delivery to the fifo endpoint")
+		return nil
+	}
+	test, err := publish(t, b, outbox.Event{Type: outbox.TestType, Data: json.RawMessage(`{}`), Endpoint: fifo.ID})
+	require.NoError(t, err)
+	require.Nil(t, seqOf(test), "a test event has no place in the sequence")
+	real, err := publish(t, b, outbox.Event{Type: "payment.succeeded", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	seq := seqOf(real)
+	require.NotNil(t, seq)
+	require.EqualValues(t, 1, *seq, "the first real event is the sequence's first")
+}

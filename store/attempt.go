@@ -209,8 +209,11 @@ func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.T
 		  ORDER BY id, n
 		), l AS MATERIALIZED (
 		  -- Locked first, by key: the kept (generic) plan then reaches
-		  -- each row and its endpoint by key too.
-		  SELECT d.id, d.endpoint_id FROM deliveries d WHERE d.id = ANY ($1) ORDER BY d.id FOR UPDATE OF d
+		  -- each row and its endpoint by key too. A row locked after
+		  -- waiting for another claim or record is read as that one
+		  -- committed it, not as the statement's snapshot had it: the
+		  -- answer below is judged on these columns.
+		  SELECT d.id, d.endpoint_id, d.status, d.inflight_until FROM deliveries d WHERE d.id = ANY ($1) ORDER BY d.id FOR UPDATE OF d
 		), upd AS (
 		  UPDATE deliveries d SET status = $3, inflight_until = v.until
 		  FROM l JOIN v ON v.id = l.id JOIN endpoints e ON e.id = l.endpoint_id
@@ -219,8 +222,8 @@ func (s *Store) claimAttempts(ctx context.Context, ids []string, untils []time.T
 		    AND (d.inflight_until IS NULL OR d.inflight_until < now())
 		  RETURNING d.id
 		)
-		SELECT v.id, v.id IN (SELECT id FROM upd), COALESCE(d.status = ANY ($4) AND d.inflight_until >= now(), false)
-		FROM v LEFT JOIN deliveries d ON d.id = v.id`, ids, untils, delivery.To(delivery.EventClaim), delivery.From(delivery.EventClaim))
+		SELECT v.id, v.id IN (SELECT id FROM upd), COALESCE(l.status = ANY ($4) AND l.inflight_until >= now(), false)
+		FROM v LEFT JOIN l ON l.id = v.id`, ids, untils, delivery.To(delivery.EventClaim), delivery.From(delivery.EventClaim))
 	if err != nil {
 		return nil, fmt.Errorf("claim %d attempts: %w", len(ids), transitionError(err))
 	}

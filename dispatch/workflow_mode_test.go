@@ -1,0 +1,77 @@
+package dispatch
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"hookrelay/activities"
+	"hookrelay/delivery"
+)
+
+// TestWorkflowModeStartsEachDeliveryAtItsDueTime: in the default mode the
+// dispatcher sends nothing itself. It holds each new delivery's row for its
+// first wait and starts the delivery's DeliveryWorkflow, eagerly, at the
+// due time (Input.FirstDue, counted from acceptance), then deletes the row;
+// attempt 1 is local while its endpoint has a place (LocalFirsts).
+func TestWorkflowModeStartsEachDeliveryAtItsDueTime(t *testing.T) {
+	f := setupSender(t, 0, time.Second)
+	const n = 6
+	ids := map[string]bool{}
+	for range n {
+		ids[f.publish(t)] = true
+	}
+	fc := &fakeClient{}
+	d := &Dispatcher{Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
+		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler), Local: &activities.LocalFirsts{}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(ctx) }()
+	f.waitOutboxEmpty(t)
+	cancel()
+	<-done
+	require.Zero(t, f.hits.Load(), "the dispatcher made no request itself")
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	require.Len(t, fc.inputs, n, "one DeliveryWorkflow per delivery")
+	local := 0
+	for i, in := range fc.inputs {
+		require.True(t, ids[in.DeliveryID])
+		require.True(t, fc.eager[i], "started eagerly")
+		del, err := f.st.GetDelivery(context.Background(), f.app.ID, in.DeliveryID)
+		require.NoError(t, err)
+		due := del.CreatedAt.Add(delivery.Jitter(delivery.DefaultSchedule()[0], in.DeliveryID, 1))
+		require.WithinDuration(t, due, in.FirstDue, 5*time.Millisecond, "due counted from acceptance")
+		require.False(t, fc.startedAt[i].Before(in.FirstDue), "started %s before its due time", in.FirstDue.Sub(fc.startedAt[i]))
+		require.Less(t, fc.startedAt[i].Sub(in.FirstDue), time.Second, "started at its due time")
+		if in.FirstLocal {
+			local++
+		}
+	}
+	require.Equal(t, activities.LocalFirstsPerEndpoint, local, "one endpoint: as many local first attempts as its places")
+	require.EqualValues(t, n, d.Local()+int64(n-local))
+}
+
+// TestWorkflowModeTakesIngestRows: rows an ingest in this process leased to
+// the dispatcher (Handoff, Take) start their workflows with no round.
+func TestWorkflowModeTakesIngestRows(t *testing.T) {
+	fc := &fakeClient{}
+	f, d, stop := setupHandoff(t, 0, time.Second, func(d *Dispatcher) { d.Mode, d.Client = ModeWorkflow, fc })
+	h, ok := d.Handoff(f.app.ID)
+	require.True(t, ok)
+	p := f.publishHandoff(t, h)
+	require.Len(t, p.Leased, 1)
+	d.Take(p.Leased)
+	f.waitOutboxEmpty(t)
+	stop()
+	require.Zero(t, f.hits.Load(), "the workflow makes the attempt, not the dispatcher")
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	require.Len(t, fc.inputs, 1)
+	require.Equal(t, p.Leased[0].DeliveryID, fc.inputs[0].DeliveryID)
+	require.False(t, fc.inputs[0].FirstDue.IsZero())
+	require.EqualValues(t, 1, d.Taken())
+}

@@ -50,6 +50,11 @@ func cancelDeliveries(ctx context.Context, tx pgx.Tx, endpointID, reason, except
 		  UPDATE deliveries d SET status = $7, dead_letter_reason = $2, next_attempt_at = NULL, updated_at = now()
 		  FROM target WHERE d.id = target.id AND target.status = ANY ($5)
 		    AND (d.inflight_until IS NULL OR d.inflight_until < now())
+		), wire AS (
+		  -- Its owner judges the answer; a dead letter it decides is
+		  -- recorded as this cancel (MarkDelivery).
+		  UPDATE deliveries d SET cancel_reason = $2, updated_at = now()
+		  FROM target WHERE d.id = target.id AND target.status = ANY ($5) AND d.inflight_until >= now()
 		)
 		SELECT id FROM target`,
 		endpointID, reason, except, scope == withDeadLetters, delivery.From(delivery.EventCancel), delivery.StatusDeadLettered, delivery.To(delivery.EventCancel))

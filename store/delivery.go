@@ -36,14 +36,20 @@ func (s *Store) MarkDelivery(ctx context.Context, m Mark) (Marked, error) {
 			WITH prev AS (
 			  SELECT status, app_id, endpoint_id, event_id FROM deliveries WHERE id = $1 FOR UPDATE
 			), upd AS (
-			  UPDATE deliveries SET status = $2, dead_letter_reason = CASE WHEN $2 = $8 THEN COALESCE(dead_letter_reason, $3) ELSE $3 END,
+			  -- A dead letter decided after a cancel found the request on
+			  -- the wire (cancel_reason) is that cancel: the cancel wins
+			  -- whatever the answer's class (a 2xx was recorded as
+			  -- succeeded before this).
+			  UPDATE deliveries SET status = CASE WHEN $2 = $9 AND cancel_reason IS NOT NULL THEN $8 ELSE $2 END,
+			    dead_letter_reason = CASE WHEN $2 = $9 AND cancel_reason IS NOT NULL THEN cancel_reason
+			      WHEN $2 = $8 THEN COALESCE(dead_letter_reason, $3) ELSE $3 END,
 			    cycle = GREATEST(cycle, $4), replay_id = GREATEST(replay_id, $5), next_attempt_at = $6, updated_at = now()
 			  WHERE id = $1 AND $4 >= cycle AND (status = ANY ($7) OR status = $2)
 			  RETURNING status
 			)
 			SELECT (SELECT status FROM prev), COALESCE((SELECT status FROM upd), (SELECT status FROM prev)),
 			       COALESCE((SELECT app_id FROM prev), ''), COALESCE((SELECT endpoint_id FROM prev), ''), COALESCE((SELECT event_id FROM prev), '')`,
-			m.DeliveryID, m.Status, r, m.Cycle, m.ReplayID, m.NextAttemptAt, delivery.From(ev), delivery.StatusCanceled).Scan(&before, &now, &appID, &endpointID, &eventID)
+			m.DeliveryID, m.Status, r, m.Cycle, m.ReplayID, m.NextAttemptAt, delivery.From(ev), delivery.StatusCanceled, delivery.StatusDeadLettered).Scan(&before, &now, &appID, &endpointID, &eventID)
 		if err != nil {
 			return fmt.Errorf("mark delivery %s %s: %w", m.DeliveryID, m.Status, transitionError(err))
 		}

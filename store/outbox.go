@@ -306,7 +306,7 @@ func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliv
 		), rec AS (
 		  INSERT INTO replays (delivery_id, requested_by, requested_by_name) SELECT id, $4, $9 FROM r
 		), upd AS (
-		  UPDATE deliveries SET status = $7, cycle = cycle + 1, dead_letter_reason = NULL, next_attempt_at = NULL,
+		  UPDATE deliveries SET status = $7, cycle = cycle + 1, dead_letter_reason = NULL, next_attempt_at = NULL, cancel_reason = NULL,
 		    -- A released dead letter's replay is queued in its sequence
 		    -- (released_at cleared) but holds nothing once it ends: a new
 		    -- dead letter of it does not block.

@@ -117,7 +117,7 @@ func TestCarrierJudgesEachFirstAttempt(t *testing.T) {
 		"dlv_502":      {delivery.StatusSucceeded, 1, ""},
 		"dlv_429":      {delivery.StatusSucceeded, 1, ""},
 		"dlv_timeout":  {delivery.StatusSucceeded, 1, ""},
-		"dlv_404":      {delivery.StatusDeadLettered, 0, "check the endpoint's configuration"},
+		"dlv_404":      {delivery.StatusDeadLettered, 0, "permanent failure on attempt 1 (HTTP)"},
 		"dlv_410":      {delivery.StatusDeadLettered, 0, "410 Gone"},
 		"dlv_nokey":    {delivery.StatusDeadLettered, 0, "no valid signing key"},
 		"dlv_disabled": {delivery.StatusCanceled, 0, ""},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -216,13 +217,16 @@ func TestThrottledHintPastDeadlineDeadLettersAtOnce(t *testing.T) {
 func TestPermanentFailuresDeadLetterAfterOneAttempt(t *testing.T) {
 	t.Parallel()
 	for _, code := range []int{400, 401, 403, 404, 301, 302} {
-		env, s, in := setup(t, false, fail(code))
+		res := fail(code)
+		res.Error = fmt.Sprintf("HTTP %d; check the endpoint's configuration", code)
+		env, s, in := setup(t, false, res)
 		dead := queryAt(t, env, time.Minute)
 		env.ExecuteWorkflow(workflows.DeliveryWorkflow, in)
 		result(t, env)
 		require.Len(t, s.calls, 1, "HTTP %d", code)
 		require.Equal(t, delivery.StatusDeadLettered, dead.Status)
-		require.Contains(t, dead.DeadLetterReason, "check the endpoint's configuration")
+		require.Equal(t, fmt.Sprintf("permanent failure on attempt 1 (HTTP %d; check the endpoint's configuration)", code), dead.DeadLetterReason,
+			"the attempt's own advice, once")
 	}
 }
 

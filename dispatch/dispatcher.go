@@ -162,6 +162,9 @@ type Dispatcher struct {
 	held     atomic.Int64
 	lanes    *slots.Keyed
 	doneRows *coalesce.Coalescer[int64, struct{}]
+	// heldRowsNow reads, just before a workflow-mode start, whether each
+	// row's endpoint was paused since its claim (heldNow).
+	heldRowsNow *coalesce.Coalescer[int64, bool]
 	heldRows *coalesce.Coalescer[heldRow, struct{}]
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
@@ -247,6 +250,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.doneRows.Close()
 	d.heldRows = coalesce.New(d.holdRows)
 	defer d.heldRows.Close()
+	d.heldRowsNow = coalesce.New(d.heldNow)
+	defer d.heldRowsNow.Close()
 	defer d.firsts.Wait()
 	d.lanes = slots.New(cmp.Or(d.AppShare, AppShareDefault))
 	defer d.running(ctx)()

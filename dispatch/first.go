@@ -188,7 +188,8 @@ type firstEnd struct {
 	// disabled or deleted, gone) and its row is left to delete. A
 	// success's record deleted the row in the same statement.
 	deleteRow bool
-	// retry: its cancel was not recorded; the row goes back to the outbox.
+	// retry: the row goes back to the outbox (its cancel was not recorded,
+	// or its endpoint was paused since the claim).
 	retry bool
 	// hold: nothing was sent (the endpoint's share in use, or the endpoint
 	// not answering) and the row waits in the outbox until then.
@@ -227,6 +228,11 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 	switch {
 	case err == nil && res.Class == activities.ClassSuccess:
 		return firstEnd{}
+	case err == nil && res.Class == activities.ClassEndpointPaused:
+		// Paused since the claim: nothing sent. The pause held the row;
+		// released, it waits for the resume, which lets the endpoint's
+		// rows go in order of acceptance.
+		return firstEnd{retry: true}
 	case err == nil && res.Class == activities.ClassEndpointBusy:
 		now := time.Now()
 		if res.HeldUntil.After(now) {
@@ -266,7 +272,21 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 // and the next round starts it.
 func (d *Dispatcher) startFirst(ctx context.Context, f first) {
 	ctx = context.WithoutCancel(ctx)
-	err := d.start(ctx, f.row, nil, f.due)
+	held, err := d.heldRowsNow.Do(ctx, f.row.ID)
+	if err == nil && held {
+		// Its endpoint was paused (or the delivery canceled) since the
+		// claim: the row waits in the outbox, held, and the resume lets
+		// it go with the others in order of acceptance.
+		d.release(f.row.ID)
+		d.firstHeld.Add(1)
+		return
+	}
+	if err != nil {
+		d.Logger.Warn("start row not read before its start; the row goes back to the outbox", "delivery_id", f.row.DeliveryID, "err", err)
+		d.release(f.row.ID)
+		return
+	}
+	err = d.start(ctx, f.row, nil, f.due)
 	if err == nil {
 		_, err = d.doneRows.Do(ctx, f.row.ID)
 	}
@@ -408,6 +428,20 @@ func recordedOutcome(row outbox.Row) (*activities.SendOutcome, error) {
 		return nil, fmt.Errorf("outcome of outbox row %d: %w", row.ID, err)
 	}
 	return &o, nil
+}
+
+// heldNow reads which of a batch of start rows are held or gone (a
+// coalesce.Func; see store.OutboxHeld).
+func (d *Dispatcher) heldNow(ctx context.Context, ids []int64) ([]bool, []error, error) {
+	held, err := store.OutboxHeld(ctx, d.Pool, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		out[i] = held[id]
+	}
+	return out, nil, nil
 }
 
 // deleteRows deletes a batch of start rows whose first attempts ended (a

@@ -10,6 +10,7 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/delivery"
+	"hookrelay/store"
 )
 
 // TestWorkflowModeStartsEachDeliveryAtItsDueTime: in the default mode the
@@ -74,4 +75,52 @@ func TestWorkflowModeTakesIngestRows(t *testing.T) {
 	require.Equal(t, p.Leased[0].DeliveryID, fc.inputs[0].DeliveryID)
 	require.False(t, fc.inputs[0].FirstDue.IsZero())
 	require.EqualValues(t, 1, d.Taken())
+}
+
+// TestPauseHoldsClaimedFirstAttempts: an endpoint paused after its rows
+// were claimed (held for their first wait) holds them in the outbox in
+// every mode: nothing is started or sent at the due time, and the resume
+// lets them go at once with the rows accepted during the pause (no
+// workflow waits out a paused endpoint's recheck).
+func TestPauseHoldsClaimedFirstAttempts(t *testing.T) {
+	for _, mode := range []Mode{ModeWorkflow, ModeSender} {
+		t.Run(string(mode), func(t *testing.T) {
+			f := setupSender(t, 0, time.Second)
+			ctx := context.Background()
+			before := f.publish(t)
+			fc := &fakeClient{}
+			d := &Dispatcher{Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler), Mode: mode,
+				Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
+			rctx, cancel := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); _ = d.Run(rctx) }()
+			defer func() { cancel(); <-done }()
+			require.Eventually(t, func() bool { return f.leasedUntil(t, before) != nil }, 5*time.Second, 5*time.Millisecond, "claimed")
+			yes, no := true, false
+			_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Paused: &yes})
+			require.NoError(t, err)
+			during := f.publish(t)
+			time.Sleep(1500 * time.Millisecond) // past the first wait (1 s ± 10 %)
+			fc.mu.Lock()
+			require.Empty(t, fc.inputs, "no workflow started for a paused endpoint")
+			fc.mu.Unlock()
+			require.Zero(t, f.hits.Load(), "nothing sent to a paused endpoint")
+			require.Eventually(t, func() bool { return f.leasedUntil(t, before) == nil }, 5*time.Second, 5*time.Millisecond,
+				"the claimed row waits in the outbox, unleased")
+			resumed := time.Now()
+			_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Paused: &no})
+			require.NoError(t, err)
+			f.waitOutboxEmpty(t)
+			require.Less(t, time.Since(resumed), 5*time.Second, "the resume lets them go at once")
+			if mode == ModeWorkflow {
+				fc.mu.Lock()
+				defer fc.mu.Unlock()
+				require.Len(t, fc.inputs, 2)
+				return
+			}
+			f.waitSucceeded(t, before)
+			f.waitSucceeded(t, during)
+			require.EqualValues(t, 2, f.hits.Load())
+		})
+	}
 }

@@ -280,6 +280,26 @@ func OutboxDone(ctx context.Context, q outbox.Querier, ids []int64) error {
 	return nil
 }
 
+// OutboxHeld returns which of the start rows ids are held (their endpoint
+// paused since they were claimed) or gone (canceled, deleted): their first
+// attempts must not be made now.
+func OutboxHeld(ctx context.Context, q outbox.Querier, ids []int64) (map[int64]bool, error) {
+	rows, err := q.Query(ctx, `SELECT v.id FROM unnest($1::bigint[]) AS v(id)
+		WHERE NOT EXISTS (SELECT 1 FROM outbox o WHERE o.id = v.id AND NOT o.held)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("held start rows: %w", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("held start rows: %w", err)
+	}
+	out := make(map[int64]bool, len(held))
+	for _, id := range held {
+		out[id] = true
+	}
+	return out, nil
+}
+
 // doneSQL is OutboxDone's statement.
 const doneSQL = `DELETE FROM outbox WHERE id = ANY ($1)`
 

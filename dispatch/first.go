@@ -147,6 +147,11 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 	switch e := d.makeFirst(ctx, d.Sender, f); {
 	case e.retry:
 		d.release(f.row.ID)
+	case e.paused:
+		// The pause held the row; released, it waits for the resume,
+		// which lets the endpoint's rows go in order of acceptance.
+		d.release(f.row.ID)
+		d.firstHeld.Add(1)
 	case !e.hold.IsZero():
 		d.hold(f, e.hold)
 	case e.handOff:
@@ -188,9 +193,10 @@ type firstEnd struct {
 	// disabled or deleted, gone) and its row is left to delete. A
 	// success's record deleted the row in the same statement.
 	deleteRow bool
-	// retry: the row goes back to the outbox (its cancel was not recorded,
-	// or its endpoint was paused since the claim).
+	// retry: its cancel was not recorded; the row goes back to the outbox.
 	retry bool
+	// paused: nothing was sent, its endpoint paused since the claim.
+	paused bool
 	// hold: nothing was sent (the endpoint's share in use, or the endpoint
 	// not answering) and the row waits in the outbox until then.
 	hold time.Time
@@ -229,10 +235,7 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 	case err == nil && res.Class == activities.ClassSuccess:
 		return firstEnd{}
 	case err == nil && res.Class == activities.ClassEndpointPaused:
-		// Paused since the claim: nothing sent. The pause held the row;
-		// released, it waits for the resume, which lets the endpoint's
-		// rows go in order of acceptance.
-		return firstEnd{retry: true}
+		return firstEnd{paused: true}
 	case err == nil && res.Class == activities.ClassEndpointBusy:
 		now := time.Now()
 		if res.HeldUntil.After(now) {

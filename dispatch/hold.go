@@ -44,7 +44,7 @@ func (d *Dispatcher) holdSequence(ctx context.Context, stop context.CancelCauseF
 		}
 		asked := time.Now()
 		rctx, cancel := context.WithTimeout(ctx, sequenceBeat)
-		ok, err := store.RenewSequence(rctx, d.Pool, in.EndpointID, in.OrderingKey, holder, asked.Add(sequenceHold))
+		ok, err := store.RenewSequence(rctx, d.Pool, in.EndpointID, in.OrderingKey, holder, sequenceHold)
 		cancel()
 		switch {
 		case err == nil && !ok && holding.Load():

@@ -169,7 +169,7 @@ func TestRoundWakesEachSequenceOnce(t *testing.T) {
 	require.Zero(t, n, "leased to the sequencer")
 
 	// A run holds sequence a: a new row of it wakes nobody.
-	held, err := store.LeaseSequence(ctx, f.st.Pool(), ep.ID, "a", "run-1", time.Now().Add(time.Minute))
+	held, err := store.LeaseSequence(ctx, f.st.Pool(), ep.ID, "a", "run-1", time.Minute)
 	require.NoError(t, err)
 	require.True(t, held)
 	publish("a")
@@ -178,7 +178,7 @@ func TestRoundWakesEachSequenceOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Empty(t, f.fc.signals, "the run that holds it reads the row")
-	taken, err := store.LeaseSequence(ctx, f.st.Pool(), ep.ID, "a", "run-2", time.Now().Add(time.Minute))
+	taken, err := store.LeaseSequence(ctx, f.st.Pool(), ep.ID, "a", "run-2", time.Minute)
 	require.NoError(t, err)
 	require.False(t, taken, "one run holds a sequence at a time")
 }

@@ -120,7 +120,7 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 			return step, nil
 		}
 		if !holding.Load() {
-			ok, err := store.LeaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, time.Now().Add(sequenceHold))
+			ok, err := store.LeaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder, sequenceHold)
 			if err != nil {
 				return step, err
 			}
@@ -212,7 +212,9 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 			step.WaitingOn = h.DeliveryID
 			return step, nil
 		}
-		sent, err := d.sendHead(ctx, *h.Row, end)
+		sent, err := d.sendHead(ctx, *h.Row, end, func() (bool, error) {
+			return store.HoldsSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder)
+		})
 		switch {
 		case err != nil:
 			return step, cmp.Or(context.Cause(ctx), err)
@@ -260,8 +262,10 @@ type headSent struct {
 // sendHead makes the first attempt of row's delivery at its due time
 // (waiting for it when it comes before end) and ends it or hands it off. A
 // row whose attempt was recorded before its run died is handed off from
-// that record, never sent again.
-func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time) (headSent, error) {
+// that record, never sent again. holds is asked just before the request,
+// on the database's clock: a run that lost its hold while it waited (a
+// frozen worker) sends nothing.
+func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time, holds func() (bool, error)) (headSent, error) {
 	now := time.Now()
 	handOff := func(o *activities.SendOutcome) (headSent, error) {
 		if err := d.start(ctx, row, o, time.Time{}); err != nil {
@@ -294,6 +298,12 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 			return headSent{gone: err == nil}, err
 		}
 	}
+	if ok, err := holds(); err != nil || !ok {
+		if err == nil {
+			err = errors.New("sequence of " + row.DeliveryID + " no longer held by this run")
+		}
+		return headSent{}, err
+	}
 	e := d.makeFirst(ctx, d.Sequencer, f)
 	switch {
 	case e.retry:
@@ -302,7 +312,7 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 		// Nothing sent (the endpoint's share in use, or the endpoint not
 		// answering): the sequence tries its head again then.
 		return headSent{nextAt: e.hold}, nil
-	case e.handOff && e.outcome != nil && e.outcome.Result.Class == activities.ClassEndpointPaused:
+	case e.paused:
 		// Nothing sent: the sequence waits for the endpoint's resume.
 		return headSent{nextAt: time.Now().Add(workflows.SequenceCheckEvery), paused: true}, nil
 	case e.handOff:

@@ -107,7 +107,7 @@ func TestReplayedHeadIsNotSentFromItsStaleStartRow(t *testing.T) {
 
 	d := &Dispatcher{Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler),
 		Sequencer: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
-	_, _ = d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget))
+	_, _ = d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget), func() (bool, error) { return true, nil })
 	require.Zero(t, f.hits.Load(), "the stale start row of a replayed head sends nothing")
 	var cycle int
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM attempts WHERE delivery_id = $1 AND cycle = 1`, id).Scan(&cycle))
@@ -177,4 +177,26 @@ func canceledQueuedReplay(t *testing.T, dropped bool) {
 	var rows int
 	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE delivery_id = $1 AND kind <> $2`, ids[0], outbox.KindCancel).Scan(&rows))
 	require.Equal(t, 1, rows, "one replay row queued")
+}
+
+// TestHeadNotSentWithoutTheHold: a run that lost its hold while it waited
+// for its head's due time (a frozen worker, its hold taken by another
+// run) sends nothing: the hold is asked again just before the request.
+func TestHeadNotSentWithoutTheHold(t *testing.T) {
+	ctx := context.Background()
+	f := setupSender(t, 0, time.Second)
+	fifo := delivery.OrderingFIFO
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo})
+	require.NoError(t, err)
+	_, err = outbox.PublishNow(ctx, f.st.Pool(), f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: "k"})
+	require.NoError(t, err)
+	h, ok, err := store.SequenceHead(ctx, f.st.Pool(), f.ep.ID, "k")
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotNil(t, h.Row)
+	d := &Dispatcher{Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler),
+		Sequencer: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
+	_, err = d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget), func() (bool, error) { return false, nil })
+	require.Error(t, err)
+	require.Zero(t, f.hits.Load(), "a run without its hold sends nothing")
 }

@@ -106,29 +106,51 @@ func ReleaseFromSequence(ctx context.Context, q outbox.Querier, id string) (bool
 	return tag.RowsAffected() == 1, nil
 }
 
-// LeaseSequence gives endpointID's sequence for key to holder until until,
+// LeaseSequence gives endpointID's sequence for key to holder for hold,
 // when no other holder's lease runs: a sequence is sent by one run at a
-// time. A holder renews its lease by calling it again.
-func LeaseSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string, until time.Time) (bool, error) {
+// time. The lease (sequence_holds) ends at the database's clock plus hold,
+// the clock every lease is compared on, so a worker whose clock is behind
+// cannot hold a sequence past its time; and it is no row a publish locks,
+// so taking or renewing it never waits for a producer's open transaction.
+// A holder renews its lease by calling it again. False when another holder
+// holds it, or the sequence has no counter row (see SequenceExists).
+func LeaseSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string, hold time.Duration) (bool, error) {
 	tag, err := q.Exec(ctx, `
-		UPDATE sequences SET leased_by = $3, leased_until = $4
+		INSERT INTO sequence_holds (endpoint_id, ordering_key, leased_by, leased_until)
+		SELECT endpoint_id, ordering_key, $3, now() + $4 * interval '1 millisecond' FROM sequences
 		WHERE endpoint_id = $1 AND ordering_key = $2
-		  AND (leased_by IS NULL OR leased_by = $3 OR leased_until < now())`, endpointID, key, holder, until)
+		ON CONFLICT (endpoint_id, ordering_key) DO UPDATE SET leased_by = EXCLUDED.leased_by, leased_until = EXCLUDED.leased_until
+		WHERE sequence_holds.leased_by = $3 OR sequence_holds.leased_until < now()`, endpointID, key, holder, hold.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("lease sequence %s/%s: %w", endpointID, key, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// RenewSequence extends holder's lease of the sequence to until; false
-// when holder holds it no more (it let go, or another run took it).
-func RenewSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string, until time.Time) (bool, error) {
-	tag, err := q.Exec(ctx, `UPDATE sequences SET leased_until = $4 WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_by = $3`,
-		endpointID, key, holder, until)
+// RenewSequence extends holder's lease of the sequence to the database's
+// clock plus hold; false when holder holds it no more (it let go, or
+// another run took it).
+func RenewSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string, hold time.Duration) (bool, error) {
+	tag, err := q.Exec(ctx, `UPDATE sequence_holds SET leased_until = now() + $4 * interval '1 millisecond'
+		WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_by = $3 AND leased_until >= now()`,
+		endpointID, key, holder, hold.Milliseconds())
 	if err != nil {
 		return false, fmt.Errorf("renew lease of sequence %s/%s: %w", endpointID, key, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// HoldsSequence reports whether holder still holds endpointID's sequence
+// for key on the database's clock: a run checks it again just before each
+// send, so a run that lost its hold (frozen past its end) sends nothing.
+func HoldsSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string) (bool, error) {
+	var held bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sequence_holds
+		WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_by = $3 AND leased_until > now())`, endpointID, key, holder).Scan(&held)
+	if err != nil {
+		return false, fmt.Errorf("sequence %s/%s held by %s: %w", endpointID, key, holder, err)
+	}
+	return held, nil
 }
 
 // SequenceHeld reports whether a run holds endpointID's sequence for key:
@@ -136,9 +158,9 @@ func RenewSequence(ctx context.Context, q outbox.Querier, endpointID, key, holde
 // dispatch's RunSequence), so a new row needs no wake.
 func SequenceHeld(ctx context.Context, q outbox.Querier, endpointID, key string) (bool, error) {
 	var held bool
-	err := q.QueryRow(ctx, `SELECT COALESCE(leased_until > now(), false) FROM sequences WHERE endpoint_id = $1 AND ordering_key = $2`,
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sequence_holds WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_until > now())`,
 		endpointID, key).Scan(&held)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	if err != nil {
 		return false, fmt.Errorf("sequence %s/%s held: %w", endpointID, key, err)
 	}
 	return held, nil
@@ -158,8 +180,7 @@ func SequenceExists(ctx context.Context, q outbox.Querier, endpointID, key strin
 
 // UnleaseSequence ends holder's lease of the sequence.
 func UnleaseSequence(ctx context.Context, q outbox.Querier, endpointID, key, holder string) error {
-	_, err := q.Exec(ctx, `UPDATE sequences SET leased_by = NULL, leased_until = NULL
-		WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_by = $3`, endpointID, key, holder)
+	_, err := q.Exec(ctx, `DELETE FROM sequence_holds WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_by = $3`, endpointID, key, holder)
 	if err != nil {
 		return fmt.Errorf("end lease of sequence %s/%s: %w", endpointID, key, err)
 	}

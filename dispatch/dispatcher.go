@@ -165,7 +165,7 @@ type Dispatcher struct {
 	// heldRowsNow reads, just before a workflow-mode start, whether each
 	// row's endpoint was paused since its claim (heldNow).
 	heldRowsNow *coalesce.Coalescer[int64, bool]
-	heldRows *coalesce.Coalescer[heldRow, struct{}]
+	heldRows    *coalesce.Coalescer[heldRow, struct{}]
 	// carrierSize is CarrierSize, changeable while running.
 	carrierSize atomic.Int64
 	// started and carried count new deliveries started in their own

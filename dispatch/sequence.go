@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/activities"
 	"hookrelay/delivery"
@@ -190,7 +192,7 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 			// In its own workflow, or a dead letter that blocks.
 			if in.Check && h.Status.InFlight() {
 				in.Check = false
-				if moved, err := d.releaseIfAbandoned(ctx, h.DeliveryID); err != nil || moved {
+				if moved, err := d.releaseIfAbandoned(ctx, h.DeliveryID, h.Cycle); err != nil || moved {
 					if err != nil {
 						return step, err
 					}
@@ -323,24 +325,51 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 	return headSent{}, nil
 }
 
-// releaseIfAbandoned releases delivery id from its sequence when its
-// workflow is not running (it failed or was terminated, and so told no
-// one): the sequence moves on. It reports whether it did.
-func (d *Dispatcher) releaseIfAbandoned(ctx context.Context, id string) (bool, error) {
+// releaseIfAbandoned ends delivery id, still in flight, as a dead letter
+// when its workflow ended without recording its end (it failed, was
+// terminated or canceled by hand, timed out, or is gone), and reports
+// whether it did, so the sequence is read again: a skip sequence moves on,
+// a block sequence holds until the dead letter is replayed or released,
+// as for any dead letter. A running or paused workflow (paused by hand in
+// the Temporal UI) still owns its delivery: nothing changes.
+func (d *Dispatcher) releaseIfAbandoned(ctx context.Context, id string, cycle int) (bool, error) {
 	desc, err := d.Client.DescribeWorkflowExecution(ctx, id, "")
 	var notFound *serviceerror.NotFound
+	status := enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED
 	switch {
 	case errors.As(err, &notFound):
 	case err != nil:
 		return false, fmt.Errorf("describe %s: %w", id, err)
-	case desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
-		return false, nil
+	default:
+		status = desc.GetWorkflowExecutionInfo().GetStatus()
+		switch status {
+		case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED,
+			enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, enumspb.WORKFLOW_EXECUTION_STATUS_TIMED_OUT:
+		default:
+			return false, nil
+		}
 	}
-	released, err := store.ReleaseFromSequence(ctx, d.Pool, id)
-	if released {
-		d.logger().Warn("delivery's workflow is not running; its sequence moves on without it", "delivery_id", id)
+	reason := fmt.Sprintf("its workflow ended (%s) without recording an outcome; replay it to send it again", workflowState(status))
+	m, err := d.Sequencer.MarkDelivery(ctx, activities.MarkRequest{DeliveryID: id, Status: delivery.StatusDeadLettered, Reason: reason, Cycle: max(cycle, 1)})
+	if err != nil {
+		var appErr *temporal.ApplicationError
+		if errors.As(err, &appErr) && appErr.Type() == activities.ErrDeliveryGone {
+			return true, nil
+		}
+		return false, err
 	}
-	return released, err
+	if m.Status == delivery.StatusDeadLettered {
+		d.logger().Warn("delivery's workflow ended without an outcome; dead-lettered", "delivery_id", id, "workflow_status", status.String())
+	}
+	return true, nil
+}
+
+// workflowState names a workflow's status in a dead letter's reason.
+func workflowState(s enumspb.WorkflowExecutionStatus) string {
+	if s == enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED {
+		return "not found"
+	}
+	return strings.ToLower(strings.TrimPrefix(s.String(), "WORKFLOW_EXECUTION_STATUS_"))
 }
 
 func (d *Dispatcher) logger() *slog.Logger {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/testsuite"
 
@@ -199,4 +200,60 @@ func TestHeadNotSentWithoutTheHold(t *testing.T) {
 	_, err = d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget), func() (bool, error) { return false, nil })
 	require.Error(t, err)
 	require.Zero(t, f.hits.Load(), "a run without its hold sends nothing")
+}
+
+// TestOnlyAnEndedWorkflowAbandonsItsHead: a sequence's head whose workflow
+// is running or paused by hand stays the head; one whose workflow ended
+// without recording an outcome (terminated, failed, gone) becomes a dead
+// letter, replayable, so a block sequence holds as for any dead letter
+// instead of moving on.
+func TestOnlyAnEndedWorkflowAbandonsItsHead(t *testing.T) {
+	ctx := context.Background()
+	f := setupSender(t, 0, time.Second)
+	fifo, block := delivery.OrderingFIFO, delivery.DeadLetterBlock
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo, FIFOOnDeadLetter: &block})
+	require.NoError(t, err)
+	fc := &fakeClient{status: map[string]enumspb.WorkflowExecutionStatus{}}
+	d := &Dispatcher{Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
+		Sequencer: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
+	for _, c := range []struct {
+		status enumspb.WorkflowExecutionStatus
+		found  bool
+		ended  bool
+	}{
+		{enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, true, false},
+		{enumspb.WORKFLOW_EXECUTION_STATUS_PAUSED, true, false},
+		{enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, true, true},
+		{enumspb.WORKFLOW_EXECUTION_STATUS_FAILED, true, true},
+		{enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED, false, true},
+	} {
+		p, err := outbox.PublishNow(ctx, f.st.Pool(), f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: c.status.String()})
+		require.NoError(t, err)
+		id := p.Deliveries[0].ID
+		// In its own workflow: its start row is gone, the delivery is
+		// delivering.
+		_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox WHERE delivery_id = $1`, id)
+		require.NoError(t, err)
+		_, err = f.st.Pool().Exec(ctx, `UPDATE deliveries SET status = 'delivering' WHERE id = $1`, id)
+		require.NoError(t, err)
+		if c.found {
+			fc.status[id] = c.status
+		}
+		moved, err := d.releaseIfAbandoned(ctx, id, 1)
+		require.NoError(t, err, c.status.String())
+		require.Equal(t, c.ended, moved, c.status.String())
+		del, err := f.st.GetDelivery(ctx, f.app.ID, id)
+		require.NoError(t, err)
+		h, ok, err := store.SequenceHead(ctx, f.st.Pool(), f.ep.ID, c.status.String())
+		require.NoError(t, err)
+		require.True(t, ok, "%s: the head stays in its block sequence", c.status)
+		require.Equal(t, id, h.DeliveryID)
+		if !c.ended {
+			require.Equal(t, delivery.StatusDelivering, del.Status, c.status.String())
+			continue
+		}
+		require.Equal(t, delivery.StatusDeadLettered, del.Status, c.status.String())
+		require.NotNil(t, del.DeadLetterReason)
+		require.Contains(t, *del.DeadLetterReason, "replay it", c.status.String())
+	}
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"hookrelay/config"
 	"testing"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 
+	"hookrelay/config"
 	"hookrelay/delivery"
 )
 

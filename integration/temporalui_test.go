@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"hookrelay/config"
 	"log/slog"
 	"net"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	workflowpb "go.temporal.io/api/workflow/v1"
 
+	"hookrelay/config"
 	"hookrelay/delivery"
 	"hookrelay/internal/browser"
 )

@@ -24,6 +24,8 @@ type Head struct {
 	DeliveryID string
 	Sequence   int64
 	Status     delivery.Status
+	// Cycle is the delivery's current cycle when Row is nil.
+	Cycle int
 	// Row is its start or replay row when one waits: the sequencer sends
 	// or hands off that row. Nil when the delivery is in its own workflow
 	// (a retry, a replay's cycle) or is a dead letter that blocks.
@@ -52,8 +54,8 @@ func SequenceHead(ctx context.Context, q outbox.Querier, endpointID, key string)
 		r := found[0]
 		return Head{DeliveryID: r.DeliveryID, Sequence: r.Sequence, Status: r.Status, Row: &r}, true, nil
 	}
-	err = q.QueryRow(ctx, `SELECT p.id, p.sequence, p.status FROM deliveries p
-		WHERE p.id = (`+head+`)`, endpointID, key).Scan(&h.DeliveryID, &h.Sequence, &h.Status)
+	err = q.QueryRow(ctx, `SELECT p.id, p.sequence, p.status, p.cycle FROM deliveries p
+		WHERE p.id = (`+head+`)`, endpointID, key).Scan(&h.DeliveryID, &h.Sequence, &h.Status, &h.Cycle)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Head{}, false, nil
 	}
@@ -68,8 +70,8 @@ func SequenceHead(ctx context.Context, q outbox.Querier, endpointID, key string)
 // asks for the delivery it waits for first: while that one runs in its own
 // workflow, an older delivery's replay queued meanwhile waits too.
 func SequenceMember(ctx context.Context, q outbox.Querier, id string) (h Head, ok bool, err error) {
-	err = q.QueryRow(ctx, `SELECT p.id, p.sequence, p.status FROM deliveries p WHERE p.id = $1 AND `+sequenceOpen, id).
-		Scan(&h.DeliveryID, &h.Sequence, &h.Status)
+	err = q.QueryRow(ctx, `SELECT p.id, p.sequence, p.status, p.cycle FROM deliveries p WHERE p.id = $1 AND `+sequenceOpen, id).
+		Scan(&h.DeliveryID, &h.Sequence, &h.Status, &h.Cycle)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Head{}, false, nil
 	}
@@ -90,20 +92,6 @@ func SequenceMember(ctx context.Context, q outbox.Querier, id string) (h Head, o
 		h.Row = &found[0]
 	}
 	return h, true, nil
-}
-
-// ReleaseFromSequence releases an in-flight delivery whose workflow ended
-// without recording its end (failed, terminated) from its sequence, which
-// moves on; the delivery keeps its status. It reports whether id was such
-// a delivery.
-func ReleaseFromSequence(ctx context.Context, q outbox.Querier, id string) (bool, error) {
-	tag, err := q.Exec(ctx, `
-		UPDATE deliveries SET released_at = now(), updated_at = now()
-		WHERE id = $1 AND sequence IS NOT NULL AND released_at IS NULL AND status = ANY ($2)`, id, delivery.InFlight())
-	if err != nil {
-		return false, fmt.Errorf("release %s from its sequence: %w", id, err)
-	}
-	return tag.RowsAffected() == 1, nil
 }
 
 // LeaseSequence gives endpointID's sequence for key to holder for hold,

@@ -400,11 +400,24 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			singles = append(singles, it)
 		}
 	}
-	round.Lease(leaseIDs, leaseUntil)
 	size := int(d.carrierSize.Load())
 	if size <= 1 || len(fresh) < cmp.Or(d.CarrierMin, CarrierMinDefault) {
-		singles, fresh = append(singles, fresh...), nil
+		// Too few to carry: each goes as in ModeWorkflow, its own
+		// DeliveryWorkflow started at its due time (a run started now
+		// would wait on a timer and make the attempt a task later).
+		for _, it := range fresh {
+			f, ok := planFirst(it, now)
+			if !ok || d.Sender == nil {
+				singles = append(singles, it)
+				continue
+			}
+			f.workflow = true
+			firsts = append(firsts, f)
+			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, f.leaseUntil(now))
+		}
+		fresh = nil
 	}
+	round.Lease(leaseIDs, leaseUntil)
 	// Name each new batch before its carrier starts (committed below).
 	var carried []outbox.Row
 	var stampIDs []int64

@@ -231,7 +231,7 @@ func (d *Dispatcher) start(ctx context.Context, it outbox.Row, resume *activitie
 		in.FirstDue, status = due, delivery.StatusDelivering
 		// Its place is kept no longer than its attempt could last.
 		set := in.Settings.WithDefaults()
-		local = !d.NoEagerStart && d.Sender.Local.Reserve(in.EndpointID, in.DeliveryID, time.Now(), time.Now().Add(set.RequestTimeout+activities.RecordSlack))
+		local = !d.NoEagerStart && d.Sender != nil && d.Sender.Local.Reserve(in.EndpointID, in.DeliveryID, time.Now(), time.Now().Add(set.RequestTimeout+activities.RecordSlack))
 		in.FirstLocal = local
 	}
 	// Reject a second run: a delivery whose workflow already completed must

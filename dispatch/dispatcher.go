@@ -58,6 +58,14 @@ const (
 	// per ingest did, and rounds of two or three rows took 10–15 % off
 	// the deliveries per second.
 	lingerLoaded = 8
+	// AppHeldShare is how many apps' worth of held rows HeldMax holds:
+	// an app holds at most HeldMax / AppHeldShare (AppHeldMax), so it
+	// takes that many flooding apps at once to fill HeldMax.
+	AppHeldShare = 8
+	// appFullWait is how long a start row of an app holding AppHeldMax
+	// rows stays leased in the outbox, not held, before a round takes it
+	// again.
+	appFullWait = 100 * time.Millisecond
 	// heldWait is how often a dispatcher whose sender holds HeldMax rows
 	// looks again.
 	heldWait = 10 * time.Millisecond
@@ -149,6 +157,14 @@ type Dispatcher struct {
 	// HeldMax bounds the start rows the Sender holds at once. Defaults to
 	// HeldMaxDefault.
 	HeldMax int
+	// AppHeldMax bounds the start rows of one app held at once, so one
+	// app's flood of rows not yet due never fills HeldMax: another app's
+	// rows, replays and cancels are claimed meanwhile. Defaults to
+	// HeldMax / AppHeldShare.
+	AppHeldMax int
+	// appHeld counts each app's held start rows (see holdApp).
+	appMu   sync.Mutex
+	appHeld map[string]int
 	// held counts the start rows the Sender holds, and the places a round
 	// or a Take reserved for the rows it is about to give it (reserve),
 	// never more than HeldMax together; lanes bound each app's
@@ -391,6 +407,12 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 				singles = append(singles, it)
 				continue
 			}
+			if !d.holdApp(it.AppID) {
+				// Its app holds its share of rows: this one waits in the
+				// outbox for a later round.
+				leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, now.Add(appFullWait))
+				continue
+			}
 			f.workflow = mode == ModeWorkflow
 			firsts = append(firsts, f)
 			leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, f.leaseUntil(now))
@@ -409,6 +431,10 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 			f, ok := planFirst(it, now)
 			if !ok || d.Sender == nil {
 				singles = append(singles, it)
+				continue
+			}
+			if !d.holdApp(it.AppID) {
+				leaseIDs, leaseUntil = append(leaseIDs, it.ID), append(leaseUntil, now.Add(appFullWait))
 				continue
 			}
 			f.workflow = true

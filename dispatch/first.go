@@ -96,6 +96,7 @@ func (d *Dispatcher) sendFirsts(ctx context.Context, fs []first) {
 func (d *Dispatcher) goFirsts(ctx context.Context, fs []first) {
 	for _, f := range fs {
 		d.firsts.Go(func() {
+			defer d.releaseApp(f.row.AppID)
 			defer d.held.Add(-1)
 			d.sendFirst(ctx, f)
 		})

@@ -69,6 +69,7 @@ func (d *Dispatcher) Take(rows []outbox.Leased) {
 		// be added. Concurrent ingests share HeldMax's places.
 		k := d.reserve(len(t.send))
 		for _, f := range t.send[k:] {
+			d.releaseApp(f.row.AppID)
 			t.back = append(t.back, f.row.ID)
 		}
 		d.goFirsts(ctx, t.send[:k])
@@ -125,9 +126,41 @@ func (d *Dispatcher) sort(rows []outbox.Leased, running bool, now time.Time) tak
 			t.held, t.heldAt = append(t.held, f), append(t.heldAt, at)
 			continue
 		}
+		if !d.holdApp(r.AppID) {
+			t.back = append(t.back, r.ID)
+			continue
+		}
 		t.send = append(t.send, f)
 	}
 	return t
+}
+
+// holdApp takes one of app's AppHeldMax places for a start row the
+// dispatcher is about to hold; false when app holds them all.
+func (d *Dispatcher) holdApp(app string) bool {
+	d.appMu.Lock()
+	defer d.appMu.Unlock()
+	limit := d.AppHeldMax
+	if limit <= 0 {
+		limit = max(int(d.heldMax())/AppHeldShare, 1)
+	}
+	if d.appHeld[app] >= limit {
+		return false
+	}
+	if d.appHeld == nil {
+		d.appHeld = map[string]int{}
+	}
+	d.appHeld[app]++
+	return true
+}
+
+// releaseApp gives back one of app's places (see holdApp).
+func (d *Dispatcher) releaseApp(app string) {
+	d.appMu.Lock()
+	defer d.appMu.Unlock()
+	if d.appHeld[app]--; d.appHeld[app] <= 0 {
+		delete(d.appHeld, app)
+	}
 }
 
 // heldMax is HeldMax with its default.

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/delivery"
+	"hookrelay/outbox"
 	"hookrelay/store"
 )
 
@@ -123,4 +125,49 @@ func TestPauseHoldsClaimedFirstAttempts(t *testing.T) {
 			require.EqualValues(t, 2, f.hits.Load())
 		})
 	}
+}
+
+// TestOneAppCannotFillTheHeldRows: an app whose rows are not yet due holds
+// at most its share of the dispatcher's held rows (AppHeldMax); its other
+// rows wait in the outbox, so another app's first attempt is started on
+// time and a cancel is dispatched meanwhile.
+func TestOneAppCannotFillTheHeldRows(t *testing.T) {
+	f := setupSender(t, 0, time.Second)
+	ctx := context.Background()
+	later := []time.Duration{5 * time.Second}
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{RetrySchedule: &later})
+	require.NoError(t, err)
+	for range 20 { // more than HeldMax
+		f.publish(t)
+	}
+	other, err := f.st.CreateApp(ctx, store.App{Name: "quiet"})
+	require.NoError(t, err)
+	_, _, err = f.st.CreateEndpoint(ctx, store.Endpoint{AppID: other.ID, URL: "http://127.0.0.1:9/hook", Environment: "live",
+		RetrySchedule: []time.Duration{0}, Deadline: time.Hour, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	fc := &fakeClient{}
+	d := &Dispatcher{Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler), HeldMax: 16, Batch: 4,
+		Sender: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	require.Eventually(t, func() bool { return d.held.Load() == 16/AppHeldShare }, 5*time.Second, 5*time.Millisecond,
+		"the busy app holds its share")
+	time.Sleep(300 * time.Millisecond)
+	require.EqualValues(t, 16/AppHeldShare, d.held.Load(), "and no more")
+	accepted := time.Now()
+	quiet, err := outbox.PublishNow(ctx, f.st.Pool(), other.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		for _, in := range fc.inputs {
+			if in.DeliveryID == quiet.Deliveries[0].ID {
+				return true
+			}
+		}
+		return false
+	}, 3*time.Second, 5*time.Millisecond, "the quiet app's delivery starts beside the busy app's backlog")
+	require.Less(t, time.Since(accepted), 2*time.Second)
 }

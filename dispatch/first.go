@@ -295,10 +295,17 @@ func (d *Dispatcher) startFirst(ctx context.Context, f first) {
 		_, err = d.doneRows.Do(ctx, f.row.ID)
 	}
 	if err != nil {
-		d.Logger.Warn("delivery workflow not started yet; its row goes back to the outbox", "delivery_id", f.row.DeliveryID, "err", err)
-		d.release(f.row.ID)
+		// Temporal is unreachable (or Postgres): the row waits in the
+		// outbox a little, leased, and the next round after that tries
+		// again; its deadline still counts from acceptance.
+		d.Logger.Warn("delivery workflow not started yet; its row waits in the outbox", "delivery_id", f.row.DeliveryID, "err", err, "retry_in", StartRetry)
+		d.hold(f, time.Now().Add(StartRetry))
 	}
 }
+
+// StartRetry is how long a start row whose workflow could not be started
+// waits in the outbox before a round takes it again.
+const StartRetry = time.Second
 
 // hold leaves f's row in the outbox, leased until at (no later than the
 // last moment an attempt fits before its deadline): a first attempt held

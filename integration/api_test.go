@@ -147,7 +147,7 @@ func TestAuth(t *testing.T) {
 // once and waits in the outbox (with its outcome) for its workflow, which
 // takes it over when Temporal is back, without sending it again.
 func TestTemporalOutage(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, inMode(config.FirstAttemptsSender))
 	appID := h.createApp()
 	rc, _ := firstFails(t)
 	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"payment.succeeded"}, "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})

@@ -13,7 +13,7 @@ import (
 	"hookrelay/delivery"
 )
 
-// TestSilentEndpointIsHeldThenProbed: on the real stack, once
+// TestSilentEndpointIsHeldThenProbed: on the real stack, in sender mode, once
 // --breaker-misses requests in a row to an endpoint got no answer, the
 // failed first attempts wait in the outbox (no workflow) and the
 // deliveries accepted for it meanwhile send nothing and record nothing
@@ -22,7 +22,7 @@ import (
 // exactly as it went out.
 func TestSilentEndpointIsHeldThenProbed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(hc *harnessConfig) { hc.configure = func(c *config.Config) { c.BreakerMisses = 3 } })
+	h := newHarness(t, inMode(config.FirstAttemptsSender), func(hc *harnessConfig) { hc.configure = func(c *config.Config) { c.BreakerMisses = 3 } })
 	appID := h.createApp()
 	var up atomic.Bool
 	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {

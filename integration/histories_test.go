@@ -87,7 +87,7 @@ func (h *harness) runID(id string) string {
 // machine on the real server and replays each run's history with today's
 // code (recording it when asked; see keepHistory).
 func TestHistoriesOfEveryPath(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, inMode(config.FirstAttemptsSender))
 	appID := h.createApp()
 	// The query string picks the behaviour: ?code=N answers N; ?flaky=1
 	// answers 502 then 200; ?throttle=1 answers 429 (Retry-After: 1), then

@@ -227,7 +227,7 @@ func pct(d []time.Duration, p float64) time.Duration {
 // one run decide, not a clock: B's p99 lateness must be under a quarter of
 // A's median.
 func TestFloodDoesNotDelayAnotherApp(t *testing.T) {
-	h := newHarness(t)
+	h := newHarness(t, inMode(config.FirstAttemptsSender))
 	appA, appB := h.createApp(), h.createApp()
 	rc := newReceiver(t, nil)
 	h.createEndpoint(appA, map[string]any{"url": rc.URL(), "retry_schedule": []string{"0s", "5s"}})

@@ -195,6 +195,7 @@ func TestSIGTERMMidRun(t *testing.T) {
 // rows are taken again, every delivery ends delivered, and each first
 // attempt is recorded once.
 func TestKillNineWhileSendersHoldFirstAttempts(t *testing.T) {
+	t.Setenv("HOOKRELAY_FIRST_ATTEMPTS", "sender")
 	r := newCrashRig(t, 0)
 	r.rc.gate = make(chan struct{})
 	const n = 200

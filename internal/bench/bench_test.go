@@ -68,7 +68,7 @@ func TestSmoke(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join(dir, "bench-report.json"))
 	require.NoError(t, err)
 	for _, key := range []string{`"deliveries_per_second"`, `"latency_ms"`, `"p99"`, `"ingest_per_second"`, `"cpu_ms_per_delivery"`, `"lost"`, `"duplicates"`,
-		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"compared"`, `"speedup_vs_compared"`, `"carried_share"`, `"direct_share"`, `"taken_share"`, `"first_attempt_lateness_ms"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`, `"warm_up_events"`} {
+		`"baseline_deliveries_per_second"`, `"ratio_to_baseline"`, `"temporal_ceiling_per_second"`, `"temporal_ceiling_after_per_second"`, `"ceiling_unstable"`, `"modes"`, `"histories"`, `"history_events_per_delivery"`, `"workflow_tasks_per_delivery"`, `"local_share"`, `"carried_share"`, `"direct_share"`, `"taken_share"`, `"first_attempt_lateness_ms"`, `"ratio_to_temporal_ceiling"`, `"schedule"`, `"events"`, `"warm_up_events"`} {
 		require.Contains(t, string(raw), key)
 	}
 }

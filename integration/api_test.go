@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"hookrelay/config"
 	"hookrelay/delivery"
 	"hookrelay/store"
 	"hookrelay/webhook"
@@ -196,6 +197,59 @@ func TestTemporalOutage(t *testing.T) {
 	require.Equal(t, failing, dups, "each failed first attempt was sent once more, by its workflow")
 	for _, id := range failed {
 		require.Len(t, h.attempts(appID, id), 2, id)
+	}
+}
+
+// TestTemporalOutageInWorkflowMode: in the default mode every delivery is
+// its workflow's, so while Temporal is unreachable ingest goes on (202),
+// nothing is sent and every start row waits in the outbox; once Temporal is
+// back every event is delivered, each sent once (a failing first attempt
+// once more, by its workflow's retry), 0 lost.
+func TestTemporalOutageInWorkflowMode(t *testing.T) {
+	h := newHarness(t)
+	appID := h.createApp()
+	rc, _ := firstFails(t)
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"payment.succeeded"}, "retry_schedule": []string{"0s", "1s", "1s"}})
+	flakyEp := h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=1", "event_types": []string{"payment.failed"}, "retry_schedule": []string{"0s", "1s", "1s"}})
+	rc.setSecrets(ep.Secret, flakyEp.Secret)
+
+	h.proxy.Close() // Temporal is unreachable from hookrelay from here on.
+	const n, failing = 100, 10
+	var dlvs, failed []string
+	for i := range n {
+		typ := "payment.succeeded"
+		if i%(n/failing) == 0 {
+			typ = "payment.failed"
+		}
+		id := h.send(appID, typ, map[string]any{"i": i}).Deliveries[0].ID
+		dlvs = append(dlvs, id)
+		if typ == "payment.failed" {
+			failed = append(failed, id)
+		}
+	}
+	require.Never(t, func() bool { return len(rc.byID()) > 0 }, 3*time.Second, 50*time.Millisecond,
+		"nothing is sent while no workflow can start")
+	var waiting int
+	require.NoError(t, h.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE kind = 'start'`).Scan(&waiting))
+	require.Equal(t, n, waiting, "every start row waits in the outbox")
+
+	require.NoError(t, h.proxy.Open())
+	for _, id := range dlvs {
+		h.waitDelivery(appID, id, 90*time.Second, delivery.StatusSucceeded)
+	}
+	byID := rc.byID()
+	require.Len(t, byID, n, "every event delivered")
+	dups := 0
+	for _, c := range byID {
+		dups += c - 1
+	}
+	require.Equal(t, failing, dups, "each failing first attempt was sent once more, by its workflow")
+	for _, id := range failed {
+		require.Len(t, h.attempts(appID, id), 2, id)
+	}
+	for _, id := range dlvs[:5] {
+		_, err := h.client.DescribeWorkflowExecution(context.Background(), id, "")
+		require.NoError(t, err, "delivery %s has its DeliveryWorkflow", id)
 	}
 }
 

@@ -157,6 +157,17 @@ type Dispatcher struct {
 	// HeldMax bounds the start rows the Sender holds at once. Defaults to
 	// HeldMaxDefault.
 	HeldMax int
+	// WorkflowAppShare is how many first attempts of one app may be in
+	// progress at once in ModeWorkflow, from their run's start to the end
+	// of the attempt: one app's flood then never fills Temporal's task
+	// queue ahead of another app's runs. Defaults to
+	// WorkflowAppShareDefault.
+	WorkflowAppShare int
+	// wlanes are ModeWorkflow's per-app places; open holds the place of
+	// each run started, until FirstEnded or its lapse.
+	wlanes *slots.Keyed
+	openMu sync.Mutex
+	open   map[string]*openFirst
 	// AppHeldMax bounds the start rows of one app held at once, so one
 	// app's flood of rows not yet due never fills HeldMax: another app's
 	// rows, replays and cancels are claimed meanwhile. Defaults to
@@ -270,6 +281,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	defer d.heldRowsNow.Close()
 	defer d.firsts.Wait()
 	d.lanes = slots.New(cmp.Or(d.AppShare, AppShareDefault))
+	d.wlanes = slots.New(cmp.Or(d.WorkflowAppShare, WorkflowAppShareDefault))
 	defer d.running(ctx)()
 	w := d.waker()
 	go d.listen(ctx, w)

@@ -132,6 +132,15 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		return
 	}
 	if f.workflow {
+		if !d.wlanes.Enter(ctx, f.row.AppID, f.due.Add(QueueMax)) {
+			if ctx.Err() != nil {
+				d.release(f.row.ID)
+				return
+			}
+			// The app's runs in progress hold every place.
+			d.hold(f, busyRecheck(f))
+			return
+		}
 		d.startFirst(ctx, f)
 		return
 	}
@@ -272,11 +281,15 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 
 // startFirst starts f's DeliveryWorkflow now, at its first attempt's due
 // time (Input.FirstDue), and deletes its row; the run makes the attempt at
-// once. When Temporal does not take it, the row goes back to the outbox
+// once. It holds one of its app's places (wlanes), kept by the run until
+// its first attempt ends (opened). When Temporal does not take it, the row goes back to the outbox
 // and the next round starts it.
 func (d *Dispatcher) startFirst(ctx context.Context, f first) {
 	ctx = context.WithoutCancel(ctx)
 	held, err := d.heldRowsNow.Do(ctx, f.row.ID)
+	if held || err != nil {
+		d.wlanes.Leave(f.row.AppID) // no run: its app's place goes back
+	}
 	if err == nil && held {
 		// Its endpoint was paused (or the delivery canceled) since the
 		// claim: the row waits in the outbox, held, and the resume lets
@@ -290,7 +303,11 @@ func (d *Dispatcher) startFirst(ctx context.Context, f first) {
 		d.release(f.row.ID)
 		return
 	}
+	opened := d.opened(f)
 	err = d.start(ctx, f.row, nil, f.due)
+	if err != nil {
+		opened()
+	}
 	if err == nil {
 		_, err = d.doneRows.Do(ctx, f.row.ID)
 	}
@@ -301,6 +318,51 @@ func (d *Dispatcher) startFirst(ctx context.Context, f first) {
 		d.Logger.Warn("delivery workflow not started yet; its row waits in the outbox", "delivery_id", f.row.DeliveryID, "err", err, "retry_in", StartRetry)
 		d.hold(f, time.Now().Add(StartRetry))
 	}
+}
+
+// openFirst is the app place of a run started in ModeWorkflow, until its
+// first attempt ends (FirstEnded) or lapses.
+type openFirst struct {
+	app   string
+	lapse *time.Timer
+}
+
+// WorkflowAppShareDefault is WorkflowAppShare's default: 32 runs of one
+// app in progress take about a third of a second of this 2-core machine's
+// Temporal, so another app's run waits no longer than that behind them.
+const WorkflowAppShareDefault = 32
+
+// opened records the app place f's run holds (taken by sendFirst) from its
+// start to its first attempt's end, given back by FirstEnded, or once the
+// attempt could no longer be running (its run went to another worker, or
+// its worker died). The returned func gives it back at once (the run did
+// not start).
+func (d *Dispatcher) opened(f first) (giveBack func()) {
+	id, app := f.row.DeliveryID, f.row.AppID
+	d.openMu.Lock()
+	defer d.openMu.Unlock()
+	if d.open == nil {
+		d.open = map[string]*openFirst{}
+	}
+	o := &openFirst{app: app}
+	d.open[id] = o
+	o.lapse = time.AfterFunc(f.set.RequestTimeout+activities.RecordSlack+LeaseSlack, func() { d.FirstEnded(id) })
+	return func() { d.FirstEnded(id) }
+}
+
+// FirstEnded gives back the app place of delivery id's run, started by
+// this dispatcher in ModeWorkflow, once its first attempt ended
+// (activities.Activities.FirstEnded). Unknown IDs are ignored.
+func (d *Dispatcher) FirstEnded(id string) {
+	d.openMu.Lock()
+	o, ok := d.open[id]
+	delete(d.open, id)
+	d.openMu.Unlock()
+	if !ok {
+		return
+	}
+	o.lapse.Stop()
+	d.wlanes.Leave(o.app)
 }
 
 // StartRetry is how long a start row whose workflow could not be started

@@ -44,6 +44,9 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch,
 		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),
 		Metrics: series, Tracing: st.Tracing, Sequencer: acts, Sender: acts, Mode: dispatch.Mode(cfg.FirstAttempts)}
+	// The worker's first attempts give their app's place back to this
+	// dispatcher (ModeWorkflow).
+	acts.FirstEnded = d.FirstEnded
 	w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency,
 		StopTimeout: cfg.ShutdownTimeout / 2, RunSequence: d.RunSequence})
 	if err != nil {

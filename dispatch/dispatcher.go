@@ -77,7 +77,7 @@ const (
 	HeldSweepInterval = 10 * time.Second
 )
 
-// Mode is how a dispatcher has first attempts made.
+// Mode is how a dispatcher has first attempts made (config.FirstAttempts).
 type Mode string
 
 // Modes (config.FirstAttempts* name the same).

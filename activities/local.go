@@ -66,7 +66,7 @@ func (l *LocalFirsts) Reserve(endpoint, delivery string, now, until time.Time) b
 		}
 		delete(l.slow, endpoint)
 	}
-	if len(l.open) >= cmp.Or(l.Total, LocalFirstsTotal) {
+	if len(l.open) >= cmp.Or(l.Total, LocalFirstsTotal) || l.byEndpoint[endpoint] >= cmp.Or(l.PerEndpoint, LocalFirstsPerEndpoint) {
 		l.lapse(now)
 	}
 	if len(l.open) >= cmp.Or(l.Total, LocalFirstsTotal) || l.byEndpoint[endpoint] >= cmp.Or(l.PerEndpoint, LocalFirstsPerEndpoint) {

@@ -384,6 +384,16 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	var firsts []first
 	var leaseUntil []time.Time
 	var heldN int64 // counted in Held once the round's leases commit
+	// The app places firsts took (holdApp) go back unless the round
+	// commits and its first attempts take them over (sendFirsts).
+	handed := false
+	defer func() {
+		if !handed {
+			for _, f := range firsts {
+				d.releaseApp(f.row.AppID)
+			}
+		}
+	}()
 	stamped := map[string]bool{}
 	now := time.Now()
 	mode := d.current()
@@ -484,6 +494,7 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 		return 0, err
 	}
 	d.firstHeld.Add(heldN)
+	handed = true
 	d.sendFirsts(ctx, firsts)
 	wakeErr := d.wake(ctx, ordered)
 	started, carryErr := d.carry(ctx, carried)

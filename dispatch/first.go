@@ -131,26 +131,24 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		d.handOff(ctx, f.row, nil)
 		return
 	}
+	// The app's places: its first attempts in progress on this worker
+	// (sender), or its runs between their start and the end of their first
+	// attempt (workflow).
+	lanes := d.lanes
 	if f.workflow {
-		if !d.wlanes.Enter(ctx, f.row.AppID, f.due.Add(QueueMax)) {
-			if ctx.Err() != nil {
-				d.release(f.row.ID)
-				return
-			}
-			// The app's runs in progress hold every place.
-			d.hold(f, busyRecheck(f))
-			return
-		}
-		d.startFirst(ctx, f)
-		return
+		lanes = d.wlanes
 	}
-	if !d.lanes.Enter(ctx, f.row.AppID, f.due.Add(QueueMax)) {
+	if !lanes.Enter(ctx, f.row.AppID, f.due.Add(QueueMax)) {
 		if ctx.Err() != nil {
 			d.release(f.row.ID)
 			return
 		}
-		// This worker's share of the app's first attempts is in use.
+		// Every place of the app's is in use.
 		d.hold(f, busyRecheck(f))
+		return
+	}
+	if f.workflow {
+		d.startFirst(ctx, f) // its run keeps the place (opened)
 		return
 	}
 	defer d.lanes.Leave(f.row.AppID)
@@ -343,6 +341,12 @@ func (d *Dispatcher) opened(f first) (giveBack func()) {
 	defer d.openMu.Unlock()
 	if d.open == nil {
 		d.open = map[string]*openFirst{}
+	}
+	if old, ok := d.open[id]; ok {
+		// Started again (its row's delete failed after the first start):
+		// one run, one place.
+		old.lapse.Stop()
+		d.wlanes.Leave(old.app)
 	}
 	o := &openFirst{app: app}
 	d.open[id] = o

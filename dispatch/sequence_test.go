@@ -72,6 +72,23 @@ func TestDeletedEndpointsBlockingDeadLetterEndsItsSequence(t *testing.T) {
 	require.False(t, ok, "a deleted endpoint's sequence has nothing open")
 }
 
+// fifoHead makes f's endpoint fifo, publishes one event of key and
+// returns its delivery, the head of its sequence with its start row.
+func (f senderFixture) fifoHead(t *testing.T, key string) (string, store.Head) {
+	t.Helper()
+	ctx := context.Background()
+	fifo := delivery.OrderingFIFO
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo})
+	require.NoError(t, err)
+	p, err := outbox.PublishNow(ctx, f.st.Pool(), f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: key})
+	require.NoError(t, err)
+	h, ok, err := store.SequenceHead(ctx, f.st.Pool(), f.ep.ID, key)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotNil(t, h.Row, "the head's start row waits")
+	return p.Deliveries[0].ID, h
+}
+
 // TestReplayedHeadIsNotSentFromItsStaleStartRow: a sequencer run read the
 // head's start row (it waits for the head's due time, or is about to send
 // it); meanwhile the endpoint is disabled (the head is canceled), enabled
@@ -82,23 +99,10 @@ func TestDeletedEndpointsBlockingDeadLetterEndsItsSequence(t *testing.T) {
 func TestReplayedHeadIsNotSentFromItsStaleStartRow(t *testing.T) {
 	ctx := context.Background()
 	f := setupSender(t, 0, time.Second)
-	fifo := delivery.OrderingFIFO
-	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo})
-	require.NoError(t, err)
-	tx, err := f.st.Pool().Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
-	p, err := outbox.Publish(ctx, tx, f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: "k"})
-	require.NoError(t, err)
-	require.NoError(t, tx.Commit(ctx))
-	id := p.Deliveries[0].ID
-	h, ok, err := store.SequenceHead(ctx, f.st.Pool(), f.ep.ID, "k")
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.NotNil(t, h.Row, "the run holds the head's start row")
+	id, h := f.fifoHead(t, "k")
 
 	yes, no := true, false
-	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &yes})
+	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &yes})
 	require.NoError(t, err)
 	_, _, err = f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Disabled: &no})
 	require.NoError(t, err)
@@ -186,18 +190,10 @@ func canceledQueuedReplay(t *testing.T, dropped bool) {
 func TestHeadNotSentWithoutTheHold(t *testing.T) {
 	ctx := context.Background()
 	f := setupSender(t, 0, time.Second)
-	fifo := delivery.OrderingFIFO
-	_, _, err := f.st.PatchEndpoint(ctx, f.app.ID, f.ep.ID, store.EndpointPatch{Ordering: &fifo})
-	require.NoError(t, err)
-	_, err = outbox.PublishNow(ctx, f.st.Pool(), f.app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: "k"})
-	require.NoError(t, err)
-	h, ok, err := store.SequenceHead(ctx, f.st.Pool(), f.ep.ID, "k")
-	require.NoError(t, err)
-	require.True(t, ok)
-	require.NotNil(t, h.Row)
+	_, h := f.fifoHead(t, "k")
 	d := &Dispatcher{Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler),
 		Sequencer: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
-	_, err = d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget), func() (bool, error) { return false, nil })
+	_, err := d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget), func() (bool, error) { return false, nil })
 	require.Error(t, err)
 	require.Zero(t, f.hits.Load(), "a run without its hold sends nothing")
 }

@@ -147,28 +147,59 @@ func TestAuth(t *testing.T) {
 // go out straight from the outbox; a first attempt that fails is recorded
 // once and waits in the outbox (with its outcome) for its workflow, which
 // takes it over when Temporal is back, without sending it again.
-func TestTemporalOutage(t *testing.T) {
-	h := newHarness(t, inMode(config.FirstAttemptsSender))
-	appID := h.createApp()
-	rc, _ := firstFails(t)
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"payment.succeeded"}, "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})
-	flakyEp := h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=1", "event_types": []string{"payment.failed"}, "retry_schedule": []string{"0s", "1s", "1s", "1s", "1s"}})
-	rc.setSecrets(ep.Secret, flakyEp.Secret)
+// outageRig is an app with two endpoints on one receiver (firstFails):
+// payment.succeeded's answers 200, payment.failed's answers 502 to the
+// first request of each event and 200 after.
+type outageRig struct {
+	h     *harness
+	appID string
+	rc    *probe
+}
 
-	h.proxy.Close() // Temporal is unreachable from hookrelay from here on.
-	const n, failing = 200, 20
-	var dlvs, failed []string
-	for i := 0; i < n; i++ {
+func newOutageRig(h *harness) outageRig {
+	appID := h.createApp()
+	rc, _ := firstFails(h.t)
+	schedule := []string{"0s", "1s", "1s", "1s", "1s"}
+	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"payment.succeeded"}, "retry_schedule": schedule})
+	flakyEp := h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=1", "event_types": []string{"payment.failed"}, "retry_schedule": schedule})
+	rc.setSecrets(ep.Secret, flakyEp.Secret)
+	return outageRig{h: h, appID: appID, rc: rc}
+}
+
+// publish sends n events, every (n/failing)th to the failing endpoint,
+// and returns every delivery and the failing ones.
+func (r outageRig) publish(n, failing int) (dlvs, failed []string) {
+	for i := range n {
 		typ := "payment.succeeded"
 		if i%(n/failing) == 0 {
 			typ = "payment.failed"
 		}
-		id := h.send(appID, typ, map[string]any{"i": i}).Deliveries[0].ID
+		id := r.h.send(r.appID, typ, map[string]any{"i": i}).Deliveries[0].ID
 		dlvs = append(dlvs, id)
 		if typ == "payment.failed" {
 			failed = append(failed, id)
 		}
 	}
+	return dlvs, failed
+}
+
+// receiptsBeyondFirst counts the requests past each event's first.
+func (r outageRig) receiptsBeyondFirst() int {
+	dups := 0
+	for _, c := range r.rc.byID() {
+		dups += c - 1
+	}
+	return dups
+}
+
+func TestTemporalOutage(t *testing.T) {
+	h := newHarness(t, inMode(config.FirstAttemptsSender))
+	r := newOutageRig(h)
+	appID, rc := r.appID, r.rc
+
+	h.proxy.Close() // Temporal is unreachable from hookrelay from here on.
+	const n, failing = 200, 20
+	dlvs, failed := r.publish(n, failing)
 	for _, id := range dlvs {
 		if !slices.Contains(failed, id) {
 			h.waitDelivery(appID, id, 30*time.Second, delivery.StatusSucceeded)
@@ -186,12 +217,8 @@ func TestTemporalOutage(t *testing.T) {
 	for _, id := range dlvs {
 		h.waitDelivery(appID, id, 90*time.Second, delivery.StatusSucceeded)
 	}
-	byID := rc.byID()
-	require.Len(t, byID, n, "every event delivered")
-	dups := 0
-	for _, c := range byID {
-		dups += c - 1
-	}
+	require.Len(t, rc.byID(), n, "every event delivered")
+	dups := r.receiptsBeyondFirst()
 	t.Logf("outage: %d events accepted while Temporal was down, %d delivered during it, %d failed first attempts taken over after it, %d receipts beyond the first",
 		n, n-failing, failing, dups)
 	require.Equal(t, failing, dups, "each failed first attempt was sent once more, by its workflow")
@@ -207,26 +234,12 @@ func TestTemporalOutage(t *testing.T) {
 // once more, by its workflow's retry), 0 lost.
 func TestTemporalOutageInWorkflowMode(t *testing.T) {
 	h := newHarness(t)
-	appID := h.createApp()
-	rc, _ := firstFails(t)
-	ep := h.createEndpoint(appID, map[string]any{"url": rc.URL(), "event_types": []string{"payment.succeeded"}, "retry_schedule": []string{"0s", "1s", "1s"}})
-	flakyEp := h.createEndpoint(appID, map[string]any{"url": rc.URL() + "?flaky=1", "event_types": []string{"payment.failed"}, "retry_schedule": []string{"0s", "1s", "1s"}})
-	rc.setSecrets(ep.Secret, flakyEp.Secret)
+	r := newOutageRig(h)
+	appID, rc := r.appID, r.rc
 
 	h.proxy.Close() // Temporal is unreachable from hookrelay from here on.
 	const n, failing = 100, 10
-	var dlvs, failed []string
-	for i := range n {
-		typ := "payment.succeeded"
-		if i%(n/failing) == 0 {
-			typ = "payment.failed"
-		}
-		id := h.send(appID, typ, map[string]any{"i": i}).Deliveries[0].ID
-		dlvs = append(dlvs, id)
-		if typ == "payment.failed" {
-			failed = append(failed, id)
-		}
-	}
+	dlvs, failed := r.publish(n, failing)
 	require.Never(t, func() bool { return len(rc.byID()) > 0 }, 3*time.Second, 50*time.Millisecond,
 		"nothing is sent while no workflow can start")
 	var waiting int
@@ -237,13 +250,8 @@ func TestTemporalOutageInWorkflowMode(t *testing.T) {
 	for _, id := range dlvs {
 		h.waitDelivery(appID, id, 90*time.Second, delivery.StatusSucceeded)
 	}
-	byID := rc.byID()
-	require.Len(t, byID, n, "every event delivered")
-	dups := 0
-	for _, c := range byID {
-		dups += c - 1
-	}
-	require.Equal(t, failing, dups, "each failing first attempt was sent once more, by its workflow")
+	require.Len(t, rc.byID(), n, "every event delivered")
+	require.Equal(t, failing, r.receiptsBeyondFirst(), "each failing first attempt was sent once more, by its workflow")
 	for _, id := range failed {
 		require.Len(t, h.attempts(appID, id), 2, id)
 	}

@@ -231,8 +231,9 @@ func (r *run) next(ctx workflow.Context, sig ReplaySignal) Input {
 	in := r.in
 	in.Cycle = r.state.Cycle + 1
 	in.ReplayID = sig.ReplayID
-	in.Resume = nil              // a carrier's first attempt belongs to the first cycle only
-	in.Sequencer = sig.Sequencer // a replay's cycle tells the sequencer that sent it
+	in.Resume = nil                                 // a carrier's first attempt belongs to the first cycle only
+	in.FirstDue, in.FirstLocal = time.Time{}, false // so does the dispatcher's due-time start
+	in.Sequencer = sig.Sequencer                    // a replay's cycle tells the sequencer that sent it
 	in.AcceptedAt = sig.RequestedAt
 	if in.AcceptedAt.IsZero() {
 		in.AcceptedAt = workflow.Now(ctx)
@@ -248,6 +249,7 @@ func (r *run) continued() Input {
 	in := r.in
 	in.Cycle, in.ReplayID, in.AcceptedAt = r.state.Cycle, r.replayID, r.acceptedAt
 	in.Resume, in.Progress = nil, r.progress
+	in.FirstDue, in.FirstLocal = time.Time{}, false
 	return in
 }
 

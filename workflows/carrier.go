@@ -33,9 +33,15 @@ const (
 // finds a delivery's first attempt by its ID.
 var SADeliveries = temporal.NewSearchAttributeKeyKeywordList("HookrelayDeliveries")
 
-// versionCarrierGroups sends each group of first attempts due together as
-// one SendGroup local activity instead of one SendSigned each.
-const versionCarrierGroups = "carrier-groups"
+// Change IDs of CarrierWorkflow (see workflow.GetVersion).
+const (
+	// versionCarrierGroups sends each group of first attempts due together
+	// as one SendGroup local activity instead of one SendSigned each.
+	versionCarrierGroups = "carrier-groups"
+	// versionCarrierDueFromAcceptance plans each carried first attempt from
+	// its acceptance, not from the carrier's start.
+	versionCarrierDueFromAcceptance = "carrier-due-from-acceptance"
+)
 
 // carried is one delivery in a carrier.
 type carried struct {
@@ -118,6 +124,10 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 	var result CarrierResult
 	now := workflow.Now(ctx)
 	var pending, direct []*carried
+	// A carried first attempt is due its first wait after its acceptance,
+	// as every delivery's is (before: after the carrier's start, which the
+	// dispatcher makes near that due time: a first wait late).
+	fromAcceptance := workflow.GetVersion(ctx, versionCarrierDueFromAcceptance, workflow.DefaultVersion, 1) == 1
 	for _, d := range in.Deliveries {
 		c := &carried{in: d, set: d.Settings.WithDefaults()}
 		accepted := d.AcceptedAt
@@ -125,7 +135,11 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 			accepted = now
 		}
 		c.deadline = accepted.Add(c.set.Deadline)
-		next := delivery.Plan(c.set, d.DeliveryID, 1, nil, now, c.deadline)
+		from := now
+		if fromAcceptance {
+			from = accepted
+		}
+		next := delivery.Plan(c.set, d.DeliveryID, 1, nil, from, c.deadline)
 		if next.DeadLetter != "" {
 			// No first attempt fits: its own workflow says why.
 			direct = append(direct, c)

@@ -166,6 +166,29 @@ func TestCarrierWaitsEachFirstWait(t *testing.T) {
 	}
 }
 
+// TestCarrierCountsFirstWaitsFromAcceptance: a carrier the dispatcher
+// starts near its deliveries' due times (they waited their first wait in
+// the outbox) sends each at its acceptance plus its first wait, not a
+// first wait after the carrier's start.
+func TestCarrierCountsFirstWaitsFromAcceptance(t *testing.T) {
+	t.Parallel()
+	var suite testsuite.WorkflowTestSuite
+	accepted := suite.NewTestWorkflowEnvironment().Now().Add(-900 * time.Millisecond)
+	answers := map[string]func() (activities.SendResult, error){}
+	var in []workflows.Input
+	for i := range 3 {
+		id := "dlv_" + string(rune('a'+i))
+		answers[id] = func() (activities.SendResult, error) { return ok(), nil }
+		in = append(in, workflows.Input{DeliveryID: id, AcceptedAt: accepted, Settings: delivery.Settings{Schedule: []time.Duration{time.Second, time.Second}}})
+	}
+	res, _, started := carrierRun(t, answers, in)
+	require.Equal(t, 3, res.Delivered)
+	for _, d := range in {
+		due := delivery.Jitter(time.Second, d.DeliveryID, 1) - 900*time.Millisecond
+		require.LessOrEqual(t, started[d.DeliveryID], max(due, 0)+workflows.CarrierLateness, "%s: due %s after the carrier's start", d.DeliveryID, due)
+	}
+}
+
 // TestReplayOfAHandedOffDeliveryStartsFresh: a delivery a carrier handed
 // off dead-letters on its carried result; a replay's cycle makes its own
 // first attempt instead of judging that result again.

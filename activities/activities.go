@@ -114,11 +114,11 @@ type Activities struct {
 	// Local chooses which new deliveries make their first attempt as a
 	// local activity (see LocalFirsts); nil makes none local.
 	Local *LocalFirsts
-	// FirstEnded, when set, is told when the first attempt of a
-	// delivery's first cycle ended in this worker (sent, or held with
-	// nothing sent): the dispatcher gives back its app's place
-	// (dispatch.Dispatcher.FirstEnded).
-	FirstEnded func(deliveryID string)
+	// FirstBegun, when set, is told when the first attempt of a
+	// delivery's first cycle begins in this worker (its run's first task
+	// ran): the dispatcher gives back its app's place
+	// (dispatch.Dispatcher.FirstBegun).
+	FirstBegun func(deliveryID string)
 	// Breaker holds the attempts of endpoints that stopped answering; nil
 	// holds nothing.
 	Breaker *Breaker

@@ -46,12 +46,10 @@ func (a *Activities) SendSigned(ctx context.Context, req SendRequest) (SendResul
 // records its outcome on its outbox row in the same statement. A full
 // endpoint share is waited for until shareBy (zero: not at all).
 func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, shareBy time.Time) (result SendResult, _ error) {
-	defer func() {
-		a.Local.settle(req, result, a.now())
-		if a.FirstEnded != nil && req.Cycle <= 1 && req.Number == 1 {
-			a.FirstEnded(req.DeliveryID)
-		}
-	}()
+	if a.FirstBegun != nil && req.Cycle <= 1 && req.Number == 1 {
+		a.FirstBegun(req.DeliveryID)
+	}
+	defer func() { a.Local.settle(req, result, a.now()) }()
 	if res, held := a.held(ctx, req, req.EndpointID, outboxID == 0, shareBy); held {
 		return res, nil
 	}

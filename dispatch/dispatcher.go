@@ -157,14 +157,13 @@ type Dispatcher struct {
 	// HeldMax bounds the start rows the Sender holds at once. Defaults to
 	// HeldMaxDefault.
 	HeldMax int
-	// WorkflowAppShare is how many first attempts of one app may be in
-	// progress at once in ModeWorkflow, from their run's start to the end
-	// of the attempt: one app's flood then never fills Temporal's task
-	// queue ahead of another app's runs. Defaults to
-	// WorkflowAppShareDefault.
+	// WorkflowAppShare is how many runs of one app may be between their
+	// start and their first attempt's beginning at once in ModeWorkflow:
+	// one app's flood then never fills Temporal's task queue ahead of
+	// another app's runs. Defaults to WorkflowAppShareDefault.
 	WorkflowAppShare int
 	// wlanes are ModeWorkflow's per-app places; open holds the place of
-	// each run started, until FirstEnded or its lapse.
+	// each run started, until FirstBegun or its lapse.
 	wlanes *slots.Keyed
 	openMu sync.Mutex
 	open   map[string]*openFirst

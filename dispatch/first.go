@@ -132,7 +132,7 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		return
 	}
 	// The app's places: its first attempts in progress on this worker
-	// (sender), or its runs between their start and the end of their first
+	// (sender), or its runs between their start and the beginning of their first
 	// attempt (workflow).
 	lanes := d.lanes
 	if f.workflow {
@@ -280,8 +280,9 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 // startFirst starts f's DeliveryWorkflow now, at its first attempt's due
 // time (Input.FirstDue), and deletes its row; the run makes the attempt at
 // once. It holds one of its app's places (wlanes), kept by the run until
-// its first attempt ends (opened). When Temporal does not take it, the row goes back to the outbox
-// and the next round starts it.
+// its first task has run and begun the attempt (opened). When Temporal
+// does not take it, the row waits in the outbox and a later round starts
+// it.
 func (d *Dispatcher) startFirst(ctx context.Context, f first) {
 	ctx = context.WithoutCancel(ctx)
 	held, err := d.heldRowsNow.Do(ctx, f.row.ID)
@@ -319,22 +320,24 @@ func (d *Dispatcher) startFirst(ctx context.Context, f first) {
 }
 
 // openFirst is the app place of a run started in ModeWorkflow, until its
-// first attempt ends (FirstEnded) or lapses.
+// first attempt begins (FirstBegun) or the place lapses.
 type openFirst struct {
 	app   string
 	lapse *time.Timer
 }
 
-// WorkflowAppShareDefault is WorkflowAppShare's default: 32 runs of one
-// app in progress take about a third of a second of this 2-core machine's
-// Temporal, so another app's run waits no longer than that behind them.
+// WorkflowAppShareDefault is WorkflowAppShare's default: the first tasks
+// of 32 runs of one app take about a third of a second of this 2-core
+// machine's Temporal, so another app's run waits no longer than that
+// behind them.
 const WorkflowAppShareDefault = 32
 
 // opened records the app place f's run holds (taken by sendFirst) from its
-// start to its first attempt's end, given back by FirstEnded, or once the
-// attempt could no longer be running (its run went to another worker, or
-// its worker died). The returned func gives it back at once (the run did
-// not start).
+// start until its first task ran: given back by FirstBegun when the
+// attempt begins (however long its receiver then takes: a slow receiver
+// holds no place), or once the attempt could no longer be running (its run
+// went to another worker, or its worker died). The returned func gives it
+// back at once (the run did not start).
 func (d *Dispatcher) opened(f first) (giveBack func()) {
 	id, app := f.row.DeliveryID, f.row.AppID
 	d.openMu.Lock()
@@ -350,14 +353,14 @@ func (d *Dispatcher) opened(f first) (giveBack func()) {
 	}
 	o := &openFirst{app: app}
 	d.open[id] = o
-	o.lapse = time.AfterFunc(f.set.RequestTimeout+activities.RecordSlack+LeaseSlack, func() { d.FirstEnded(id) })
-	return func() { d.FirstEnded(id) }
+	o.lapse = time.AfterFunc(f.set.RequestTimeout+activities.RecordSlack+LeaseSlack, func() { d.FirstBegun(id) })
+	return func() { d.FirstBegun(id) }
 }
 
-// FirstEnded gives back the app place of delivery id's run, started by
-// this dispatcher in ModeWorkflow, once its first attempt ended
-// (activities.Activities.FirstEnded). Unknown IDs are ignored.
-func (d *Dispatcher) FirstEnded(id string) {
+// FirstBegun gives back the app place of delivery id's run, started by
+// this dispatcher in ModeWorkflow, once its first attempt began
+// (activities.Activities.FirstBegun). Unknown IDs are ignored.
+func (d *Dispatcher) FirstBegun(id string) {
 	d.openMu.Lock()
 	o, ok := d.open[id]
 	delete(d.open, id)

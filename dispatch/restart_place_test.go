@@ -15,7 +15,7 @@ import (
 // (wlanes) is recorded by delivery ID (opened). A run that started but
 // whose row's delete failed is held for StartRetry and started again by
 // the next round (Temporal answers "already started"): the delivery still
-// holds one place, given back once its first attempt ends or lapses, so
+// holds one place, given back once its first attempt begins or the place lapses, so
 // the app's WorkflowAppShare never shrinks.
 func TestRestartedFirstKeepsOnePlace(t *testing.T) {
 	f := setupSender(t, 0, time.Second)
@@ -46,8 +46,8 @@ func TestRestartedFirstKeepsOnePlace(t *testing.T) {
 	starts := len(fc.inputs)
 	fc.mu.Unlock()
 	require.Equal(t, 2, starts, "started, its delete failed, started again from the held row")
-	// Attempt 1 of the run ends (SendSigned's FirstEnded hook).
-	d.FirstEnded(id)
+	// Attempt 1 of the run ends (SendSigned's FirstBegun hook).
+	d.FirstBegun(id)
 	// Every lapse has passed (RequestTimeout + RecordSlack + LeaseSlack).
 	lapse := time.Second + activities.RecordSlack + LeaseSlack
 	time.Sleep(lapse + 2*time.Second)

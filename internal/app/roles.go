@@ -46,7 +46,7 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 		Metrics: series, Tracing: st.Tracing, Sequencer: acts, Sender: acts, Mode: dispatch.Mode(cfg.FirstAttempts)}
 	// The worker's first attempts give their app's place back to this
 	// dispatcher (ModeWorkflow).
-	acts.FirstEnded = d.FirstEnded
+	acts.FirstBegun = d.FirstBegun
 	w, err := worker.New(tc, acts, worker.Options{TaskQueue: opts.TaskQueue, MaxConcurrentActivities: cfg.WorkerConcurrency,
 		StopTimeout: cfg.ShutdownTimeout / 2, RunSequence: d.RunSequence})
 	if err != nil {

@@ -235,3 +235,46 @@ func TestKillNineWhileSendersHoldFirstAttempts(t *testing.T) {
 	t.Logf("reliability | kill -9 while %d first attempts were on the wire (%d start rows leased), then restart | %d | %d | %d | %d receipts beyond the first | all delivered %s after the restart",
 		held, leased, n, got, n-got, dups, recovered.Round(time.Millisecond))
 }
+
+// TestKillNineWhileWorkflowsHoldFirstAttempts is the kill -9 above in the
+// default mode: the dev process dies while at least 50 first attempts are
+// on the wire, each in its DeliveryWorkflow's first task (the receiver
+// holds every request). After the restart the tasks time out and run
+// again on the new worker, each claim waits for the dead request's mark to
+// lapse, and every delivery ends delivered; every first attempt that a
+// worker recorded is recorded once.
+func TestKillNineWhileWorkflowsHoldFirstAttempts(t *testing.T) {
+	r := newCrashRig(t, 0)
+	r.rc.gate = make(chan struct{})
+	const n = 200
+	p, _ := r.setupWith(n, 32)
+	require.Eventually(t, func() bool { return r.rc.inflight.Load() >= 50 }, time.Minute, 10*time.Millisecond)
+	held := r.rc.inflight.Load()
+	pid := postmasterPID(t, filepath.Join(r.dataDir, "postgres"))
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.exited
+	close(r.rc.gate) // the held requests finish; nobody reads their answers
+	require.Eventually(t, func() bool { return !alive(pid) }, 30*time.Second, 50*time.Millisecond)
+
+	restarted := time.Now()
+	p2 := startDev(t, r.dataDir, false)
+	defer p2.stop(t)
+	got, dups := r.waitAll(n, 3*time.Minute)
+	require.Equal(t, n, got, "every accepted event delivered after the crash")
+	recovered := time.Since(restarted)
+
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, p2.databaseURL())
+	require.NoError(t, err)
+	defer db.Close(ctx)
+	var succeeded, dupFirsts int
+	require.Eventually(t, func() bool {
+		require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FILTER (WHERE status = 'succeeded') FROM deliveries`).Scan(&succeeded))
+		return succeeded == n
+	}, time.Minute, 100*time.Millisecond)
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM (SELECT delivery_id FROM attempts WHERE cycle = 1 AND number = 1
+		GROUP BY delivery_id HAVING count(*) > 1) x`).Scan(&dupFirsts))
+	require.Zero(t, dupFirsts, "a first attempt recorded twice")
+	t.Logf("reliability | kill -9 while %d first attempts were on the wire in their workflows, then restart | %d | %d | %d | %d receipts beyond the first | all delivered %s after the restart",
+		held, n, got, n-got, dups, recovered.Round(time.Millisecond))
+}

@@ -25,76 +25,6 @@ import (
 	"hookrelay/metrics"
 	"hookrelay/outbox"
 	"hookrelay/store"
-	"hookrelay/workflows"
-)
-
-// Dispatcher defaults.
-const (
-	BatchDefault = 200
-	// PollIntervalDefault bounds how long a row can wait when its NOTIFY
-	// was skipped or lost.
-	PollIntervalDefault = 250 * time.Millisecond
-	// CarrierSizeDefault is the most first attempts one carrier workflow
-	// takes (at most workflows.CarrierSizeMax).
-	CarrierSizeDefault = workflows.CarrierSizeMax
-	// CarrierMinDefault is the fewest new deliveries a round must find to
-	// carry them; a round with fewer starts one DeliveryWorkflow each.
-	CarrierMinDefault = 2
-	// linger is how long after a round that claimed rows the dispatcher
-	// looks for the earliest row left: ingest wakes the dispatcher only
-	// when no unleased row would be claimed before its own, so a row whose
-	// ingest overlapped the round (and saw its rows still unleased) is
-	// found by that look instead of waiting for the poll. A look, not a
-	// round: at everyday rates a round per event would cost a claim
-	// statement per event. A NOTIFY during the linger for a round due
-	// now is served at once, and so is a Wake: an API in this process
-	// asks for that round itself once such rows committed; the look finds
-	// other processes' rows.
-	linger = 10 * time.Millisecond
-	// lingerLoaded is how many rows a round claims when ingest is fast
-	// enough that waiting out the whole linger costs each row less than
-	// the claim statement a round per few rows would: after such a round,
-	// nothing asked meanwhile cuts the linger short. At full speed a Wake
-	// per ingest did, and rounds of two or three rows took 10–15 % off
-	// the deliveries per second.
-	lingerLoaded = 8
-	// AppHeldShare is how many apps' worth of held rows HeldMax holds:
-	// an app holds at most HeldMax / AppHeldShare (AppHeldMax), so it
-	// takes that many flooding apps at once to fill HeldMax.
-	AppHeldShare = 8
-	// appFullWait is how long a start row of an app holding AppHeldMax
-	// rows stays leased in the outbox, not held, before a round takes it
-	// again.
-	appFullWait = 100 * time.Millisecond
-	// heldWait is how often a dispatcher whose sender holds HeldMax rows
-	// looks again.
-	heldWait = 10 * time.Millisecond
-	// startConcurrency bounds concurrent workflow starts per batch.
-	startConcurrency = 32
-	// HeldSweepInterval is how often a dispatcher releases held rows of
-	// endpoints no longer paused (store.ReleaseHeld): rows an ingest
-	// that overlapped a resume wrote held.
-	HeldSweepInterval = 10 * time.Second
-)
-
-// Mode is how a dispatcher has first attempts made (config.FirstAttempts).
-type Mode string
-
-// Modes (config.FirstAttempts* name the same).
-const (
-	// ModeWorkflow, the default: every new delivery's DeliveryWorkflow
-	// makes its first attempt. Its row waits in the outbox (held by the
-	// dispatcher, up to HoldMax) for the first wait, and the run starts,
-	// eagerly on this worker, when the attempt is due: no timer, and for
-	// an endpoint that answers fast (activities.LocalFirsts) the attempt
-	// is a local activity in the run's first task.
-	ModeWorkflow Mode = "workflow"
-	// ModeSender makes first attempts straight from the outbox (see
-	// first.go); only a delivery whose first attempt did not succeed gets
-	// a workflow.
-	ModeSender Mode = "sender"
-	// ModeCarrier carries first attempts many to a CarrierWorkflow.
-	ModeCarrier Mode = "carrier"
 )
 
 // Dispatcher drains the outbox into Temporal: a workflow start per new
@@ -206,56 +136,6 @@ type Dispatcher struct {
 	// nil is tracing off.
 	Tracing *tracing.Tracing
 }
-
-// SetCarrierSize changes CarrierSize while the dispatcher runs (the bench
-// measures both shapes on one server).
-func (d *Dispatcher) SetCarrierSize(n int) {
-	d.carrierSize.Store(int64(min(max(n, 1), workflows.CarrierSizeMax)))
-}
-
-// SetMode has first attempts made in mode from the next round on (the
-// bench measures every mode on one server).
-func (d *Dispatcher) SetMode(mode Mode) { d.mode.Store(&mode) }
-
-// current is the mode in use: SetMode's, else Mode's; ModeCarrier with no
-// Sender.
-func (d *Dispatcher) current() Mode {
-	m := d.Mode
-	if p := d.mode.Load(); p != nil {
-		m = *p
-	}
-	switch {
-	case d.Sender == nil:
-		return ModeCarrier
-	case m == "":
-		return ModeWorkflow
-	}
-	return m
-}
-
-// Counts returns how many new deliveries were started in their own
-// DeliveryWorkflow, how many in carriers, and how many first attempts a
-// sender made (direct) since the dispatcher began.
-func (d *Dispatcher) Counts() (own, carried, direct int64) {
-	return d.started.Load(), d.carried.Load(), d.firstDone.Load() + d.firstHandedOff.Load()
-}
-
-// Local returns how many deliveries were started with a local first
-// attempt (workflows.Input.FirstLocal) since the dispatcher began.
-func (d *Dispatcher) Local() int64 { return d.local.Load() }
-
-// Held returns how many times a start row was left in the outbox, leased
-// until its recheck, since the dispatcher began: its first attempt held
-// back (a share in use, its endpoint not answering), or its failed first
-// attempt's hand-off (the endpoint not answering; with no answer, until
-// before its retry). A hold is counted once its lease is written.
-func (d *Dispatcher) Held() int64 { return d.firstHeld.Load() }
-
-// Taken returns how many start rows an ingest handed to the sender (see
-// Take) since the dispatcher began: no round came between their commit
-// and the sender (one the sender then holds back, its app's share in use,
-// goes to a round). Metrics.Handoffs counts the same, for Prometheus.
-func (d *Dispatcher) Taken() int64 { return d.taken.Load() }
 
 // Name names the dispatcher among a process's services.
 func (*Dispatcher) Name() string { return "dispatcher" }

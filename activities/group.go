@@ -9,12 +9,18 @@ import (
 	"hookrelay/store"
 )
 
-// SendGroup makes the attempts of reqs, distinct deliveries due together
-// (a carrier's), each exactly as SendSigned makes one and all in parallel,
-// but loads their targets in one statement and records them in one, and
-// answers them in one local-activity result. An error (the targets could
-// not be loaded) means nothing was sent.
+// SendGroup makes the attempts of reqs, distinct deliveries (a
+// carrier's), and answers them in one local-activity result. Requests with
+// a due time (SendRequest.At) are each made as SendSigned makes one, at
+// that time: loaded and claimed ClaimLead before it (claims and records
+// of attempts due close together share statements). Requests without one
+// are due together: made at once, all in parallel, their targets loaded in
+// one statement and their records stored in one. An error (the targets
+// could not be loaded) means nothing was sent.
 func (a *Activities) SendGroup(ctx context.Context, reqs []SendRequest) ([]SendOutcome, error) {
+	if len(reqs) > 0 && !reqs[0].At.IsZero() {
+		return a.sendTimed(ctx, reqs), nil
+	}
 	ids := make([]string, len(reqs))
 	for i, r := range reqs {
 		ids[i] = r.DeliveryID
@@ -70,4 +76,23 @@ func (a *Activities) SendGroup(ctx context.Context, reqs []SendRequest) ([]SendO
 		a.recorded(ctx, req, targets[req.DeliveryID], outs[i].Result, recs[i].KeyIDs)
 	}
 	return outs, nil
+}
+
+// sendTimed makes each of reqs at its own due time (SendRequest.At), all
+// in parallel: each waits in the worker until ClaimLead before it, then
+// goes as SendSigned goes.
+func (a *Activities) sendTimed(ctx context.Context, reqs []SendRequest) []SendOutcome {
+	outs := make([]SendOutcome, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		wg.Go(func() {
+			if !a.sleepUntil(ctx, req.At.Add(-ClaimLead)) {
+				outs[i] = Outcome(SendResult{}, ctx.Err())
+				return
+			}
+			outs[i] = Outcome(a.send(ctx, req, 0, time.Time{}))
+		})
+	}
+	wg.Wait()
+	return outs
 }

@@ -231,3 +231,47 @@ func sharedSender(st activities.Store) *activities.Activities {
 	return &activities.Activities{Store: st, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
 		Shares: &activities.Shares{PerEndpoint: 4, Total: 4}}
 }
+
+// TestSendGroupMakesEachAtItsDueTime: a carrier's group whose requests name
+// their due times (SendRequest.At) makes each at its own time, never
+// before it, each claim covering its request from that time, and records
+// each.
+func TestSendGroupMakesEachAtItsDueTime(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var arrived []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		arrived = append(arrived, time.Now())
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	tg := target(t, 200)
+	tg.URL = srv.URL
+	st := &untilStore{flakyStore: &flakyStore{target: tg}}
+	a := sharedSender(st)
+	now := time.Now()
+	ats := []time.Time{now.Add(200 * time.Millisecond), now.Add(500 * time.Millisecond)}
+	var reqs []activities.SendRequest
+	for i, at := range ats {
+		reqs = append(reqs, activities.SendRequest{DeliveryID: fmt.Sprintf("dlv_%d", i), EndpointID: tg.EndpointID, Cycle: 1, Number: 1,
+			Timeout: time.Second, At: at})
+	}
+	outs, err := a.SendGroup(context.Background(), reqs)
+	require.NoError(t, err)
+	require.Len(t, outs, 2)
+	for i, o := range outs {
+		require.Empty(t, o.Error, "request %d", i)
+		require.Equal(t, activities.ClassSuccess, o.Result.Class, o.Result.Error)
+		require.False(t, o.Result.StartedAt.Before(ats[i]), "attempt %d started %s before its due time", i, ats[i].Sub(o.Result.StartedAt))
+	}
+	require.Len(t, arrived, 2)
+	for i, got := range arrived {
+		require.False(t, got.Before(ats[i]), "request %d arrived %s before its due time", i, ats[i].Sub(got))
+	}
+	require.Len(t, st.claims, 2, "each claimed")
+	for i, until := range st.claims {
+		require.Equal(t, ats[i].Add(time.Second+activities.FlightSlack).Truncate(time.Microsecond), until, "claim %d covers its request from its due time", i)
+	}
+	require.Len(t, st.records, 2, "each recorded")
+}

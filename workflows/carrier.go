@@ -25,8 +25,18 @@ const (
 	// activities per workflow task measured cheaper than 200.
 	CarrierSizeMax = 50
 	// CarrierLateness is how much later than its own first wait a carried
-	// first attempt may start, so attempts due together run together.
+	// first attempt may start in a carrier started before
+	// versionCarrierWindow, so attempts due together run together.
 	CarrierLateness = 50 * time.Millisecond
+	// CarrierWindow is how far past the first of its deliveries still
+	// waiting a carrier's group reaches: one SendGroup local activity makes
+	// each of them at its own due time, waiting in the worker, and the
+	// carrier sleeps on a Temporal timer only when its next delivery is due
+	// further away than that. A Temporal server fires a timer due sooner
+	// than its history.timerProcessorMaxTimeShift (1 s by default) only
+	// that long after the timer's creation, so a shorter timer would make
+	// first attempts late.
+	CarrierWindow = time.Second
 )
 
 // SADeliveries lists the delivery IDs a carrier carries, so the Temporal UI
@@ -41,6 +51,11 @@ const (
 	// versionCarrierDueFromAcceptance plans each carried first attempt from
 	// its acceptance, not from the carrier's start.
 	versionCarrierDueFromAcceptance = "carrier-due-from-acceptance"
+	// versionCarrierWindow sends everything due within CarrierWindow as one
+	// SendGroup whose requests each leave at their due time
+	// (SendRequest.At), instead of sleeping on a timer to each group due
+	// within CarrierLateness.
+	versionCarrierWindow = "carrier-window"
 )
 
 // carried is one delivery in a carrier.
@@ -82,12 +97,19 @@ func sendEach(ctx workflow.Context, group []*carried, results []attempt.SendResu
 // sendGroup makes the first attempts of group as one SendGroup local
 // activity into results and errs, and reports whether it ran: when it
 // failed as a whole (nothing was sent), the caller sends each on its own.
-func sendGroup(ctx workflow.Context, group []*carried, results []attempt.SendResult, errs []error) bool {
+// timed makes each request at its own due time (SendRequest.At), waiting
+// in the worker.
+func sendGroup(ctx workflow.Context, group []*carried, results []attempt.SendResult, errs []error, timed bool) bool {
 	reqs := make([]attempt.SendRequest, len(group))
 	timeout := time.Duration(0)
+	now := workflow.Now(ctx)
 	for i, c := range group {
 		reqs[i] = c.firstAttempt()
 		timeout = max(timeout, c.set.RequestTimeout)
+		if timed {
+			reqs[i].At = c.due
+			timeout = max(timeout, c.due.Sub(now)+c.set.RequestTimeout)
+		}
 	}
 	var outs []attempt.SendOutcome
 	if err := workflow.ExecuteLocalActivity(sendOptions(ctx, timeout, groupSummary(len(group))), attempt.ActivitySendGroup, reqs).Get(ctx, &outs); err != nil || len(outs) != len(group) {
@@ -97,6 +119,39 @@ func sendGroup(ctx workflow.Context, group []*carried, results []attempt.SendRes
 		results[i], errs[i] = o.Result, o.Err()
 	}
 	return true
+}
+
+// nextWindow waits, on a Temporal timer, until the first of pending (sorted
+// by due time) is due when that is further than CarrierWindow away, and
+// returns everything due within CarrierWindow from then, whose requests
+// leave at their due times, and the rest.
+func nextWindow(ctx workflow.Context, pending []*carried) (group, rest []*carried, err error) {
+	if wait := pending[0].due.Sub(workflow.Now(ctx)); wait > CarrierWindow {
+		// ClaimLead early: each request is loaded and claimed that long
+		// before its due time, which it still leaves at.
+		if err := workflow.Sleep(ctx, wait-attempt.ClaimLead); err != nil {
+			return nil, pending, err
+		}
+	}
+	horizon := workflow.Now(ctx).Add(CarrierWindow)
+	n := 1
+	for n < len(pending) && !pending[n].due.After(horizon) {
+		n++
+	}
+	return pending[:n], pending[n:], nil
+}
+
+// nextGroup returns the first of pending (sorted by due time) and every
+// other due within CarrierLateness of it, which go together when the last
+// of them is due (none early, none more than CarrierLateness late), and
+// the rest: a carrier started before versionCarrierWindow, which sleeps
+// until the last of the group is due.
+func nextGroup(pending []*carried) (group, rest []*carried) {
+	n := 1
+	for n < len(pending) && !pending[n].due.After(pending[0].due.Add(CarrierLateness)) {
+		n++
+	}
+	return pending[:n], pending[n:]
 }
 
 // CarrierInput is a batch of new deliveries whose first attempts one
@@ -113,8 +168,8 @@ type CarrierResult struct {
 }
 
 // CarrierWorkflow makes the first attempt of each of its deliveries, each
-// at its own first wait (at most CarrierLateness late), as a local activity,
-// all due together in parallel. Each result is judged as DeliveryWorkflow
+// at its own first wait, in SendGroup local activities that each make
+// those due within CarrierWindow. Each result is judged as DeliveryWorkflow
 // judges it; a delivery that did not succeed is handed to its own
 // DeliveryWorkflow (workflow ID = delivery ID, Input.Resume = this attempt),
 // which goes on from attempt 2, dead-letters or cancels. Almost every
@@ -152,24 +207,28 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 	// Each group due together is sent by one SendGroup: one statement loads
 	// its targets, one records its attempts, one marker holds its results.
 	grouped := len(pending) > 1 && workflow.GetVersion(ctx, versionCarrierGroups, workflow.DefaultVersion, 1) == 1
+	windowed := len(pending) > 0 && workflow.GetVersion(ctx, versionCarrierWindow, workflow.DefaultVersion, 1) == 1
 	for len(pending) > 0 {
-		// Everything due within CarrierLateness of the first goes together,
-		// when the last of them is due: none early, none more than
-		// CarrierLateness late.
-		n := 1
-		for n < len(pending) && !pending[n].due.After(pending[0].due.Add(CarrierLateness)) {
-			n++
-		}
-		group := pending[:n]
-		pending = pending[n:]
-		if wait := group[n-1].due.Sub(workflow.Now(ctx)); wait > 0 {
-			if err := workflow.Sleep(ctx, wait); err != nil {
-				return result, err
+		var group []*carried
+		var err error
+		if windowed {
+			group, pending, err = nextWindow(ctx, pending)
+		} else {
+			group, pending = nextGroup(pending)
+			if wait := group[len(group)-1].due.Sub(workflow.Now(ctx)); wait > 0 {
+				err = workflow.Sleep(ctx, wait)
 			}
+		}
+		if err != nil {
+			return result, err
 		}
 		results := make([]attempt.SendResult, len(group))
 		errs := make([]error, len(group))
-		if !grouped || len(group) == 1 || !sendGroup(ctx, group, results, errs) {
+		if windowed || (grouped && len(group) > 1) {
+			if !sendGroup(ctx, group, results, errs, windowed) {
+				sendEach(ctx, group, results, errs)
+			}
+		} else {
 			sendEach(ctx, group, results, errs)
 		}
 		for i, c := range group {

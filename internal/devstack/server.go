@@ -21,6 +21,21 @@ import (
 // chose was taken before the server bound it.
 const startAttempts = 3
 
+// Timer settings of the embedded server. Its defaults
+// (history.timerProcessorMaxTimeShift 1 s) move every timer due sooner
+// than a second from its creation to a second after it, so a workflow's
+// wait shorter than a second (a sub-second retry wait, a sequencer's wait
+// for its head) would end up to a second late; a shift of 20–50 ms,
+// measured on 2 cores, made timers later still, as the timer queue's reads
+// (20 per second per shard by default) could not keep up.
+const (
+	// TimerShift is history.timerProcessorMaxTimeShift: a timer fires at
+	// the earliest this long after its creation.
+	TimerShift = 100 * time.Millisecond
+	// TimerReadsPerSecond is history.timerProcessorMaxPollRPS, per shard.
+	TimerReadsPerSecond = 100
+)
+
 // Where pickPorts puts each port in its answer, which startServer takes.
 const (
 	portFrontend = iota
@@ -115,6 +130,8 @@ func startServer(opts Options, host string, ports []int, logger serverLogger, de
 		dynamicconfig.MatchingNumTaskqueueReadPartitions.Key():                  1,
 		dynamicconfig.MatchingNumTaskqueueWritePartitions.Key():                 1,
 		dynamicconfig.FrontendMaxConcurrentLongRunningRequestsPerInstance.Key(): 3000,
+		dynamicconfig.TimerProcessorMaxTimeShift.Key():                          TimerShift,
+		dynamicconfig.TimerProcessorMaxPollRPS.Key():                            TimerReadsPerSecond,
 	}
 	for k, v := range opts.DynamicConfig {
 		dyn[dynamicconfig.MakeKey(k)] = v

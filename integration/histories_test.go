@@ -264,6 +264,7 @@ func TestHistoriesOfEveryPath(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond, "the burst went through a carrier")
 	require.Eventually(t, func() bool { return !h.workflowOpen(carrierID) }, 10*time.Second, 50*time.Millisecond)
 	h.keepHistory("v4-carrier-groups-with-hand-off", carrierID, "")
+	h.keepHistory("v14-carrier-window-with-hand-off", carrierID, "")
 	handedOff := 0
 	for _, id := range burst {
 		if _, err := h.client.DescribeWorkflowExecution(context.Background(), id, ""); err == nil {

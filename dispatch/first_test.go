@@ -47,6 +47,8 @@ type fakeClient struct {
 	eager     []bool
 	// replays holds each replay signal sent with a start.
 	replays []workflows.ReplaySignal
+	// lastQueue is the task queue of the last signal-with-start.
+	lastQueue string
 	// status answers DescribeWorkflowExecution by workflow ID; none is
 	// NotFound.
 	status map[string]enumspb.WorkflowExecutionStatus
@@ -87,12 +89,13 @@ func (c *fakeClient) SignalWorkflow(_ context.Context, id, _ string, name string
 	return nil
 }
 
-func (c *fakeClient) SignalWithStartWorkflow(_ context.Context, id, name string, arg any, _ client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
+func (c *fakeClient) SignalWithStartWorkflow(_ context.Context, id, name string, arg any, opts client.StartWorkflowOptions, _ any, _ ...any) (client.WorkflowRun, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
 		return nil, c.err
 	}
+	c.lastQueue = opts.TaskQueue
 	c.signals = append(c.signals, id+":"+name)
 	if sig, ok := arg.(workflows.ReplaySignal); ok {
 		c.replays = append(c.replays, sig)

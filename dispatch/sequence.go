@@ -45,42 +45,80 @@ const (
 	sequenceLinger = time.Second
 	// sequenceBeat is how often a run heartbeats and renews its hold.
 	sequenceBeat = workflows.SequenceHeartbeat / 4
+	// SequenceWakesPerRound bounds the sequencers one dispatcher round
+	// signals: a burst of new keys starts their sequencers a bounded
+	// number at a time, beside every other app's first attempts.
+	SequenceWakesPerRound = 64
+	// sequenceWakeDefer is how long the rows of sequences past a round's
+	// SequenceWakesPerRound wait for a later round.
+	sequenceWakeDefer = 100 * time.Millisecond
 )
 
 // wake signals (with start) the sequencer of each sequence rows belong
-// to, once per sequence. When Temporal does not take a signal, the
-// sequence's rows go back to the outbox for the next round.
+// to, once per sequence, at most SequenceWakesPerRound of them: the rows
+// of the sequences past that bound are held for sequenceWakeDefer, for a
+// later round. Which sequences a run holds (and reads before it lets go,
+// with no signal) is one statement for the round. When Temporal does not
+// take a signal, the sequence's rows go back to the outbox for the next
+// round.
 func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
-	woken := map[string]bool{}
-	var errs []error
+	var keys []store.SequenceKey
+	rowsOf := map[store.SequenceKey][]int64{}
 	for _, it := range rows {
-		id := workflows.SequencerID(it.EndpointID, it.OrderingKey)
-		if ok, seen := woken[id]; seen {
-			if !ok {
-				d.release(it.ID)
-			}
-			continue
+		k := store.SequenceKey{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey}
+		if _, seen := rowsOf[k]; !seen {
+			keys = append(keys, k)
 		}
-		// A run that holds the sequence reads the row before it lets go:
-		// no signal (each would cost its sequencer a workflow task).
-		if held, err := store.SequenceHeld(ctx, d.Pool, it.EndpointID, it.OrderingKey); err == nil && held {
+		rowsOf[k] = append(rowsOf[k], it.ID)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	var errs []error
+	held, err := store.SequencesHeld(ctx, d.Pool, keys)
+	if err != nil {
+		// Each is signaled: a signal to a running sequencer costs it a
+		// workflow task, never a row.
+		errs = append(errs, err)
+	}
+	var later []int64
+	signals := 0
+	for _, k := range keys {
+		id := workflows.SequencerID(k.EndpointID, k.OrderingKey)
+		if held[k] {
+			// A run that holds the sequence reads the row before it lets
+			// go: no signal (each would cost its sequencer a workflow
+			// task).
 			d.bells.wake(id)
-			woken[id] = true
 			continue
 		}
+		if signals == SequenceWakesPerRound {
+			later = append(later, rowsOf[k]...)
+			continue
+		}
+		signals++
 		opts := client.StartWorkflowOptions{
 			ID:            id,
-			TaskQueue:     cmp.Or(d.TaskQueue, workflows.TaskQueue),
-			StaticSummary: "sequence " + strconv.Quote(it.OrderingKey) + " of endpoint " + it.EndpointID,
+			TaskQueue:     workflows.SequencerQueue(cmp.Or(d.TaskQueue, workflows.TaskQueue)),
+			StaticSummary: "sequence " + strconv.Quote(k.OrderingKey) + " of endpoint " + k.EndpointID,
 			// A sequencer that ended (its sequence emptied) starts again.
 			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
 		}
-		in := workflows.SequencerInput{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey}
-		_, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, opts, workflows.SequencerWorkflowName, in)
-		woken[id] = err == nil
-		if err != nil {
+		in := workflows.SequencerInput{EndpointID: k.EndpointID, OrderingKey: k.OrderingKey}
+		if _, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, opts, workflows.SequencerWorkflowName, in); err != nil {
 			errs = append(errs, fmt.Errorf("wake %s: %w", id, err))
-			d.release(it.ID)
+			for _, row := range rowsOf[k] {
+				d.release(row)
+			}
+		}
+	}
+	if len(later) > 0 {
+		until := make([]time.Time, len(later))
+		for i := range until {
+			until[i] = time.Now().Add(sequenceWakeDefer)
+		}
+		if err := store.HoldOutbox(ctx, d.Pool, later, until); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
@@ -223,20 +261,22 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 		case sent.waitingOn:
 			step.WaitingOn = h.DeliveryID
 			return step, nil
-		case sent.paused && holding.Load():
-			// Let go, then look once more: a resume that committed while
-			// the run held the sequence woke no one.
-			holding.Store(false)
-			if err := store.UnleaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
-				return step, err
-			}
-			if paused, err := store.EndpointPaused(ctx, d.Pool, in.EndpointID); err != nil || !paused {
-				if err != nil {
+		case sent.paused:
+			if holding.Load() {
+				// Let go, then look once more: a resume that committed
+				// while the run held the sequence woke no one.
+				holding.Store(false)
+				if err := store.UnleaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
 					return step, err
 				}
-				continue
+				if paused, err := store.EndpointPaused(ctx, d.Pool, in.EndpointID); err != nil || !paused {
+					if err != nil {
+						return step, err
+					}
+					continue
+				}
 			}
-			step.NextAt = sent.nextAt
+			step.Paused = true
 			return step, nil
 		case !sent.nextAt.IsZero():
 			step.NextAt = sent.nextAt
@@ -252,10 +292,10 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 type headSent struct {
 	// waitingOn: the delivery went to its own workflow.
 	waitingOn bool
-	// nextAt: nothing sent; the head is due then (its first wait runs past
-	// the run's end, or it was held back), or its endpoint is paused
-	// (paused is set).
+	// nextAt: nothing sent; the head is due then (later than the run
+	// waits, or it was held back).
 	nextAt time.Time
+	// paused: nothing sent; its endpoint is paused.
 	paused bool
 	// gone: nothing sent; the row was deleted (its delivery replayed).
 	gone bool
@@ -285,7 +325,10 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 	if next.DeadLetter != "" {
 		return handOff(nil) // its workflow dead-letters it with the reason
 	}
-	if next.At.After(end) {
+	// A head due later than SequenceWaitInRun (or past the run's end) is
+	// waited for between runs, on a timer: the run holds a slot only for
+	// short waits.
+	if next.At.After(end) || next.At.After(now.Add(workflows.SequenceWaitInRun)) {
 		return headSent{nextAt: next.At}, nil
 	}
 	f.due = next.At
@@ -315,8 +358,9 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 		// answering): the sequence tries its head again then.
 		return headSent{nextAt: e.hold}, nil
 	case e.paused:
-		// Nothing sent: the sequence waits for the endpoint's resume.
-		return headSent{nextAt: time.Now().Add(workflows.SequenceCheckEvery), paused: true}, nil
+		// Nothing sent: the sequence waits for the endpoint's resume, which
+		// wakes it.
+		return headSent{paused: true}, nil
 	case e.handOff:
 		return handOff(e.outcome)
 	case e.deleteRow:

@@ -2,11 +2,18 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"hookrelay/delivery"
+	"hookrelay/outbox"
+	"hookrelay/store"
+	"hookrelay/workflows"
 )
 
 // TestLingerEndsForARoundAskedNow: the linger after a round ends as soon
@@ -64,4 +71,52 @@ func TestWakeClaimsARowNoNotifyAnnounced(t *testing.T) {
 
 	f.d.Wake(claimBy)
 	require.Eventually(t, started, 10*time.Second, 20*time.Millisecond, "Wake asked for the round that takes it")
+}
+
+// TestWakeSignalsABoundedNumberOfSequencesPerRound: a round that claims the
+// rows of more ordered keys than SequenceWakesPerRound signals that many
+// sequencers, on the sequencers' own task queue, and holds the other keys'
+// rows for a later round, which signals the rest; no key is signaled
+// twice.
+func TestWakeSignalsABoundedNumberOfSequencesPerRound(t *testing.T) {
+	t.Parallel()
+	f := newRound(t)
+	ctx := context.Background()
+	app, err := f.st.CreateApp(ctx, store.App{Name: "ordered"})
+	require.NoError(t, err)
+	_, _, err = f.st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/hook", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Ordering: delivery.OrderingFIFO})
+	require.NoError(t, err)
+	keys := SequenceWakesPerRound + 10
+	for i := range keys {
+		_, err := outbox.PublishNow(ctx, f.st.Pool(), app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: fmt.Sprintf("k%03d", i)})
+		require.NoError(t, err)
+	}
+	signaled := func() map[string]int {
+		f.fc.mu.Lock()
+		defer f.fc.mu.Unlock()
+		n := map[string]int{}
+		for _, s := range f.fc.signals {
+			n[s]++
+		}
+		return n
+	}
+	_, err = f.d.dispatch(ctx, 10*keys)
+	require.NoError(t, err)
+	require.Len(t, signaled(), SequenceWakesPerRound, "one round signals at most SequenceWakesPerRound sequencers")
+	f.fc.mu.Lock()
+	require.Equal(t, workflows.SequencerQueue(workflows.TaskQueue), f.fc.lastQueue, "sequencers run on their own task queue")
+	f.fc.mu.Unlock()
+	var held int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE leased_until < now() + interval '1 second'`).Scan(&held))
+	require.Equal(t, 10, held, "the other keys' rows wait for a later round, briefly")
+
+	require.Eventually(t, func() bool {
+		_, err := f.d.dispatch(ctx, 10*keys)
+		require.NoError(t, err)
+		return len(signaled()) == keys
+	}, 10*time.Second, 50*time.Millisecond, "a later round signals the rest")
+	for s, n := range signaled() {
+		require.Equal(t, 1, n, "%s signaled once", s)
+	}
 }

@@ -141,15 +141,38 @@ func HoldsSequence(ctx context.Context, q outbox.Querier, endpointID, key, holde
 	return held, nil
 }
 
-// SequenceHeld reports whether a run holds endpointID's sequence for key:
-// it reads every row queued before it lets the sequence go (see
-// dispatch's RunSequence), so a new row needs no wake.
-func SequenceHeld(ctx context.Context, q outbox.Querier, endpointID, key string) (bool, error) {
-	var held bool
-	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM sequence_holds WHERE endpoint_id = $1 AND ordering_key = $2 AND leased_until > now())`,
-		endpointID, key).Scan(&held)
+// SequenceKey names one endpoint's sequence for an ordering key ("" is the
+// endpoint's default sequence).
+type SequenceKey struct {
+	EndpointID  string
+	OrderingKey string
+}
+
+// SequencesHeld reports, in one statement, which of keys a run holds now
+// (a lease running on the database's clock).
+func SequencesHeld(ctx context.Context, q outbox.Querier, keys []SequenceKey) (map[SequenceKey]bool, error) {
+	eps := make([]string, len(keys))
+	ks := make([]string, len(keys))
+	for i, k := range keys {
+		eps[i], ks[i] = k.EndpointID, k.OrderingKey
+	}
+	rows, err := q.Query(ctx, `SELECT h.endpoint_id, h.ordering_key FROM sequence_holds h
+		JOIN unnest($1::text[], $2::text[]) AS k(endpoint_id, ordering_key) USING (endpoint_id, ordering_key)
+		WHERE h.leased_until > now()`, eps, ks)
 	if err != nil {
-		return false, fmt.Errorf("sequence %s/%s held: %w", endpointID, key, err)
+		return nil, fmt.Errorf("%d sequences held: %w", len(keys), err)
+	}
+	held := map[SequenceKey]bool{}
+	for rows.Next() {
+		var k SequenceKey
+		if err := rows.Scan(&k.EndpointID, &k.OrderingKey); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("%d sequences held: %w", len(keys), err)
+		}
+		held[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%d sequences held: %w", len(keys), err)
 	}
 	return held, nil
 }

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -37,6 +38,11 @@ type Options struct {
 	// StopTimeout is how long Stop lets in-flight attempts finish; an
 	// attempt cut short is retried (it surfaces as a timeout).
 	StopTimeout time.Duration
+	// SequenceSlots bounds the RunSequence activities the sequencers'
+	// worker runs at once (ordered keys sending or waiting for their
+	// heads); more wait in their task queue. Defaults to
+	// SequenceSlotsDefault.
+	SequenceSlots int
 }
 
 // Defaults of Options.
@@ -44,11 +50,45 @@ const (
 	MaxConcurrentActivitiesDefault    = 256
 	MaxConcurrentWorkflowTasksDefault = 64
 	PollersDefault                    = 4
+	SequenceSlotsDefault              = 64
+	// sequenceWorkflowTasks bounds the sequencers' concurrent workflow
+	// tasks.
+	sequenceWorkflowTasks = 16
+	// sequencePollers is the number of the sequencers' workflow and
+	// activity task pollers each.
+	sequencePollers = 2
 )
 
-// New returns a worker on workflows.TaskQueue with the delivery workflow and
-// activities registered. The caller starts and stops it.
-func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.Worker, error) {
+// Workers are a process's Temporal workers: the deliveries' and, when it
+// runs RunSequence, the sequencers' (workflows.SequencerQueue).
+type Workers []sdkworker.Worker
+
+// Start starts each worker; when one fails, those started stop.
+func (ws Workers) Start() error {
+	for i, w := range ws {
+		if err := w.Start(); err != nil {
+			Workers(ws[:i]).Stop()
+			return err
+		}
+	}
+	return nil
+}
+
+// Stop stops every worker at once, each letting its in-flight tasks
+// finish up to Options.StopTimeout.
+func (ws Workers) Stop() {
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(w.Stop)
+	}
+	wg.Wait()
+}
+
+// New returns a worker on workflows.TaskQueue (or opts.TaskQueue) with the
+// delivery workflow and activities registered and, with opts.RunSequence,
+// the sequencers' worker on its SequencerQueue. The caller starts and
+// stops them.
+func New(c client.Client, acts *activities.Activities, opts Options) (Workers, error) {
 	if acts == nil || acts.Store == nil || acts.HTTP == nil {
 		return nil, fmt.Errorf("worker: activities need a store and an HTTP client")
 	}
@@ -64,7 +104,8 @@ func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.
 	if pollers == 0 {
 		pollers = PollersDefault
 	}
-	w := sdkworker.New(c, cmp.Or(opts.TaskQueue, workflows.TaskQueue), sdkworker.Options{
+	queue := cmp.Or(opts.TaskQueue, workflows.TaskQueue)
+	w := sdkworker.New(c, queue, sdkworker.Options{
 		MaxConcurrentActivityExecutionSize:      conc,
 		MaxConcurrentLocalActivityExecutionSize: conc,
 		MaxConcurrentWorkflowTaskExecutionSize:  wft,
@@ -76,8 +117,24 @@ func New(c client.Client, acts *activities.Activities, opts Options) (sdkworker.
 	w.RegisterWorkflowWithOptions(workflows.CarrierWorkflow, workflow.RegisterOptions{Name: workflows.CarrierWorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
 	w.RegisterActivity(acts)
-	if opts.RunSequence != nil {
-		w.RegisterActivityWithOptions(opts.RunSequence, activity.RegisterOptions{Name: workflows.RunSequenceName})
+	if opts.RunSequence == nil {
+		return Workers{w}, nil
 	}
-	return w, nil
+	// Sequencers started on the deliveries' queue by an earlier version
+	// finish there.
+	w.RegisterActivityWithOptions(opts.RunSequence, activity.RegisterOptions{Name: workflows.RunSequenceName})
+	slots := opts.SequenceSlots
+	if slots <= 0 {
+		slots = SequenceSlotsDefault
+	}
+	sw := sdkworker.New(c, workflows.SequencerQueue(queue), sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:     slots,
+		MaxConcurrentWorkflowTaskExecutionSize: sequenceWorkflowTasks,
+		MaxConcurrentWorkflowTaskPollers:       sequencePollers,
+		MaxConcurrentActivityTaskPollers:       sequencePollers,
+		WorkerStopTimeout:                      opts.StopTimeout,
+	})
+	sw.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
+	sw.RegisterActivityWithOptions(opts.RunSequence, activity.RegisterOptions{Name: workflows.RunSequenceName})
+	return Workers{w, sw}, nil
 }

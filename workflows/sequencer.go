@@ -6,6 +6,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"hookrelay/attempt"
 	"hookrelay/delivery"
 )
 
@@ -25,6 +26,10 @@ const (
 	SignalEnded = "ended"
 )
 
+// versionSequencerBlockedWaits makes a sequencer blocked by a dead letter
+// wait for signals only, with no timer (see workflow.GetVersion).
+const versionSequencerBlockedWaits = "sequencer-blocked-waits"
+
 // Bounds of a sequencer.
 const (
 	// SequenceRunBudget bounds how long one RunSequence activity sends:
@@ -37,6 +42,17 @@ const (
 	// workflow that failed or was terminated, which signals nothing, is
 	// found so and released from the sequence.
 	SequenceCheckEvery = time.Minute
+	// SequenceCheckMax bounds SequenceCheckEvery doubled: each check that
+	// finds the delivery waited for still running doubles the next wait,
+	// so a head on a long retry schedule costs its sequencer a few tasks
+	// an hour, not one a minute.
+	SequenceCheckMax = time.Hour
+	// SequenceWaitInRun is the longest a RunSequence activity waits for its
+	// head's due time itself (holding one of the sequencers' slots); a head
+	// due later is waited for on a timer between runs, holding nothing.
+	// Shorter waits stay in the run: a Temporal server fires a timer due
+	// sooner than a second late (see CarrierWindow).
+	SequenceWaitInRun = time.Second
 	// SequenceHeartbeat is RunSequence's heartbeat timeout: a worker killed
 	// mid-sequence has its activity run again elsewhere after it.
 	SequenceHeartbeat = 20 * time.Second
@@ -92,6 +108,9 @@ type SequenceStep struct {
 	// (fifo_on_dead_letter block). Its replay is queued as a row of the
 	// sequence, which a wake announces: a wake reads the sequence again.
 	Blocked bool `json:",omitempty"`
+	// Paused: the sequence's endpoint is paused; its resume wakes the
+	// sequencer (the dispatcher claims the sequence's rows again).
+	Paused bool `json:",omitempty"`
 	// Empty: every delivery of the sequence has ended.
 	Empty bool `json:",omitempty"`
 	// More: the activity used its budget with deliveries left to send.
@@ -123,6 +142,9 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		Summary: "send the sequence's deliveries in order",
 	})
 	check := false
+	// checkEvery is the next wait for the delivery waited for before its
+	// workflow is checked.
+	checkEvery := SequenceCheckEvery
 	for {
 		drain(wake)
 		drain(ended)
@@ -133,6 +155,9 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("sequencer: sending failed; trying again", "error", err)
 			step = SequenceStep{WaitingOn: in.WaitingOn, NextAt: workflow.Now(ctx).Add(sequenceRetryWait)}
+		}
+		if step.WaitingOn == "" || step.WaitingOn != in.WaitingOn {
+			checkEvery = SequenceCheckEvery
 		}
 		in.WaitingOn = step.WaitingOn
 		if step.Empty && !wake.ReceiveAsync(nil) && !ended.ReceiveAsync(nil) {
@@ -146,25 +171,36 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		if step.More || step.Empty {
 			continue
 		}
-		check = awaitSequence(ctx, step, wake, ended)
+		if check = awaitSequence(ctx, step, checkEvery, wake, ended); check {
+			checkEvery = min(2*checkEvery, SequenceCheckMax)
+		}
 	}
 }
 
 // awaitSequence waits until the sequence may move: the delivery waited for
-// ended, or (when none is waited for) a wake, or step.NextAt, or
-// SequenceCheckEvery. It reports whether the wait timed out while waiting
-// for a delivery (its workflow is then checked).
-func awaitSequence(ctx workflow.Context, step SequenceStep, wake, ended workflow.ReceiveChannel) (check bool) {
-	wait := SequenceCheckEvery
-	if !step.NextAt.IsZero() {
-		wait = min(wait, max(step.NextAt.Sub(workflow.Now(ctx)), time.Millisecond))
+// ended, or (when none is waited for) a wake, or step.NextAt (ClaimLead
+// early: the run waits for the rest), or checkEvery while a delivery runs
+// in its own workflow. A blocked or paused sequence waits for signals
+// only: the blocking dead letter's replay or release, or the endpoint's
+// resume. It reports whether the wait timed out while waiting for a
+// delivery (its workflow is then checked).
+func awaitSequence(ctx workflow.Context, step SequenceStep, checkEvery time.Duration, wake, ended workflow.ReceiveChannel) (check bool) {
+	var timer workflow.Future
+	signalsOnly := step.Paused || (step.Blocked && workflow.GetVersion(ctx, versionSequencerBlockedWaits, workflow.DefaultVersion, 1) == 1)
+	if !signalsOnly {
+		wait := checkEvery
+		if !step.NextAt.IsZero() {
+			wait = min(wait, max(step.NextAt.Add(-attempt.ClaimLead).Sub(workflow.Now(ctx)), time.Millisecond))
+		}
+		tctx, cancel := workflow.WithCancel(ctx)
+		defer cancel()
+		timer = workflow.NewTimer(tctx, wait)
 	}
-	tctx, cancel := workflow.WithCancel(ctx)
-	defer cancel()
-	timer := workflow.NewTimer(tctx, wait)
 	for done := false; !done; {
 		sel := workflow.NewSelector(ctx)
-		sel.AddFuture(timer, func(workflow.Future) { done, check = true, step.WaitingOn != "" })
+		if timer != nil {
+			sel.AddFuture(timer, func(workflow.Future) { done, check = true, step.WaitingOn != "" })
+		}
 		sel.AddReceive(ended, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
 			done = true
@@ -184,4 +220,12 @@ func awaitSequence(ctx workflow.Context, step SequenceStep, wake, ended workflow
 func drain(c workflow.ReceiveChannel) {
 	for c.ReceiveAsync(nil) {
 	}
+}
+
+// SequencerQueue is the task queue of the sequencers of the deliveries on
+// queue: their workflow tasks and RunSequence activities have a worker of
+// their own (worker.New), so sequences waiting for their heads never take a
+// slot a delivery's workflow or attempt needs.
+func SequencerQueue(queue string) string {
+	return queue + "-sequences"
 }

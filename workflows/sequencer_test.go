@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"hookrelay/attempt"
 	"hookrelay/delivery"
 	"hookrelay/workflows"
 )
@@ -82,13 +83,37 @@ func TestSequencerWaitsForTheDeliveryAheadToEnd(t *testing.T) {
 	require.Equal(t, "dlv_1", s.runs[1].WaitingOn, "the delivery waited for is read first")
 }
 
+// TestSequencerChecksAWorkflowThatNeverSignals: a delivery waited for in
+// its own workflow is checked after SequenceCheckEvery, then after twice
+// the last wait each time it still runs, up to SequenceCheckMax.
 func TestSequencerChecksAWorkflowThatNeverSignals(t *testing.T) {
 	t.Parallel()
-	s := newSequenced(t, answer(workflows.SequenceStep{WaitingOn: "dlv_1"}), answer(workflows.SequenceStep{WaitingOn: "dlv_1"}))
+	waiting := answer(workflows.SequenceStep{WaitingOn: "dlv_1"})
+	s := newSequenced(t, waiting, waiting, waiting, waiting, waiting, waiting, waiting, waiting)
+	s.env.SetTestTimeout(time.Minute)
 	s.run(t)
-	require.Equal(t, []time.Duration{0, workflows.SequenceCheckEvery, 2 * workflows.SequenceCheckEvery}, s.at)
-	require.True(t, s.runs[1].Check, "a wait that timed out asks whether the workflow still runs")
-	require.True(t, s.runs[2].Check)
+	var waits []time.Duration
+	for i := 1; i < len(s.at); i++ {
+		waits = append(waits, s.at[i]-s.at[i-1])
+		require.True(t, s.runs[i].Check, "a wait that timed out asks whether the workflow still runs")
+	}
+	m := workflows.SequenceCheckEvery
+	require.Equal(t, []time.Duration{m, 2 * m, 4 * m, 8 * m, 16 * m, 32 * m, workflows.SequenceCheckMax, workflows.SequenceCheckMax}, waits)
+}
+
+// TestSequencerBlockedOrPausedWaitsForSignalsOnly: a sequence blocked by a
+// dead letter, or whose endpoint is paused, sets no timer: nothing runs
+// until a signal (a replay's wake, a release's end, a resume's wake).
+func TestSequencerBlockedOrPausedWaitsForSignalsOnly(t *testing.T) {
+	t.Parallel()
+	for _, step := range []workflows.SequenceStep{{WaitingOn: "dlv_1", Blocked: true}, {Paused: true}} {
+		s := newSequenced(t, answer(step))
+		s.env.SetTestTimeout(time.Minute)
+		s.after(100*time.Hour, func() { s.env.SignalWorkflow(workflows.SignalWake, nil) })
+		s.run(t)
+		require.Equal(t, []time.Duration{0, 100 * time.Hour}, s.at, "%+v: no run before the signal", step)
+		require.False(t, s.runs[1].Check)
+	}
 }
 
 func TestSequencerWaitsForTheHeadsDueTimeOrAWake(t *testing.T) {
@@ -104,7 +129,8 @@ func TestSequencerWaitsForTheHeadsDueTimeOrAWake(t *testing.T) {
 	}
 	s.after(5*time.Second, func() { s.env.SignalWorkflow(workflows.SignalWake, nil) })
 	s.run(t)
-	require.Equal(t, []time.Duration{0, 5 * time.Second, 35 * time.Second}, s.at, "a wake reads the sequence again (a replay may come first); else the due time")
+	require.Equal(t, []time.Duration{0, 5 * time.Second, 35*time.Second - attempt.ClaimLead}, s.at,
+		"a wake reads the sequence again (a replay may come first); else the due time, ClaimLead early")
 	require.False(t, s.runs[2].Check)
 }
 

@@ -10,10 +10,9 @@ import (
 	"sync"
 	"time"
 
-	sdkworker "go.temporal.io/sdk/worker"
-
 	"hookrelay/activities"
 	"hookrelay/store"
+	"hookrelay/worker"
 )
 
 // Service is one long-running part of a process (the HTTP server, the
@@ -121,7 +120,7 @@ func (h *httpService) Run(ctx context.Context) error {
 // Stopping it stops polling, then waits (within drain) for the requests on
 // the wire to finish and be recorded, each bounded by its own timeout.
 type workerService struct {
-	worker  sdkworker.Worker
+	worker  worker.Workers
 	acts    *activities.Activities
 	batched *store.Batched
 	drain   time.Duration

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	enums "go.temporal.io/api/enums/v1"
 
 	"hookrelay/delivery"
 	"hookrelay/workflows"
@@ -16,9 +17,10 @@ import (
 // today's code (recording it when asked; see keepHistory): a sequence sent
 // straight through that ends; a head handed to its own workflow, which
 // tells the sequencer when it succeeds; a dead letter (skip) whose replay
-// waits its turn in the sequence.
+// waits its turn in the sequence; a dead letter that blocks its sequence
+// until its replay.
 func TestHistoriesOfOrderedPaths(t *testing.T) {
-	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "flaky", I: 1}: 1, {Key: "dead", I: 1}: 1})
+	h, o, appID := orderedSetup(t, map[orderedData]int{{Key: "flaky", I: 1}: 1, {Key: "dead", I: 1}: 1, {Key: "blocked", I: 1}: 1})
 	ep := h.createEndpoint(appID, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "retry_schedule": []string{"0s", "1s"}}).ID
 	sequencerEnded := func(key string) {
 		require.Eventually(t, func() bool { return !h.workflowOpen(workflows.SequencerID(ep, key)) }, 30*time.Second, 50*time.Millisecond)
@@ -59,4 +61,27 @@ func TestHistoriesOfOrderedPaths(t *testing.T) {
 	h.keepHistory("v6-sequencer-sends-a-replay", workflows.SequencerID(ep, "dead"), "")
 	is, _ := o.order("dead")
 	require.Equal(t, []int{1, 2, 1}, is, "the dead letter, the one behind it, then the replay")
+
+	// A dead letter that blocks its sequence: the sequencer waits for a
+	// signal only (no timer) until the replay.
+	blockApp := h.createApp()
+	blocking := h.createEndpoint(blockApp, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block",
+		"retry_schedule": []string{"0s"}}).ID
+	blocked := []string{h.sendKeyed(blockApp, "blocked", 1).Deliveries[0].ID, h.sendKeyed(blockApp, "blocked", 2).Deliveries[0].ID}
+	appID = blockApp
+	h.waitDelivery(appID, blocked[0], 20*time.Second, delivery.StatusDeadLettered)
+	require.Eventually(t, func() bool {
+		// The sequencer's only version marker: it chose to wait for
+		// signals only.
+		for _, e := range h.history(workflows.SequencerID(blocking, "blocked")).Events {
+			if e.EventType == enums.EVENT_TYPE_MARKER_RECORDED {
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 50*time.Millisecond, "the blocked sequencer waits for signals only")
+	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+blocked[0]+"/replay", nil, nil))
+	h.waitDelivery(appID, blocked[1], 20*time.Second, delivery.StatusSucceeded)
+	require.Eventually(t, func() bool { return !h.workflowOpen(workflows.SequencerID(blocking, "blocked")) }, 30*time.Second, 50*time.Millisecond)
+	h.keepHistory("v14-sequencer-blocked-then-replayed", workflows.SequencerID(blocking, "blocked"), "")
 }

@@ -168,3 +168,26 @@ func (s *Server) shed(c *gin.Context) bool {
 	problem(c, http.StatusTooManyRequests, fmt.Sprintf("this app's delivery backlog is over %d deliveries; retry shortly (nothing already accepted is affected, nor any other app)", s.backlogs.limit))
 	return true
 }
+
+// shedKey refuses (429) an event whose ordering key's own backlog (its open
+// deliveries, waiting behind their sequences' heads) is past the app's
+// bound: the rows of keyed sequences are not the app's backlog, so a
+// blocked or slow key is refused on its own and the app's other events
+// still go.
+func (s *Server) shedKey(c *gin.Context, appID, key string) bool {
+	if key == "" || s.backlogs.limit <= 0 {
+		return false
+	}
+	n, err := s.backlogs.st.KeyBacklog(c.Request.Context(), appID, key)
+	if err != nil {
+		s.logger.Debug("counting a key's backlog failed", "app", appID, "err", err)
+		return false
+	}
+	if n <= int64(s.backlogs.limit) {
+		return false
+	}
+	now := time.Now()
+	c.Header("Retry-After", retryAfter(now.Add(ShedRetryAfter), now))
+	problem(c, http.StatusTooManyRequests, fmt.Sprintf("this ordering key's backlog is over %d deliveries (its sequence waits for its oldest delivery); retry later, or publish with another key (nothing already accepted is affected, nor any other key)", s.backlogs.limit), "ordering_key")
+	return true
+}

@@ -79,6 +79,10 @@ func (s *Server) createEvent(c *gin.Context) {
 		return
 	}
 	ctx, app := c.Request.Context(), c.Param("app")
+	if s.shedKey(c, app, ev.OrderingKey) {
+		s.metrics.Ingested(metrics.IngestShed)
+		return
+	}
 	var err error
 	if err := s.types.admit(ctx, app, ev.Type); err != nil {
 		if invalid(err) != nil {
@@ -106,7 +110,7 @@ func (s *Server) createEvent(c *gin.Context) {
 	if pub.Duplicate {
 		status, outcome = http.StatusOK, metrics.IngestRepeat
 	} else {
-		s.backlogs.added(app, len(pub.Deliveries))
+		s.backlogs.added(app, len(pub.Deliveries)-pub.Ordered)
 	}
 	s.metrics.Ingested(outcome)
 	for _, f := range pub.FilteredOut {

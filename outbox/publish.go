@@ -102,6 +102,10 @@ type Published struct {
 	// zero when it wrote none a dispatcher can claim (a duplicate, no
 	// subscribed endpoint, only paused ones).
 	ClaimBy time.Time `json:"-"`
+	// Ordered counts the deliveries that joined a keyed sequence (to fifo
+	// endpoints, the event having an ordering key): their rows are their
+	// key's backlog, not the app's.
+	Ordered int `json:"-"`
 	// Notified is true when the publish woke the dispatchers (NOTIFY).
 	// False when an unleased row to claim no later was waiting: its round
 	// takes these rows too, unless that round had claimed before they
@@ -208,7 +212,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 		if err != nil {
 			return Published{}, err
 		}
-		var inserted, stale, woke int
+		var inserted, stale, woke, ordered int
 		var dlvIDs, endpoints []string
 		var skipped []FilteredOut
 		var claimBy *time.Time
@@ -219,7 +223,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey,
 			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds(), holdMS, delivery.DeadlineDefault.Milliseconds(),
 			delivery.HeldLead.Milliseconds()).
-			Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &skipped, &claimBy, &handed)
+			Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &ordered, &skipped, &claimBy, &handed)
 		if err != nil {
 			var pgErr *pgconn.PgError
 			if errors.As(err, &pgErr) && pgErr.Code == "23503" {
@@ -243,6 +247,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: endpoints[i], Status: delivery.StatusPending})
 		}
 		out.FilteredOut = skipped
+		out.Ordered = ordered
 		out.Notified = woke > 0
 		if claimBy != nil {
 			out.ClaimBy = *claimBy

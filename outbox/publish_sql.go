@@ -101,8 +101,8 @@ const publishSQL = `
 	  -- delivery.HeldEnd). A row
 	  -- due at once is leased to the publishing process's sender, for $22
 	  -- past its request timeout, when it asked (Handoff).
-	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, leased_until)
-	  SELECT de.id, $9, $1, (SELECT at FROM cb), de.paused,
+	  INSERT INTO outbox (delivery_id, kind, app_id, claim_by, held, ordered, leased_until)
+	  SELECT de.id, $9, $1, (SELECT at FROM cb), de.paused, de.sequence IS NOT NULL AND $21 <> '',
 	         CASE WHEN de.hold_ms IS NOT NULL
 	              THEN LEAST(de.probe_at + de.hold_ms * 2 * $12::float8 * random() * interval '1 millisecond',
 	                         GREATEST(de.probe_at, de.last_start - $27 * interval '1 millisecond'), de.last_start)
@@ -125,6 +125,7 @@ const publishSQL = `
 	)
 	SELECT (SELECT count(*) FROM ev), (SELECT count(*) FROM stale), (SELECT count(*) FROM wake),
 	       coalesce(array_agg(id ORDER BY endpoint_id), '{}'), coalesce(array_agg(endpoint_id ORDER BY endpoint_id), '{}'),
+	       count(*) FILTER (WHERE sequence IS NOT NULL AND $21 <> ''),
 	       (SELECT filtered_out FROM ev), (SELECT at FROM cb WHERE claimable),
 	       (SELECT jsonb_agg(jsonb_build_object('id', ob.id, 'delivery', ob.delivery_id, 'endpoint', de.endpoint_id, 'url', de.url,
 	                 'schedule', de.retry_schedule_ms, 'deadline', de.deadline_ms, 'timeout', de.request_timeout_ms, 'app', a.name,

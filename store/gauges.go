@@ -39,9 +39,11 @@ func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
 }
 
 // AppBacklogs counts each app's outbox rows, at most limit each (an index
-// scan of outbox_app per app).
+// scan of outbox_app_backlog per app), but for the rows of deliveries in
+// keyed sequences, which wait behind their sequences' heads (see
+// KeyBacklog).
 func (s *Store) AppBacklogs(ctx context.Context, appIDs []string, limit int) (map[string]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT a.id, (SELECT count(*) FROM (SELECT 1 FROM outbox o WHERE o.app_id = a.id LIMIT $2) b)
+	rows, err := s.pool.Query(ctx, `SELECT a.id, (SELECT count(*) FROM (SELECT 1 FROM outbox o WHERE o.app_id = a.id AND NOT o.ordered LIMIT $2) b)
 		FROM unnest($1::text[]) AS a(id)`, appIDs, limit)
 	if err != nil {
 		return nil, fmt.Errorf("count outbox backlogs: %w", err)
@@ -60,4 +62,21 @@ func (s *Store) AppBacklogs(ctx context.Context, appIDs []string, limit int) (ma
 		return nil, fmt.Errorf("count outbox backlogs: %w", err)
 	}
 	return out, nil
+}
+
+// KeyBacklog is the backlog of app's sequences for key (one per fifo
+// endpoint): the most sequence numbers given past the first open one, in
+// any of them; a bound of its ingest as AppBacklogs is the app's. Two
+// index lookups per fifo endpoint, whatever the backlog.
+func (s *Store) KeyBacklog(ctx context.Context, appID, key string) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT coalesce(max(sq.last - (SELECT min(p.sequence) FROM deliveries p
+		    WHERE p.endpoint_id = sq.endpoint_id AND p.ordering_key = sq.ordering_key AND `+sequenceOpen+`) + 1), 0)
+		FROM sequences sq
+		WHERE sq.endpoint_id IN (SELECT id FROM endpoints WHERE app_id = $1 AND ordering = $3) AND sq.ordering_key = $2`,
+		appID, key, delivery.OrderingFIFO).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count backlog of key %q: %w", key, err)
+	}
+	return n, nil
 }

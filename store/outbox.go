@@ -273,7 +273,7 @@ const doneSQL = `DELETE FROM outbox WHERE id = ANY ($1)`
 func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliveryIDs []string, by, byName string) ([]string, error) {
 	rows, err := q.Query(ctx, `
 		WITH r AS (
-		  SELECT d.id, e.paused FROM deliveries d
+		  SELECT d.id, e.paused, d.sequence IS NOT NULL AND d.ordering_key <> '' AS ordered FROM deliveries d
 		  JOIN endpoints e ON e.id = d.endpoint_id AND NOT e.disabled AND e.deleted_at IS NULL
 		  WHERE d.app_id = $1 AND d.id = ANY ($2) AND d.status = ANY ($3)
 		    -- A start or replay row left of a finished ordered delivery
@@ -295,7 +295,7 @@ func ReplayDeliveries(ctx context.Context, q outbox.Querier, appID string, deliv
 		), stale AS (
 		  DELETE FROM outbox WHERE delivery_id IN (SELECT id FROM r) AND kind IN ($10, $8)
 		), ob AS (
-		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id, held) SELECT id, $8, $4, $1, paused FROM r
+		  INSERT INTO outbox (delivery_id, kind, requested_by, app_id, held, ordered) SELECT id, $8, $4, $1, paused, ordered FROM r
 		), wake AS (
 		  SELECT pg_notify($5, '') FROM (SELECT 1 FROM r LIMIT 1) AS any_replay
 		)

@@ -54,7 +54,7 @@ const publishSQL = `
 	  -- it never joins a sequence, so a failing test blocks no real event.
 	  INSERT INTO sequences (endpoint_id, ordering_key, last)
 	  SELECT endpoint_id, $21, 1 FROM tg WHERE ordering = 'fifo' AND $10 = '' ORDER BY endpoint_id
-	  ON CONFLICT (endpoint_id, ordering_key) DO UPDATE SET last = sequences.last + 1
+	  ON CONFLICT (endpoint_id, ordering_key) DO UPDATE SET last = sequences.last + 1, touched_at = now()
 	  RETURNING endpoint_id, last
 	), dl AS (
 	  INSERT INTO deliveries (id, app_id, event_id, endpoint_id, ordering_key, sequence, fifo_block)

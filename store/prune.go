@@ -20,7 +20,7 @@ const (
 
 // Pruned counts what one Prune deleted.
 type Pruned struct {
-	Deliveries, Events int
+	Deliveries, Events, Sequences int
 }
 
 // Prune deletes, in batches of PruneBatch, what is older than its app's
@@ -28,8 +28,9 @@ type Pruned struct {
 // (succeeded or canceled, last changed before then) with their attempts and
 // replays; dead letters only once also past their own retention
 // (delivery.DeadLetterWindowDefault), so one that can still be replayed survives;
-// then events left with no delivery. A delivery in flight or with an outbox
-// row is never touched. Expired portal sessions and links go too, and
+// then events left with no delivery, then sequences idle past it with no
+// open delivery. A delivery in flight or with an outbox row is never
+// touched, nor a dead letter that blocks its sequence. Expired portal sessions and links go too, and
 // audit entries older than keep. keep defaults to RetentionDefault.
 func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (Pruned, error) {
 	keep = cmp.Or(keep, RetentionDefault)
@@ -43,6 +44,10 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (P
 			  WHERE ((d.status = ANY ($3) AND d.updated_at < $1::timestamptz - r.keep)
 			      OR (d.status = $4 AND d.updated_at < $1::timestamptz - greatest(r.keep, $5::bigint * interval '1 millisecond')))
 			    AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.delivery_id = d.id)
+			    -- A dead letter that blocks its sequence stays until it is
+			    -- replayed or released: pruning it would unblock the
+			    -- sequence with no one's say.
+			    AND NOT (d.status = $4 AND d.sequence IS NOT NULL AND d.fifo_block AND d.released_at IS NULL)
 			  LIMIT $6)`,
 			now, keepMS, []delivery.Status{delivery.StatusSucceeded, delivery.StatusCanceled}, delivery.StatusDeadLettered, deadMS, PruneBatch)
 		if err != nil {
@@ -65,7 +70,32 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (P
 		}
 		p.Events += int(tag.RowsAffected())
 		if tag.RowsAffected() < PruneBatch {
-			return p, s.prunePortal(ctx, now.Add(-keep))
+			break
 		}
 	}
+	if err := s.pruneSequences(ctx, now, keepMS, &p); err != nil {
+		return p, err
+	}
+	return p, s.prunePortal(ctx, now.Add(-keep))
+}
+
+// pruneSequences deletes the sequences (counter rows) that took no
+// delivery within their app's retention and have no open delivery left:
+// such a key starts again at 1 (docs/contract.md#14-ordered-delivery).
+// Holds of sequences that lapsed go too: a lapsed hold holds nothing.
+func (s *Store) pruneSequences(ctx context.Context, now time.Time, keepMS int64, p *Pruned) error {
+	tag, err := s.pool.Exec(ctx, `
+		DELETE FROM sequences sq USING endpoints e, apps a
+		WHERE e.id = sq.endpoint_id AND a.id = e.app_id
+		  AND sq.touched_at < $1::timestamptz - coalesce(a.retention_ms, $2::bigint) * interval '1 millisecond'
+		  AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = sq.endpoint_id AND p.ordering_key = sq.ordering_key AND `+sequenceOpen+`)`,
+		now, keepMS)
+	if err != nil {
+		return fmt.Errorf("prune sequences: %w", err)
+	}
+	p.Sequences = int(tag.RowsAffected())
+	if _, err := s.pool.Exec(ctx, `DELETE FROM sequence_holds WHERE leased_until < $1::timestamptz`, now.Add(-time.Minute)); err != nil {
+		return fmt.Errorf("prune sequence holds: %w", err)
+	}
+	return nil
 }

@@ -161,7 +161,7 @@ func (p *pruner) Run(ctx context.Context) error {
 		case err != nil:
 			p.logger.Warn("pruning failed; will try again", "err", err, "retry_in", PruneInterval)
 		case res.Deliveries+res.Events > 0:
-			p.logger.Info("pruned", "deliveries", res.Deliveries, "events", res.Events, "older_than", p.keep)
+			p.logger.Info("pruned", "deliveries", res.Deliveries, "events", res.Events, "sequences", res.Sequences, "older_than", p.keep)
 		}
 		select {
 		case <-ctx.Done():

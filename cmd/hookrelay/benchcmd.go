@@ -33,7 +33,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.Rounds, "rounds", bench.NoisyRoundsDefault, "with --noisy: run its three phases this many times in turn and pool each phase's figures over the rounds (1: one phase each, whose p99 moves with the machine)")
 	fs.BoolVar(&o.QuietA, "quiet-a", false, "with --noisy: A sends nothing, so every phase is B alone and each ratio is the noise floor of this machine's ratios (an A/A run)")
 	filters := fs.Int("filters", 0, "measure ingest into N paused endpoints with a filter each against the same N without (--events per shape, --rate default 100/s)")
-	ordered := fs.Int("ordered", 0, "measure K ordering keys on one fifo endpoint against one unordered endpoint (--events per shape, each accepted paused then drained; the receiver answers after 1 ms and checks every key's order)")
+	ordered := fs.Int("ordered", 0, "measure K ordering keys on one fifo endpoint against one unordered endpoint (--events per shape, each accepted paused then drained; the receiver answers after 1 ms and checks every key's order); with --noisy, A is K ordering keys on a fifo endpoint, one event each, resumed as B's phase begins")
 	fs.BoolVar(&o.Tracing, "tracing", false, "also measure CPU per delivery with tracing on (sampling 100 %, OTLP/HTTP to an in-process collector that discards), on a second stack after the run")
 	fs.IntVar(&o.Shards, "temporal-shards", 4, "embedded Temporal history shards")
 	fs.IntVar(&o.DBMaxConns, "db-max-conns", config.DBMaxConnsDefault, "the main pgx pool's size, as hookrelay's --db-max-conns")
@@ -61,6 +61,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *noisy {
+		o.OrderedA = *ordered
 		return noisyBench(ctx, o, *out, stdout, stderr)
 	}
 	if *ordered > 0 {

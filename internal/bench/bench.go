@@ -89,6 +89,12 @@ type Options struct {
 	// B alone over B alone: how far the ratio moves on this machine with
 	// no neighbour (its noise floor). Defaults to false.
 	QuietA bool
+	// OrderedA makes the noisy-neighbour run's A an app with this many
+	// ordering keys on one fifo endpoint (one event each, accepted while
+	// the endpoint is paused and resumed as B's phase begins), in place of
+	// the slow and silent A: B's lateness alone and beside those keys'
+	// sequencers at work. Defaults to 0 (the slow and silent A).
+	OrderedA int
 	// DrainTimeout bounds the wait for deliveries after ingest ends.
 	DrainTimeout time.Duration
 	// CPUProfile, when set, receives a CPU profile of this process (API,

@@ -38,6 +38,9 @@ type NoisyReport struct {
 	Schedule []string
 	// QuietA is set for an A/A run (Options.QuietA): A sent nothing.
 	QuietA bool `json:"quiet_a,omitempty"`
+	// OrderedKeys is A's ordering keys when A is an ordered app
+	// (Options.OrderedA).
+	OrderedKeys int `json:"ordered_keys,omitempty"`
 	// Phases are B alone, B beside a slow A, B beside a silent A, each
 	// pooled over the rounds: its lateness over every round's requests,
 	// its Delivered, Sent, CPUSeconds and Held the sums of its rounds'.
@@ -69,6 +72,9 @@ type NoisyPhase struct {
 	// Waits is what this process's work waited for during the phase;
 	// pooled, its sums over the rounds and the highest SchedP99MS.
 	Waits Waits `json:"waits"`
+	// ADelivered is how many of an ordered A's keys were delivered by the
+	// phase's end (Options.OrderedA).
+	ADelivered int `json:"a_delivered,omitempty"`
 }
 
 // RunNoisy runs the noisy-neighbour measurement on one server: app B at
@@ -116,7 +122,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	as, err := b.tenants(ctx, 1, slowURL)
+	as, err := b.tenants(ctx, 1, slowURL, fastURL)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +131,10 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	if o.QuietA {
 		rep.RateA, rep.QuietA = 0, true
 	}
-	names := phaseNames(o.QuietA)
+	if o.OrderedA > 0 {
+		rep.RateA, rep.OrderedKeys = 0, o.OrderedA
+	}
+	names := phaseNames(o)
 	// A warm-up, not measured: B alone for warmUpFor, so the first phase
 	// does not pay for the stack's first minutes (pools, caches, Temporal's
 	// first tasks, plans made on empty tables; see warmUp) and the ratios
@@ -135,7 +144,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	warm.o.Events = int(o.Rate * warmUpFor.Seconds())
 	began := time.Now()
 	analyzed := analyzeMidway(ctx, func() bool { return time.Since(began) >= warmUpFor/2 }, b.analyze)
-	_, _, err = warm.noisyPhase(ctx, appB, "")
+	_, _, err = warm.noisyPhase(ctx, appB, "", false)
 	// The warm-up's error first; analyzed always waits.
 	if err = cmp.Or(err, analyzed()); err != nil {
 		return nil, err
@@ -150,7 +159,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			if err := b.dropTenants(ctx, as); err != nil {
 				return nil, err
 			}
-			if as, err = b.tenants(ctx, r+1, slowURL); err != nil {
+			if as, err = b.tenants(ctx, r+1, slowURL, fastURL); err != nil {
 				return nil, err
 			}
 		}
@@ -171,7 +180,7 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			cpu := stackCPU(b.pgPID())
 			held := b.stack.Dispatcher.Held()
 			waits := measureWaits(b.stack.Store.HotPool())
-			p, late, err := b.noisyPhase(ctx, appB, noisy)
+			p, late, err := b.noisyPhase(ctx, appB, noisy, noisy != "" && noisy == as.ordered)
 			p.CPUSeconds, _ = cpu()
 			p.Waits = waits()
 			p.Held = b.stack.Dispatcher.Held() - held
@@ -185,8 +194,10 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 			round[i] = p
 			lates[i] = append(lates[i], late...)
 			rep.Phases[i].add(p)
-			// Let A's open requests end before the next phase.
-			time.Sleep(12 * time.Second)
+			if as.ordered == "" {
+				// Let A's open requests end before the next phase.
+				time.Sleep(12 * time.Second)
+			}
 		}
 		if o.Rounds > 1 {
 			rep.Rounds = append(rep.Rounds, withRatios(round))
@@ -200,30 +211,43 @@ func RunNoisy(ctx context.Context, o Options) (*NoisyReport, error) {
 	return rep, nil
 }
 
-// phaseNames names a round's three phases: B alone, beside the slow A,
-// beside the silent A; with quiet (Options.QuietA), B alone three times.
-func phaseNames(quiet bool) []string {
-	if quiet {
+// phaseNames names a round's phases: B alone, beside the slow A, beside
+// the silent A; with Options.QuietA, B alone three times; with
+// Options.OrderedA, B alone and beside the ordered A.
+func phaseNames(o Options) []string {
+	if o.OrderedA > 0 {
+		return []string{"B alone", fmt.Sprintf("B beside A's %d ordering keys draining", o.OrderedA)}
+	}
+	if o.QuietA {
 		return []string{"B alone", "B alone again (A quiet)", "B alone a third time (A quiet)"}
 	}
 	return []string{"B alone", "B beside A answering after 5 s", "B beside A never answering (10 s timeout)"}
 }
 
 // tenants are one round's A apps: one whose endpoint answers after 5 s,
-// one whose endpoint never answers.
-type tenants struct{ slow, silent string }
+// one whose endpoint never answers; or one ordered app (Options.OrderedA).
+type tenants struct{ slow, silent, ordered string }
 
 // beside is the A app each of a round's phases (phaseNames) sends to
-// beside B ("": none): none, as.slow, as.silent; none in all with quiet.
+// beside B ("": none): none, as.slow, as.silent; none in all with quiet;
+// none, then as.ordered.
 func (as tenants) beside(quiet bool) []string {
+	if as.ordered != "" {
+		return []string{"", as.ordered}
+	}
 	if quiet {
 		return []string{"", "", ""}
 	}
 	return []string{"", as.slow, as.silent}
 }
 
-// tenants creates round's A apps, their endpoints on slowURL.
-func (b *runner) tenants(ctx context.Context, round int, slowURL string) (tenants, error) {
+// tenants creates round's A apps, their endpoints on slowURL; an ordered
+// A's on fastURL, with its events accepted.
+func (b *runner) tenants(ctx context.Context, round int, slowURL, fastURL string) (tenants, error) {
+	if b.o.OrderedA > 0 {
+		ordered, err := b.orderedTenant(ctx, round, fastURL)
+		return tenants{ordered: ordered}, err
+	}
 	slow, err := b.app(ctx, fmt.Sprintf("tenant-a-slow-%d", round), slowURL+"?slow=1")
 	if err != nil {
 		return tenants{}, err
@@ -236,7 +260,10 @@ func (b *runner) tenants(ctx context.Context, round int, slowURL string) (tenant
 // rows dropped, their deliveries' cancels sent; B sends nothing then),
 // then for tenantsCooldown.
 func (b *runner) dropTenants(ctx context.Context, as tenants) error {
-	for _, id := range []string{as.slow, as.silent} {
+	for _, id := range []string{as.slow, as.silent, as.ordered} {
+		if id == "" {
+			continue
+		}
 		code, err := b.call(ctx, "DELETE", "/v1/apps/"+id, nil, nil)
 		if err != nil {
 			return fmt.Errorf("delete app %s: %w", id, err)
@@ -250,6 +277,14 @@ func (b *runner) dropTenants(ctx context.Context, as tenants) error {
 		var n int
 		if err := b.stack.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
 			return fmt.Errorf("outbox after deleting the A apps: %w", err)
+		}
+		if n == 0 && as.ordered != "" {
+			// Its sequencers end too (each finds its sequence gone).
+			live, err := b.liveSequences(ctx)
+			if err != nil {
+				return err
+			}
+			n = live
 		}
 		if n == 0 {
 			break
@@ -306,6 +341,7 @@ func (pooled *NoisyPhase) add(p NoisyPhase) {
 	pooled.Name = p.Name
 	pooled.Delivered, pooled.Sent = pooled.Delivered+p.Delivered, pooled.Sent+p.Sent
 	pooled.CPUSeconds, pooled.Held = pooled.CPUSeconds+p.CPUSeconds, pooled.Held+p.Held
+	pooled.ADelivered += p.ADelivered
 	pooled.Waits.add(p.Waits)
 }
 
@@ -323,17 +359,23 @@ func withRatios(phases []NoisyPhase) []NoisyPhase {
 // noisyPhase sends o.Events events to appB at o.Rate and, when noisy is
 // set, events to noisy at half that rate, and measures B's lateness: its
 // summary, and each first request's (ms).
-func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase, []float64, error) {
+func (b *runner) noisyPhase(ctx context.Context, appB, noisy string, ordered bool) (NoisyPhase, []float64, error) {
 	var p NoisyPhase
 	done := make(chan struct{})
-	if noisy != "" {
+	switch {
+	case ordered:
+		close(done)
+		if err := b.resumeOrdered(ctx, noisy); err != nil {
+			return p, nil, err
+		}
+	case noisy != "":
 		go func() {
 			defer close(done)
 			fanOut(b.o.Concurrency, b.o.Events/2, b.o.Rate/2, func(i int) {
 				_, _ = b.call(ctx, "POST", "/v1/apps/"+noisy+"/events", map[string]any{"type": "noise.made", "data": map[string]any{"i": i}}, nil)
 			})
 		}()
-	} else {
+	default:
 		close(done)
 	}
 	var mu sync.Mutex
@@ -354,6 +396,11 @@ func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase
 		return p, nil, err
 	}
 	p.LatenessMS, p.Delivered, p.Sent = summarize(late), len(late), len(ids)
+	if ordered {
+		if p.ADelivered, err = b.delivered(ctx, noisy); err != nil {
+			return p, nil, err
+		}
+	}
 	return p, late, nil
 }
 
@@ -361,8 +408,11 @@ func (b *runner) noisyPhase(ctx context.Context, appB, noisy string) (NoisyPhase
 func (r *NoisyReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "\nhookrelay bench --noisy — %s, %s\n", r.Date, r.Machine)
 	a := fmt.Sprintf("app A at %.0f events/s", r.RateA)
-	if r.QuietA {
+	switch {
+	case r.QuietA:
 		a = "app A quiet (its apps made, nothing sent: an A/A run)"
+	case r.OrderedKeys > 0:
+		a = fmt.Sprintf("app A with %d ordering keys on a fifo endpoint, one event each, accepted paused and resumed as B's phase begins", r.OrderedKeys)
 	}
 	fmt.Fprintf(w, "  app B at %.0f events/s, %s, %.0f s per phase after %s of B alone not measured (warm-up), schedule %v\n", r.RateB, a, r.Seconds, warmUpFor, r.Schedule)
 	if len(r.Rounds) > 1 {
@@ -377,6 +427,9 @@ func (r *NoisyReport) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-44s %28s %10s %12s %8.1f %6d\n", p.Name,
 			fmt.Sprintf("%.1f / %.1f / %.1f", p.LatenessMS.P50, p.LatenessMS.P95, p.LatenessMS.P99), ratio, fmt.Sprintf("%d/%d", p.Delivered, p.Sent), p.CPUSeconds, p.Held)
+		if p.ADelivered > 0 {
+			fmt.Fprintf(w, "  %-44s A's keys delivered by the phase's end (its rounds summed): %d\n", "", p.ADelivered)
+		}
 	}
 	for i, round := range r.Rounds {
 		fmt.Fprintf(w, "  round %d: B's p99", i+1)

@@ -53,10 +53,14 @@ func TestNoisyPhasesPoolTheirRounds(t *testing.T) {
 func TestQuietARunsBAloneInEveryPhase(t *testing.T) {
 	as := tenants{slow: "app_slow", silent: "app_silent"}
 	require.Equal(t, []string{"", "", ""}, as.beside(true))
-	require.Equal(t, "B alone again (A quiet)", phaseNames(true)[1])
+	require.Equal(t, "B alone again (A quiet)", phaseNames(Options{QuietA: true})[1])
 	require.Equal(t, []string{"", "app_slow", "app_silent"}, as.beside(false))
-	require.Len(t, phaseNames(false), 3)
-	require.Equal(t, "B beside A never answering (10 s timeout)", phaseNames(false)[2])
+	require.Len(t, phaseNames(Options{}), 3)
+	require.Equal(t, "B beside A never answering (10 s timeout)", phaseNames(Options{})[2])
+
+	ordered := tenants{ordered: "app_ordered"}
+	require.Equal(t, []string{"", "app_ordered"}, ordered.beside(false), "B alone, then beside the ordered A")
+	require.Equal(t, []string{"B alone", "B beside A's 10000 ordering keys draining"}, phaseNames(Options{OrderedA: 10000}))
 
 	var out bytes.Buffer
 	(&NoisyReport{RateB: 80, QuietA: true}).WriteTable(&out)
@@ -64,4 +68,8 @@ func TestQuietARunsBAloneInEveryPhase(t *testing.T) {
 	out.Reset()
 	(&NoisyReport{RateB: 80, RateA: 40}).WriteTable(&out)
 	require.Contains(t, out.String(), "app A at 40 events/s")
+	out.Reset()
+	(&NoisyReport{RateB: 20, OrderedKeys: 10000, Phases: []NoisyPhase{{Name: "B alone"}, {Name: "beside", ADelivered: 9000}}}).WriteTable(&out)
+	require.Contains(t, out.String(), "app A with 10000 ordering keys on a fifo endpoint")
+	require.Contains(t, out.String(), "A's keys delivered by the phase's end (its rounds summed): 9000")
 }

@@ -112,13 +112,24 @@ func (s *Store) UpdateApp(ctx context.Context, id string, p AppPatch) (App, erro
 // sent after the delete commits.
 func (s *Store) DeleteApp(ctx context.Context, id string) error {
 	return s.inTxRetry(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id FROM deliveries WHERE app_id = $1 AND (status = ANY ($2) OR status = $3)`,
+		// The app's deliveries are locked first, in ID order, as an
+		// attempt's record locks its deliveries before their outbox rows:
+		// the delete's cascade then takes no delivery or outbox row a
+		// record holds while waiting for one the delete holds.
+		rows, err := tx.Query(ctx, `SELECT id, status = ANY ($2) OR status = $3 FROM deliveries WHERE app_id = $1 ORDER BY id FOR UPDATE`,
 			id, delivery.InFlight(), delivery.StatusDeadLettered)
 		if err != nil {
 			return fmt.Errorf("open deliveries of app %s: %w", id, err)
 		}
-		open, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
+		var open []string
+		var dlv string
+		var isOpen bool
+		if _, err := pgx.ForEachRow(rows, []any{&dlv, &isOpen}, func() error {
+			if isOpen {
+				open = append(open, dlv)
+			}
+			return nil
+		}); err != nil {
 			return fmt.Errorf("open deliveries of app %s: %w", id, err)
 		}
 		if err := DropAppOutbox(ctx, tx, id); err != nil {

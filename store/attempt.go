@@ -101,14 +101,20 @@ func (s *Store) RecordAttempts(ctx context.Context, attempts []Attempt) (errs []
 		  SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[], $6::bigint[], $7::int[], $8::text[],
 		                       $9::text[], $10::text[], $11::text[], $14::text[], $15::int[], $16::timestamptz[])
 		    AS t(id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids, status, succeeded, next_at)
+		), d AS (
+		  -- The deliveries are locked first, in ID order, before any of
+		  -- their outbox rows (ob and obdone wait for the whole of d): an
+		  -- app's delete, which locks them in the same order first, never
+		  -- deadlocks with a record.
+		  SELECT id, endpoint_id FROM deliveries WHERE id = ANY ($2) ORDER BY id FOR UPDATE
 		), ob AS (
 		  UPDATE outbox o SET outcome = v.outcome::jsonb
-		  FROM unnest($17::bigint[], $18::text[], $8::text[]) AS v(id, outcome, class) WHERE o.id = v.id AND v.id > 0 AND v.class <> $19
+		  FROM unnest($17::bigint[], $18::text[], $8::text[]) AS v(id, outcome, class)
+		  WHERE o.id = v.id AND v.id > 0 AND v.class <> $19 AND (SELECT count(*) FROM d) >= 0
 		), obdone AS (
 		  -- A sender's first attempt that succeeded ends its start row here.
-		  DELETE FROM outbox o USING unnest($17::bigint[], $8::text[]) AS v(id, class) WHERE o.id = v.id AND v.id > 0 AND v.class = $19
-		), d AS (
-		  SELECT id, endpoint_id FROM deliveries WHERE id = ANY ($2) ORDER BY id FOR UPDATE
+		  DELETE FROM outbox o USING unnest($17::bigint[], $8::text[]) AS v(id, class)
+		  WHERE o.id = v.id AND v.id > 0 AND v.class = $19 AND (SELECT count(*) FROM d) >= 0
 		), ins AS (
 		  INSERT INTO attempts (id, delivery_id, cycle, number, started_at, duration_ms, status_code, class, error, response_excerpt, key_ids)
 		  SELECT i.id, i.delivery_id, i.cycle, i.number, i.started_at, i.duration_ms, i.status_code, i.class, i.error, i.response_excerpt,

@@ -66,6 +66,8 @@ type Dispatcher struct {
 	Sequencer *activities.Activities
 	// bells ring this process's sequencer runs (see RunSequence).
 	bells bells
+	// seqWakes are the sequences waiting for their sequencer's signal.
+	seqWakes sequenceWakes
 	// rounds holds the rounds asked for (NOTIFY, Wake, the looks), made on
 	// first use.
 	rounds     *wakeup
@@ -256,7 +258,8 @@ func (d *Dispatcher) dispatch(ctx context.Context, batch int) (int, error) {
 	}
 	defer round.Close()
 	if len(items) == 0 {
-		return 0, nil
+		// Sequences still queued for their wake go now if they may.
+		return 0, d.signalWakes(ctx)
 	}
 	var singles, fresh, ordered []outbox.Row
 	var done, leaseIDs []int64

@@ -45,58 +45,50 @@ const (
 	sequenceLinger = time.Second
 	// sequenceBeat is how often a run heartbeats and renews its hold.
 	sequenceBeat = workflows.SequenceHeartbeat / 4
-	// SequenceWakesPerRound bounds the sequencers one dispatcher round
-	// signals: a burst of new keys starts their sequencers a bounded
-	// number at a time, beside every other app's first attempts.
-	SequenceWakesPerRound = 64
-	// sequenceWakeDefer is how long the rows of sequences past a round's
-	// SequenceWakesPerRound wait for a later round.
-	sequenceWakeDefer = 100 * time.Millisecond
 )
 
-// wake signals (with start) the sequencer of each sequence rows belong
-// to, once per sequence, at most SequenceWakesPerRound of them: the rows
-// of the sequences past that bound are held for sequenceWakeDefer, for a
-// later round. Which sequences a run holds (and reads before it lets go,
-// with no signal) is one statement for the round. When Temporal does not
-// take a signal, the sequence's rows go back to the outbox for the next
-// round.
+// wake queues the sequences rows belong to (sequenceWakes), once per
+// sequence, but for those a run holds (which statement for the round tells):
+// that run reads the rows before it lets go, so it gets no signal (each
+// would cost its sequencer a workflow task), only this process's bell. Then
+// it signals what the queue allows now (signalWakes).
 func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
 	var keys []store.SequenceKey
-	rowsOf := map[store.SequenceKey][]int64{}
+	seen := map[store.SequenceKey]bool{}
 	for _, it := range rows {
 		k := store.SequenceKey{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey}
-		if _, seen := rowsOf[k]; !seen {
+		if !seen[k] {
+			seen[k] = true
 			keys = append(keys, k)
 		}
-		rowsOf[k] = append(rowsOf[k], it.ID)
-	}
-	if len(keys) == 0 {
-		return nil
 	}
 	var errs []error
-	held, err := store.SequencesHeld(ctx, d.Pool, keys)
-	if err != nil {
-		// Each is signaled: a signal to a running sequencer costs it a
-		// workflow task, never a row.
-		errs = append(errs, err)
+	if len(keys) > 0 {
+		held, err := store.SequencesHeld(ctx, d.Pool, keys)
+		if err != nil {
+			// Each is signaled: a signal to a running sequencer costs it a
+			// workflow task, never a row.
+			errs = append(errs, err)
+		}
+		for _, k := range keys {
+			if held[k] {
+				d.bells.wake(workflows.SequencerID(k.EndpointID, k.OrderingKey))
+			} else {
+				d.seqWakes.add(k)
+			}
+		}
 	}
-	var later []int64
-	signals := 0
+	return errors.Join(append(errs, d.signalWakes(ctx))...)
+}
+
+// signalWakes signals (with start) the sequencers the wake queue hands out
+// now, on the sequencers' task queue, and asks for a round when the next
+// second lets more go. A sequencer Temporal did not take is queued again.
+func (d *Dispatcher) signalWakes(ctx context.Context) error {
+	keys, next := d.seqWakes.take(time.Now())
+	var errs []error
 	for _, k := range keys {
 		id := workflows.SequencerID(k.EndpointID, k.OrderingKey)
-		if held[k] {
-			// A run that holds the sequence reads the row before it lets
-			// go: no signal (each would cost its sequencer a workflow
-			// task).
-			d.bells.wake(id)
-			continue
-		}
-		if signals == SequenceWakesPerRound {
-			later = append(later, rowsOf[k]...)
-			continue
-		}
-		signals++
 		opts := client.StartWorkflowOptions{
 			ID:            id,
 			TaskQueue:     workflows.SequencerQueue(cmp.Or(d.TaskQueue, workflows.TaskQueue)),
@@ -107,19 +99,12 @@ func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
 		in := workflows.SequencerInput{EndpointID: k.EndpointID, OrderingKey: k.OrderingKey}
 		if _, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, opts, workflows.SequencerWorkflowName, in); err != nil {
 			errs = append(errs, fmt.Errorf("wake %s: %w", id, err))
-			for _, row := range rowsOf[k] {
-				d.release(row)
-			}
+			d.seqWakes.add(k)
+			next = time.Now().Add(time.Second)
 		}
 	}
-	if len(later) > 0 {
-		until := make([]time.Time, len(later))
-		for i := range until {
-			until[i] = time.Now().Add(sequenceWakeDefer)
-		}
-		if err := store.HoldOutbox(ctx, d.Pool, later, until); err != nil {
-			errs = append(errs, err)
-		}
+	if !next.IsZero() {
+		d.Wake(next)
 	}
 	return errors.Join(errs...)
 }

@@ -73,12 +73,12 @@ func TestWakeClaimsARowNoNotifyAnnounced(t *testing.T) {
 	require.Eventually(t, started, 10*time.Second, 20*time.Millisecond, "Wake asked for the round that takes it")
 }
 
-// TestWakeSignalsABoundedNumberOfSequencesPerRound: a round that claims the
-// rows of more ordered keys than SequenceWakesPerRound signals that many
-// sequencers, on the sequencers' own task queue, and holds the other keys'
-// rows for a later round, which signals the rest; no key is signaled
-// twice.
-func TestWakeSignalsABoundedNumberOfSequencesPerRound(t *testing.T) {
+// TestWakeSignalsABoundedNumberOfSequencesPerSecond: a round that claims
+// the rows of more ordered keys than SequenceWakesPerSecond signals that
+// many sequencers, on the sequencers' own task queue, and queues the
+// others, their rows still leased to their sequences; later rounds signal
+// the rest, no key twice.
+func TestWakeSignalsABoundedNumberOfSequencesPerSecond(t *testing.T) {
 	t.Parallel()
 	f := newRound(t)
 	ctx := context.Background()
@@ -87,7 +87,7 @@ func TestWakeSignalsABoundedNumberOfSequencesPerRound(t *testing.T) {
 	_, _, err = f.st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/hook", Environment: "live",
 		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Ordering: delivery.OrderingFIFO})
 	require.NoError(t, err)
-	keys := SequenceWakesPerRound + 10
+	keys := SequenceWakesPerSecond + 10
 	for i := range keys {
 		_, err := outbox.PublishNow(ctx, f.st.Pool(), app.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: fmt.Sprintf("k%03d", i)})
 		require.NoError(t, err)
@@ -103,20 +103,50 @@ func TestWakeSignalsABoundedNumberOfSequencesPerRound(t *testing.T) {
 	}
 	_, err = f.d.dispatch(ctx, 10*keys)
 	require.NoError(t, err)
-	require.Len(t, signaled(), SequenceWakesPerRound, "one round signals at most SequenceWakesPerRound sequencers")
+	require.Len(t, signaled(), SequenceWakesPerSecond, "one second's wakes")
+	require.Equal(t, 10, f.d.seqWakes.len(), "the other keys wait in the queue")
 	f.fc.mu.Lock()
 	require.Equal(t, workflows.SequencerQueue(workflows.TaskQueue), f.fc.lastQueue, "sequencers run on their own task queue")
 	f.fc.mu.Unlock()
-	var held int
-	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE leased_until < now() + interval '1 second'`).Scan(&held))
-	require.Equal(t, 10, held, "the other keys' rows wait for a later round, briefly")
+	var leased int
+	require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE leased_until > now() + interval '5 minutes'`).Scan(&leased))
+	require.Equal(t, keys, leased, "every row stays leased to its sequence")
 
 	require.Eventually(t, func() bool {
 		_, err := f.d.dispatch(ctx, 10*keys)
 		require.NoError(t, err)
 		return len(signaled()) == keys
-	}, 10*time.Second, 50*time.Millisecond, "a later round signals the rest")
+	}, 10*time.Second, 50*time.Millisecond, "a later second's round signals the rest")
 	for s, n := range signaled() {
 		require.Equal(t, 1, n, "%s signaled once", s)
 	}
+}
+
+// TestSequenceWakesHandOutAPaceOfSequencesPerSecond: the queue hands out at
+// most SequenceWakesPerSecond keys in any second, in the order queued, says
+// when the next second begins while keys wait, and queues a key once.
+func TestSequenceWakesHandOutAPaceOfSequencesPerSecond(t *testing.T) {
+	t.Parallel()
+	var q sequenceWakes
+	var keys []store.SequenceKey
+	for i := range 2*SequenceWakesPerSecond + 1 {
+		keys = append(keys, store.SequenceKey{EndpointID: "ep_1", OrderingKey: fmt.Sprint(i)})
+	}
+	q.add(keys...)
+	q.add(keys[0])
+	require.Equal(t, len(keys), q.len(), "a key queued once")
+	t0 := time.Now()
+	got, next := q.take(t0)
+	require.Equal(t, keys[:SequenceWakesPerSecond], got)
+	require.Equal(t, t0.Add(time.Second), next)
+	got, next = q.take(t0.Add(500 * time.Millisecond))
+	require.Empty(t, got, "the second's wakes are spent")
+	require.Equal(t, t0.Add(time.Second), next)
+	got, _ = q.take(t0.Add(time.Second))
+	require.Equal(t, keys[SequenceWakesPerSecond:2*SequenceWakesPerSecond], got)
+	got, next = q.take(t0.Add(2 * time.Second))
+	require.Equal(t, keys[2*SequenceWakesPerSecond:], got)
+	require.True(t, next.IsZero(), "none left")
+	q.add(keys[0])
+	require.Equal(t, 1, q.len(), "a key handed out can be queued again")
 }

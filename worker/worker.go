@@ -50,7 +50,7 @@ const (
 	MaxConcurrentActivitiesDefault    = 256
 	MaxConcurrentWorkflowTasksDefault = 64
 	PollersDefault                    = 4
-	SequenceSlotsDefault              = 64
+	SequenceSlotsDefault              = 16
 	// sequenceWorkflowTasks bounds the sequencers' concurrent workflow
 	// tasks.
 	sequenceWorkflowTasks = 16

@@ -45,6 +45,11 @@ const (
 	sequenceLinger = time.Second
 	// sequenceBeat is how often a run heartbeats and renews its hold.
 	sequenceBeat = workflows.SequenceHeartbeat / 4
+	// wakeCheckChunk and wakeCheckRounds bound the look for ended
+	// sequences at the front of the wake queue: that many keys a
+	// statement, at most that many statements a round.
+	wakeCheckChunk  = 256
+	wakeCheckRounds = 8
 )
 
 // wake queues the sequences rows belong to (sequenceWakes), once per
@@ -82,11 +87,39 @@ func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
 }
 
 // signalWakes signals (with start) the sequencers the wake queue hands out
-// now, on the sequencers' task queue, and asks for a round when the next
-// second lets more go. A sequencer Temporal did not take is queued again.
+// now, on the sequencers' task queue, but those whose sequence has no open
+// delivery left (it ended meanwhile, or its app was deleted), and asks for a
+// round when the next second lets more go. A sequencer Temporal did not
+// take is queued again.
 func (d *Dispatcher) signalWakes(ctx context.Context) error {
-	keys, next := d.seqWakes.take(time.Now())
 	var errs []error
+	// The sequences at the front that ended leave the queue first, a
+	// statement per wakeCheckChunk of them, so they take no second's
+	// wakes (an app deleted with thousands of keys queued).
+	for range wakeCheckRounds {
+		front := d.seqWakes.front(wakeCheckChunk)
+		if len(front) == 0 {
+			break
+		}
+		open, err := store.SequencesOpen(ctx, d.Pool, front)
+		if err != nil {
+			// Each is signaled: a sequencer of an ended sequence ends at
+			// once.
+			errs = append(errs, err)
+			break
+		}
+		var ended []store.SequenceKey
+		for _, k := range front {
+			if !open[k] {
+				ended = append(ended, k)
+			}
+		}
+		d.seqWakes.drop(ended)
+		if len(ended) < len(front) {
+			break
+		}
+	}
+	keys, next := d.seqWakes.take(time.Now())
 	for _, k := range keys {
 		id := workflows.SequencerID(k.EndpointID, k.OrderingKey)
 		opts := client.StartWorkflowOptions{

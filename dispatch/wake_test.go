@@ -120,6 +120,28 @@ func TestWakeSignalsABoundedNumberOfSequencesPerSecond(t *testing.T) {
 	for s, n := range signaled() {
 		require.Equal(t, 1, n, "%s signaled once", s)
 	}
+
+	// Queued keys whose sequences ended meanwhile (here: their app was
+	// deleted) leave the queue unsignaled, taking no second's wakes.
+	gone, err := f.st.CreateApp(ctx, store.App{Name: "gone"})
+	require.NoError(t, err)
+	_, _, err = f.st.CreateEndpoint(ctx, store.Endpoint{AppID: gone.ID, URL: "http://127.0.0.1:9/hook", Environment: "live",
+		RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Ordering: delivery.OrderingFIFO})
+	require.NoError(t, err)
+	for i := range 3 * SequenceWakesPerSecond {
+		_, err := outbox.PublishNow(ctx, f.st.Pool(), gone.ID, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: fmt.Sprintf("g%03d", i)})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		_, err := f.d.dispatch(ctx, 10*keys)
+		require.NoError(t, err)
+		return f.d.seqWakes.len() > 0
+	}, 10*time.Second, 50*time.Millisecond, "the gone app's keys queue")
+	before := len(signaled())
+	require.NoError(t, f.st.DeleteApp(ctx, gone.ID))
+	require.NoError(t, f.d.signalWakes(ctx))
+	require.Zero(t, f.d.seqWakes.len(), "ended sequences left the queue")
+	require.Equal(t, before, len(signaled()), "and were not signaled")
 }
 
 // TestSequenceWakesHandOutAPaceOfSequencesPerSecond: the queue hands out at

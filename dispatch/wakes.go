@@ -66,6 +66,36 @@ func (q *sequenceWakes) take(now time.Time) (keys []store.SequenceKey, next time
 	return keys, next
 }
 
+// front returns up to n keys at the front, leaving them queued.
+func (q *sequenceWakes) front(n int) []store.SequenceKey {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return append([]store.SequenceKey(nil), q.keys[:min(n, len(q.keys))]...)
+}
+
+// drop removes keys from the queue.
+func (q *sequenceWakes) drop(keys []store.SequenceKey) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	gone := map[store.SequenceKey]bool{}
+	for _, k := range keys {
+		if q.queued[k] {
+			gone[k] = true
+			delete(q.queued, k)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	kept := q.keys[:0]
+	for _, k := range q.keys {
+		if !gone[k] {
+			kept = append(kept, k)
+		}
+	}
+	q.keys = kept
+}
+
 // len is how many keys wait.
 func (q *sequenceWakes) len() int {
 	q.mu.Lock()

@@ -177,6 +177,35 @@ func SequencesHeld(ctx context.Context, q outbox.Querier, keys []SequenceKey) (m
 	return held, nil
 }
 
+// SequencesOpen reports, in one statement, which of keys still have an open
+// delivery: a sequence that has none (its deliveries ended, or its app or
+// endpoint was deleted) needs no sequencer.
+func SequencesOpen(ctx context.Context, q outbox.Querier, keys []SequenceKey) (map[SequenceKey]bool, error) {
+	eps := make([]string, len(keys))
+	ks := make([]string, len(keys))
+	for i, k := range keys {
+		eps[i], ks[i] = k.EndpointID, k.OrderingKey
+	}
+	rows, err := q.Query(ctx, `SELECT k.endpoint_id, k.ordering_key FROM unnest($1::text[], $2::text[]) AS k(endpoint_id, ordering_key)
+		WHERE EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = k.endpoint_id AND p.ordering_key = k.ordering_key AND `+sequenceOpen+`)`, eps, ks)
+	if err != nil {
+		return nil, fmt.Errorf("%d sequences open: %w", len(keys), err)
+	}
+	open := map[SequenceKey]bool{}
+	for rows.Next() {
+		var k SequenceKey
+		if err := rows.Scan(&k.EndpointID, &k.OrderingKey); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("%d sequences open: %w", len(keys), err)
+		}
+		open[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%d sequences open: %w", len(keys), err)
+	}
+	return open, nil
+}
+
 // SequenceExists reports whether endpointID's sequence for key has its
 // counter row (it goes with its endpoint's app).
 func SequenceExists(ctx context.Context, q outbox.Querier, endpointID, key string) (bool, error) {

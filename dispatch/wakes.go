@@ -8,7 +8,7 @@ import (
 )
 
 // SequenceWakesPerSecond bounds the sequencers one dispatcher signals (with
-// start) each second. A sequencer that starts costs about what a delivery's
+// start) each second, one every 1/16 s. A sequencer that starts costs about what a delivery's
 // workflow does, so a burst of thousands of new ordering keys (each its own
 // sequence) starts its sequencers at this pace, a bounded share of the
 // machine, while every other app's deliveries go on; the keys' rows stay
@@ -16,17 +16,21 @@ import (
 // events needs one wake for all of them.
 const SequenceWakesPerSecond = 16
 
+// wakeEvery is the pace of SequenceWakesPerSecond: one wake each, spread
+// over the second rather than all at its start, so the sequencers' starts
+// never come in a burst.
+const wakeEvery = time.Second / SequenceWakesPerSecond
+
 // sequenceWakes is a dispatcher's queue of sequences to signal: each round
 // adds the sequences of the ordered rows it claimed that no run holds,
-// once each, in the order found; take hands out at most
-// SequenceWakesPerSecond of them per second. The zero value is empty.
+// once each, in the order found; take hands them out one per wakeEvery.
+// The zero value is empty.
 type sequenceWakes struct {
 	mu     sync.Mutex
 	keys   []store.SequenceKey
 	queued map[store.SequenceKey]bool
-	// window is the start of the current second; used, its wakes so far.
-	window time.Time
-	used   int
+	// last is when the last key was handed out.
+	last time.Time
 }
 
 // add queues keys not queued yet, at the back.
@@ -44,24 +48,20 @@ func (q *sequenceWakes) add(keys ...store.SequenceKey) {
 	}
 }
 
-// take removes and returns the keys at the front that now's second still
-// has room for; next is when the next second begins, when keys are left
-// (zero otherwise).
+// take removes and returns the key at the front when wakeEvery passed since
+// the last one (none otherwise); next is when the next may go, when keys
+// are left (zero otherwise).
 func (q *sequenceWakes) take(now time.Time) (keys []store.SequenceKey, next time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if now.Sub(q.window) >= time.Second {
-		q.window, q.used = now, 0
-	}
-	n := min(len(q.keys), SequenceWakesPerSecond-q.used)
-	keys = append(keys, q.keys[:n]...)
-	q.keys = q.keys[n:]
-	q.used += n
-	for _, k := range keys {
-		delete(q.queued, k)
+	if len(q.keys) > 0 && now.Sub(q.last) >= wakeEvery {
+		keys = append(keys, q.keys[0])
+		q.keys = q.keys[1:]
+		delete(q.queued, keys[0])
+		q.last = now
 	}
 	if len(q.keys) > 0 {
-		next = q.window.Add(time.Second)
+		next = q.last.Add(wakeEvery)
 	}
 	return keys, next
 }

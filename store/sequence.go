@@ -151,59 +151,40 @@ type SequenceKey struct {
 // SequencesHeld reports, in one statement, which of keys a run holds now
 // (a lease running on the database's clock).
 func SequencesHeld(ctx context.Context, q outbox.Querier, keys []SequenceKey) (map[SequenceKey]bool, error) {
-	eps := make([]string, len(keys))
-	ks := make([]string, len(keys))
-	for i, k := range keys {
-		eps[i], ks[i] = k.EndpointID, k.OrderingKey
-	}
-	rows, err := q.Query(ctx, `SELECT h.endpoint_id, h.ordering_key FROM sequence_holds h
-		JOIN unnest($1::text[], $2::text[]) AS k(endpoint_id, ordering_key) USING (endpoint_id, ordering_key)
-		WHERE h.leased_until > now()`, eps, ks)
-	if err != nil {
-		return nil, fmt.Errorf("%d sequences held: %w", len(keys), err)
-	}
-	held := map[SequenceKey]bool{}
-	for rows.Next() {
-		var k SequenceKey
-		if err := rows.Scan(&k.EndpointID, &k.OrderingKey); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("%d sequences held: %w", len(keys), err)
-		}
-		held[k] = true
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%d sequences held: %w", len(keys), err)
-	}
-	return held, nil
+	return sequencesWhere(ctx, q, keys, "held", `EXISTS (SELECT 1 FROM sequence_holds h
+		WHERE h.endpoint_id = k.endpoint_id AND h.ordering_key = k.ordering_key AND h.leased_until > now())`)
 }
 
 // SequencesOpen reports, in one statement, which of keys still have an open
 // delivery: a sequence that has none (its deliveries ended, or its app or
 // endpoint was deleted) needs no sequencer.
 func SequencesOpen(ctx context.Context, q outbox.Querier, keys []SequenceKey) (map[SequenceKey]bool, error) {
+	return sequencesWhere(ctx, q, keys, "open", `EXISTS (SELECT 1 FROM deliveries p
+		WHERE p.endpoint_id = k.endpoint_id AND p.ordering_key = k.ordering_key AND `+sequenceOpen+`)`)
+}
+
+// sequencesWhere returns which of keys (alias k) meet cond, in one
+// statement; what names cond in errors.
+func sequencesWhere(ctx context.Context, q outbox.Querier, keys []SequenceKey, what, cond string) (map[SequenceKey]bool, error) {
 	eps := make([]string, len(keys))
 	ks := make([]string, len(keys))
 	for i, k := range keys {
 		eps[i], ks[i] = k.EndpointID, k.OrderingKey
 	}
 	rows, err := q.Query(ctx, `SELECT k.endpoint_id, k.ordering_key FROM unnest($1::text[], $2::text[]) AS k(endpoint_id, ordering_key)
-		WHERE EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = k.endpoint_id AND p.ordering_key = k.ordering_key AND `+sequenceOpen+`)`, eps, ks)
+		WHERE `+cond, eps, ks)
 	if err != nil {
-		return nil, fmt.Errorf("%d sequences open: %w", len(keys), err)
+		return nil, fmt.Errorf("%d sequences %s: %w", len(keys), what, err)
 	}
-	open := map[SequenceKey]bool{}
-	for rows.Next() {
-		var k SequenceKey
-		if err := rows.Scan(&k.EndpointID, &k.OrderingKey); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("%d sequences open: %w", len(keys), err)
-		}
-		open[k] = true
+	found := map[SequenceKey]bool{}
+	var k SequenceKey
+	if _, err := pgx.ForEachRow(rows, []any{&k.EndpointID, &k.OrderingKey}, func() error {
+		found[k] = true
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("%d sequences %s: %w", len(keys), what, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%d sequences open: %w", len(keys), err)
-	}
-	return open, nil
+	return found, nil
 }
 
 // SequenceExists reports whether endpointID's sequence for key has its

@@ -160,6 +160,11 @@ func TestRoundWakesEachSequenceOnce(t *testing.T) {
 	n, err := f.d.dispatch(ctx, 100)
 	require.NoError(t, err)
 	require.Equal(t, 6, n)
+	// The second sequence's wake goes wakeEvery after the first's.
+	require.Eventually(t, func() bool {
+		require.NoError(t, f.d.signalWakes(ctx))
+		return f.d.seqWakes.len() == 0
+	}, 5*time.Second, 10*time.Millisecond)
 	slices.Sort(f.fc.signals)
 	require.Equal(t, []string{"sequencer/" + ep.ID + "/a:wake", "sequencer/" + ep.ID + "/b:wake"}, f.fc.signals, "one wake per sequence")
 	require.Empty(t, f.fc.starts, "the dispatcher starts no delivery workflow of an ordered delivery")

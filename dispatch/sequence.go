@@ -19,7 +19,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
 	"hookrelay/activities"
@@ -45,102 +44,7 @@ const (
 	sequenceLinger = time.Second
 	// sequenceBeat is how often a run heartbeats and renews its hold.
 	sequenceBeat = workflows.SequenceHeartbeat / 4
-	// wakeCheckChunk and wakeCheckRounds bound the look for ended
-	// sequences at the front of the wake queue: that many keys a
-	// statement, at most that many statements a round.
-	wakeCheckChunk  = 256
-	wakeCheckRounds = 8
 )
-
-// wake queues the sequences rows belong to (sequenceWakes), once per
-// sequence, but for those a run holds (which statement for the round tells):
-// that run reads the rows before it lets go, so it gets no signal (each
-// would cost its sequencer a workflow task), only this process's bell. Then
-// it signals what the queue allows now (signalWakes).
-func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
-	var keys []store.SequenceKey
-	seen := map[store.SequenceKey]bool{}
-	for _, it := range rows {
-		k := store.SequenceKey{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey}
-		if !seen[k] {
-			seen[k] = true
-			keys = append(keys, k)
-		}
-	}
-	var errs []error
-	if len(keys) > 0 {
-		held, err := store.SequencesHeld(ctx, d.Pool, keys)
-		if err != nil {
-			// Each is signaled: a signal to a running sequencer costs it a
-			// workflow task, never a row.
-			errs = append(errs, err)
-		}
-		for _, k := range keys {
-			if held[k] {
-				d.bells.wake(workflows.SequencerID(k.EndpointID, k.OrderingKey))
-			} else {
-				d.seqWakes.add(k)
-			}
-		}
-	}
-	return errors.Join(append(errs, d.signalWakes(ctx))...)
-}
-
-// signalWakes signals (with start) the sequencers the wake queue hands out
-// now, on the sequencers' task queue, but those whose sequence has no open
-// delivery left (it ended meanwhile, or its app was deleted), and asks for a
-// round when the next second lets more go. A sequencer Temporal did not
-// take is queued again.
-func (d *Dispatcher) signalWakes(ctx context.Context) error {
-	var errs []error
-	// The sequences at the front that ended leave the queue first, a
-	// statement per wakeCheckChunk of them, so they take no second's
-	// wakes (an app deleted with thousands of keys queued).
-	for range wakeCheckRounds {
-		front := d.seqWakes.front(wakeCheckChunk)
-		if len(front) == 0 {
-			break
-		}
-		open, err := store.SequencesOpen(ctx, d.Pool, front)
-		if err != nil {
-			// Each is signaled: a sequencer of an ended sequence ends at
-			// once.
-			errs = append(errs, err)
-			break
-		}
-		var ended []store.SequenceKey
-		for _, k := range front {
-			if !open[k] {
-				ended = append(ended, k)
-			}
-		}
-		d.seqWakes.drop(ended)
-		if len(ended) < len(front) {
-			break
-		}
-	}
-	keys, next := d.seqWakes.take(time.Now())
-	for _, k := range keys {
-		id := workflows.SequencerID(k.EndpointID, k.OrderingKey)
-		opts := client.StartWorkflowOptions{
-			ID:            id,
-			TaskQueue:     workflows.SequencerQueue(cmp.Or(d.TaskQueue, workflows.TaskQueue)),
-			StaticSummary: "sequence " + strconv.Quote(k.OrderingKey) + " of endpoint " + k.EndpointID,
-			// A sequencer that ended (its sequence emptied) starts again.
-			WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE,
-		}
-		in := workflows.SequencerInput{EndpointID: k.EndpointID, OrderingKey: k.OrderingKey}
-		if _, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, opts, workflows.SequencerWorkflowName, in); err != nil {
-			errs = append(errs, fmt.Errorf("wake %s: %w", id, err))
-			d.seqWakes.add(k)
-			next = time.Now().Add(time.Second)
-		}
-	}
-	if !next.IsZero() {
-		d.Wake(next)
-	}
-	return errors.Join(errs...)
-}
 
 // RunSequence is the sequencer's activity (workflows.RunSequenceName): it
 // sends the first attempts of the sequence's heads one at a time, in
@@ -252,6 +156,21 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 					if err != nil {
 						return step, err
 					}
+					continue
+				}
+			}
+			if h.Status == delivery.StatusDeadLettered && holding.Load() {
+				// Let go, then look once more: the dead letter's replay,
+				// queued while the run held the sequence, woke no one.
+				holding.Store(false)
+				if err := store.UnleaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
+					return step, err
+				}
+				again, ok, err := store.SequenceHead(ctx, d.Pool, in.EndpointID, in.OrderingKey)
+				if err != nil {
+					return step, err
+				}
+				if !ok || again.Row != nil || again.DeliveryID != h.DeliveryID {
 					continue
 				}
 			}

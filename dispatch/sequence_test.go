@@ -193,7 +193,10 @@ func TestHeadNotSentWithoutTheHold(t *testing.T) {
 	_, h := f.fifoHead(t, "k")
 	d := &Dispatcher{Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler),
 		Sequencer: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler)}}
-	_, err := d.sendHead(ctx, *h.Row, time.Now().Add(workflows.SequenceRunBudget), func() (bool, error) { return false, nil })
+	// Due within the run's own wait (SequenceWaitInRun).
+	row := *h.Row
+	row.Settings.Schedule = []time.Duration{workflows.SequenceWaitInRun / 2, time.Second}
+	_, err := d.sendHead(ctx, row, time.Now().Add(workflows.SequenceRunBudget), func() (bool, error) { return false, nil })
 	require.Error(t, err)
 	require.Zero(t, f.hits.Load(), "a run without its hold sends nothing")
 }

@@ -62,8 +62,8 @@ func TestHistoriesOfOrderedPaths(t *testing.T) {
 	is, _ := o.order("dead")
 	require.Equal(t, []int{1, 2, 1}, is, "the dead letter, the one behind it, then the replay")
 
-	// A dead letter that blocks its sequence: the sequencer waits for a
-	// signal only (no timer) until the replay.
+	// A dead letter that blocks its sequence: the sequencer waits for the
+	// replay's wake (or an hour) until the replay.
 	blockApp := h.createApp()
 	blocking := h.createEndpoint(blockApp, map[string]any{"url": o.rc.URL(), "ordering": "fifo", "fifo_on_dead_letter": "block",
 		"retry_schedule": []string{"0s"}}).ID
@@ -71,15 +71,15 @@ func TestHistoriesOfOrderedPaths(t *testing.T) {
 	appID = blockApp
 	h.waitDelivery(appID, blocked[0], 20*time.Second, delivery.StatusDeadLettered)
 	require.Eventually(t, func() bool {
-		// The sequencer's only version marker: it chose to wait for
-		// signals only.
+		// The sequencer's only version marker: it chose the blocked
+		// sequence's wait.
 		for _, e := range h.history(workflows.SequencerID(blocking, "blocked")).Events {
 			if e.EventType == enums.EVENT_TYPE_MARKER_RECORDED {
 				return true
 			}
 		}
 		return false
-	}, 20*time.Second, 50*time.Millisecond, "the blocked sequencer waits for signals only")
+	}, 20*time.Second, 50*time.Millisecond, "the blocked sequencer waits for the replay")
 	require.Equal(t, http.StatusAccepted, h.do("POST", "/v1/apps/"+appID+"/deliveries/"+blocked[0]+"/replay", nil, nil))
 	h.waitDelivery(appID, blocked[1], 20*time.Second, delivery.StatusSucceeded)
 	require.Eventually(t, func() bool { return !h.workflowOpen(workflows.SequencerID(blocking, "blocked")) }, 30*time.Second, 50*time.Millisecond)

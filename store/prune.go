@@ -80,15 +80,17 @@ func (s *Store) Prune(ctx context.Context, now time.Time, keep time.Duration) (P
 }
 
 // pruneSequences deletes the sequences (counter rows) that took no
-// delivery within their app's retention and have no open delivery left:
-// such a key starts again at 1 (docs/contract.md#14-ordered-delivery).
+// delivery within their app's retention and have no delivery left at all
+// (a dead letter kept for its own retention may still be replayed into its
+// sequence): such a key starts again at 1
+// (docs/contract.md#14-ordered-delivery).
 // Holds of sequences that lapsed go too: a lapsed hold holds nothing.
 func (s *Store) pruneSequences(ctx context.Context, now time.Time, keepMS int64, p *Pruned) error {
 	tag, err := s.pool.Exec(ctx, `
 		DELETE FROM sequences sq USING endpoints e, apps a
 		WHERE e.id = sq.endpoint_id AND a.id = e.app_id
 		  AND sq.touched_at < $1::timestamptz - coalesce(a.retention_ms, $2::bigint) * interval '1 millisecond'
-		  AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = sq.endpoint_id AND p.ordering_key = sq.ordering_key AND `+sequenceOpen+`)`,
+		  AND NOT EXISTS (SELECT 1 FROM deliveries p WHERE p.endpoint_id = sq.endpoint_id AND p.ordering_key = sq.ordering_key)`,
 		now, keepMS)
 	if err != nil {
 		return fmt.Errorf("prune sequences: %w", err)

@@ -14,8 +14,9 @@ import (
 )
 
 // TestPruneEndsIdleSequencesNotBlockedOnes: past the retention, a key's
-// sequence whose deliveries all ended is pruned with them (its key starts
-// again at 1), and a lapsed hold goes too; a sequence blocked by a dead
+// sequence whose deliveries were all pruned goes with them (its key starts
+// again at 1), and a lapsed hold goes too; one with a delivery left (a dead
+// letter that could be replayed into it) stays; a sequence blocked by a dead
 // letter keeps the dead letter and its counter row until the dead letter is
 // released, whatever its age.
 func TestPruneEndsIdleSequencesNotBlockedOnes(t *testing.T) {
@@ -36,6 +37,12 @@ func TestPruneEndsIdleSequencesNotBlockedOnes(t *testing.T) {
 	idle, _ := publish("idle")
 	publish("idle")
 	blocking, _ := publish("blocked")
+	// A dead letter changed long after its key's last publish (its own
+	// retention runs from then): its sequence, which a replay would join,
+	// stays as long as it does.
+	kept, _ := publish("kept")
+	_, err = f.st.Pool().Exec(ctx, `UPDATE deliveries SET status = 'dead_lettered', fifo_block = false WHERE id = $1`, kept)
+	require.NoError(t, err)
 	_, err = f.st.Pool().Exec(ctx, `DELETE FROM outbox`) // their starts went out
 	require.NoError(t, err)
 	f.attempt(t, idle, 1, 1, 200, delivery.ClassSuccess)
@@ -52,15 +59,21 @@ func TestPruneEndsIdleSequencesNotBlockedOnes(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, p.Sequences, "nothing is idle past the retention yet")
 
+	_, err = f.st.Pool().Exec(ctx, `UPDATE deliveries SET updated_at = now() + interval '365 days' WHERE id = $1`, kept)
+	require.NoError(t, err)
+
 	// A year later: the idle key's deliveries and sequence go; the blocking
-	// dead letter and its sequence stay.
+	// dead letter and its sequence stay, and so does the late dead letter's.
 	p, err = f.st.Prune(ctx, time.Now().Add(365*24*time.Hour), 24*time.Hour)
 	require.NoError(t, err)
+	exists, err := store.SequenceExists(ctx, f.st.Pool(), f.ep.ID, "kept")
+	require.NoError(t, err)
+	require.True(t, exists, "a sequence with a delivery left is kept")
 	require.Equal(t, 2, p.Deliveries, "the idle key's two deliveries")
 	require.Equal(t, 1, p.Sequences, "the idle key's sequence")
 	_, err = f.st.GetDelivery(ctx, f.app.ID, blocking)
 	require.NoError(t, err, "a blocking dead letter is kept")
-	exists, err := store.SequenceExists(ctx, f.st.Pool(), f.ep.ID, "blocked")
+	exists, err = store.SequenceExists(ctx, f.st.Pool(), f.ep.ID, "blocked")
 	require.NoError(t, err)
 	require.True(t, exists)
 	var holds int

@@ -27,7 +27,8 @@ const (
 )
 
 // versionSequencerBlockedWaits makes a sequencer blocked by a dead letter
-// wait for signals only, with no timer (see workflow.GetVersion).
+// look again only every SequenceCheckMax, not every SequenceCheckEvery (see
+// workflow.GetVersion).
 const versionSequencerBlockedWaits = "sequencer-blocked-waits"
 
 // Bounds of a sequencer.
@@ -180,27 +181,26 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 // awaitSequence waits until the sequence may move: the delivery waited for
 // ended, or (when none is waited for) a wake, or step.NextAt (ClaimLead
 // early: the run waits for the rest), or checkEvery while a delivery runs
-// in its own workflow. A blocked or paused sequence waits for signals
-// only: the blocking dead letter's replay or release, or the endpoint's
-// resume. It reports whether the wait timed out while waiting for a
-// delivery (its workflow is then checked).
+// in its own workflow. A blocked or paused sequence waits for its signal
+// (the blocking dead letter's replay or release, the endpoint's resume) or
+// SequenceCheckMax. It reports whether the wait timed out while waiting
+// for a delivery (its workflow is then checked).
 func awaitSequence(ctx workflow.Context, step SequenceStep, checkEvery time.Duration, wake, ended workflow.ReceiveChannel) (check bool) {
-	var timer workflow.Future
-	signalsOnly := step.Paused || (step.Blocked && workflow.GetVersion(ctx, versionSequencerBlockedWaits, workflow.DefaultVersion, 1) == 1)
-	if !signalsOnly {
-		wait := checkEvery
-		if !step.NextAt.IsZero() {
-			wait = min(wait, max(step.NextAt.Add(-attempt.ClaimLead).Sub(workflow.Now(ctx)), time.Millisecond))
-		}
-		tctx, cancel := workflow.WithCancel(ctx)
-		defer cancel()
-		timer = workflow.NewTimer(tctx, wait)
+	wait := checkEvery
+	if step.Paused || (step.Blocked && workflow.GetVersion(ctx, versionSequencerBlockedWaits, workflow.DefaultVersion, 1) == 1) {
+		// Its replay, release or resume signals it; the hourly look ends
+		// a sequence whose endpoint or app was deleted meanwhile, which
+		// signals nothing.
+		wait = SequenceCheckMax
+	} else if !step.NextAt.IsZero() {
+		wait = min(wait, max(step.NextAt.Add(-attempt.ClaimLead).Sub(workflow.Now(ctx)), time.Millisecond))
 	}
+	tctx, cancel := workflow.WithCancel(ctx)
+	defer cancel()
+	timer := workflow.NewTimer(tctx, wait)
 	for done := false; !done; {
 		sel := workflow.NewSelector(ctx)
-		if timer != nil {
-			sel.AddFuture(timer, func(workflow.Future) { done, check = true, step.WaitingOn != "" })
-		}
+		sel.AddFuture(timer, func(workflow.Future) { done, check = true, step.WaitingOn != "" })
 		sel.AddReceive(ended, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
 			done = true

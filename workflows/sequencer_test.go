@@ -101,18 +101,22 @@ func TestSequencerChecksAWorkflowThatNeverSignals(t *testing.T) {
 	require.Equal(t, []time.Duration{m, 2 * m, 4 * m, 8 * m, 16 * m, 32 * m, workflows.SequenceCheckMax, workflows.SequenceCheckMax}, waits)
 }
 
-// TestSequencerBlockedOrPausedWaitsForSignalsOnly: a sequence blocked by a
-// dead letter, or whose endpoint is paused, sets no timer: nothing runs
-// until a signal (a replay's wake, a release's end, a resume's wake).
-func TestSequencerBlockedOrPausedWaitsForSignalsOnly(t *testing.T) {
+// TestSequencerBlockedOrPausedWaitsForASignalOrAnHour: a sequence blocked by
+// a dead letter, or whose endpoint is paused, runs again on its signal (a
+// replay's wake, a release's end, a resume's wake), else only after
+// SequenceCheckMax: the look that ends a sequence whose endpoint or app
+// was deleted meanwhile.
+func TestSequencerBlockedOrPausedWaitsForASignalOrAnHour(t *testing.T) {
 	t.Parallel()
 	for _, step := range []workflows.SequenceStep{{WaitingOn: "dlv_1", Blocked: true}, {Paused: true}} {
 		s := newSequenced(t, answer(step))
-		s.env.SetTestTimeout(time.Minute)
-		s.after(100*time.Hour, func() { s.env.SignalWorkflow(workflows.SignalWake, nil) })
+		s.after(10*time.Minute, func() { s.env.SignalWorkflow(workflows.SignalWake, nil) })
 		s.run(t)
-		require.Equal(t, []time.Duration{0, 100 * time.Hour}, s.at, "%+v: no run before the signal", step)
-		require.False(t, s.runs[1].Check)
+		require.Equal(t, []time.Duration{0, 10 * time.Minute}, s.at, "%+v: its signal", step)
+
+		s = newSequenced(t, answer(step))
+		s.run(t)
+		require.Equal(t, []time.Duration{0, workflows.SequenceCheckMax}, s.at, "%+v: no signal", step)
 	}
 }
 

@@ -468,3 +468,41 @@ func TestVersionsCompareExactly(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, `SELECT version::text FROM webhook_inbox_versions WHERE resource = 'ledger:1'`).Scan(&stored))
 	require.Equal(t, "2", stored)
 }
+
+// TestPanickingHandlerFailsItsAttempt: a handler that panics fails its
+// attempt like an error: the task is retried, then dead after MaxAttempts,
+// its last error the panic's value with the stack, and the worker goes on
+// to the next task.
+func TestPanickingHandlerFailsItsAttempt(t *testing.T) {
+	pool := setup(t)
+	enqueue(t, pool, "evt_panic")
+	ctx := context.Background()
+	var runs atomic.Int32
+	w := &inbox.Worker{Pool: pool, MaxAttempts: 2, BaseBackoff: time.Millisecond, Handle: func(_ context.Context, task inbox.Task) error {
+		if task.EventID == "evt_panic" {
+			runs.Add(1)
+			var m map[string]int
+			m["boom"]++ // a nil map: the handler panics
+		}
+		return nil
+	}}
+	require.Eventually(t, func() bool {
+		_, err := w.RunOnce(ctx)
+		require.NoError(t, err)
+		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`) == 1
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, int32(2), runs.Load(), "MaxAttempts runs, no more")
+	dead, err := inbox.ListDead(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, dead, 1)
+	require.Equal(t, 2, dead[0].Attempts)
+	require.Contains(t, dead[0].LastError, "inbox: handler panicked: assignment to entry in nil map")
+	require.Contains(t, dead[0].LastError, "goroutine", "with the stack")
+	require.LessOrEqual(t, len(dead[0].LastError), inbox.PanicStackMax+200)
+
+	enqueue(t, pool, "evt_next")
+	n, err := w.RunOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`), "the next task runs")
+}

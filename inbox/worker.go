@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -170,7 +171,7 @@ func (w *Worker) run(ctx context.Context, t Task, claimed time.Time) error {
 			}
 		}
 	}()
-	herr := w.Handle(hctx, t)
+	herr := w.handle(hctx, t)
 	close(stop)
 	<-beat
 	if cause := context.Cause(hctx); errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseUnconfirmed) {
@@ -213,6 +214,40 @@ func (w *Worker) run(ctx context.Context, t Task, claimed time.Time) error {
 		w.logger().Warn("inbox task lease lost before reschedule; another worker owns it", "task", t.ID)
 	}
 	return nil
+}
+
+// PanicStackMax bounds the stack a PanicError keeps (and its task's
+// last_error shows).
+const PanicStackMax = 4 << 10
+
+// PanicError is a handler's panic, recovered: the task's attempt failed
+// (it counts toward MaxAttempts, and its last_error shows the value and
+// the stack), instead of the task staying processing and running again for
+// ever. A panic in a goroutine the handler started is not recoverable here
+// and still ends the process.
+type PanicError struct {
+	// Value is what the handler panicked with.
+	Value string
+	// Stack is the panicking goroutine's stack, at most PanicStackMax
+	// bytes.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("inbox: handler panicked: %s\n%s", e.Value, e.Stack)
+}
+
+// handle runs Handle, turning its panic into a *PanicError.
+func (w *Worker) handle(ctx context.Context, t Task) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			stack := debug.Stack()
+			perr := &PanicError{Value: fmt.Sprint(r), Stack: stack[:min(len(stack), PanicStackMax)]}
+			w.logger().Error("inbox handler panicked; the attempt failed", "task", t.ID, "panic", perr.Value)
+			err = perr
+		}
+	}()
+	return w.Handle(ctx, t)
 }
 
 // fenced updates task t only while t's lease is the current one; it

@@ -68,9 +68,43 @@ func TestHostileSignatureHeaderFailsFast(t *testing.T) {
 	signed, err := signing.Sign("msg_1", time.Unix(1614265330, 0), body, []signing.Key{key})
 	require.NoError(t, err)
 	sig := hostile(webhook.MaxEd25519Signatures-1) + " " + signed.Signature
-	m, err := v.VerifyTenant(stdHeaders("msg_1", 1614265330, sig), body)
-	require.NoError(t, err, "the most v1a signatures allowed, the valid one last")
+	_, err = v.VerifyTenant(stdHeaders("msg_1", 1614265330, sig), body)
+	require.ErrorIs(t, err, webhook.ErrTooManyKeys, "two v1a signatures against ten public keys: 20 checks, past the bound")
+	m, err := v.VerifyFor("ed-9", stdHeaders("msg_1", 1614265330, sig), body)
+	require.NoError(t, err, "the most v1a signatures allowed, the valid one last, against the named tenant's key")
 	require.Equal(t, "ed-9", m.Tenant)
+	_, err = v.VerifyFor("ed-8", stdHeaders("msg_1", 1614265330, sig), body)
+	require.ErrorIs(t, err, webhook.ErrNoMatch, "another tenant's key does not verify it")
+	_, err = v.VerifyFor("nobody", stdHeaders("msg_1", 1614265330, sig), body)
+	require.ErrorIs(t, err, webhook.ErrNoMatch, "a tenant with no key")
+}
+
+// TestManyKeysCostABoundedNumberOfChecks: against 500 tenants' secrets, a
+// malformed header is refused before any HMAC, a well-formed one with no
+// tenant named is refused (ErrTooManyKeys) before any, and a request that
+// names its tenant is checked against that tenant's secret alone.
+func TestManyKeysCostABoundedNumberOfChecks(t *testing.T) {
+	v, _ := verifierWithKeys(t, 500, 0)
+	secret, err := signing.GenerateSecret()
+	require.NoError(t, err)
+	require.NoError(t, v.AddTenantSecret("mine", secret))
+	key, err := signing.ParseKey("k", secret)
+	require.NoError(t, err)
+	body := make([]byte, 1<<20)
+	signed, err := signing.Sign("msg_1", time.Unix(1614265330, 0), body, []signing.Key{key})
+	require.NoError(t, err)
+	require.ErrorIs(t, v.Verify(stdHeaders("msg_1", 1614265330, "v1,not-base64!"), body), webhook.ErrMalformed)
+	require.ErrorIs(t, v.Verify(stdHeaders("msg_1", 1614265330, signed.Signature), body), webhook.ErrTooManyKeys)
+	m, err := v.VerifyFor("mine", stdHeaders("msg_1", 1614265330, signed.Signature), body)
+	require.NoError(t, err)
+	require.Equal(t, "mine", m.Tenant)
+	x := http.Header{}
+	x.Set("X-Webhook-Signature", signed.XSignature)
+	_, err = v.VerifyTenant(x, body)
+	require.ErrorIs(t, err, webhook.ErrTooManyKeys, "X-Webhook-Signature too")
+	m, err = v.VerifyFor("mine", x, body)
+	require.NoError(t, err)
+	require.Equal(t, "mine", m.Tenant)
 }
 
 // BenchmarkHostileSignatureHeader prints what one hostile request costs a
@@ -88,6 +122,28 @@ func BenchmarkHostileSignatureHeader(b *testing.B) {
 			body := []byte(`{"id":"evt_1"}`)
 			for b.Loop() {
 				_ = v.Verify(h, body)
+			}
+		})
+	}
+}
+
+// BenchmarkOneMiBRequestAgainstManyKeys prints what a 1 MiB request with
+// no valid signature costs a verifier of 10 and of 500 tenants' secrets:
+// every one tried (10: ten HMAC passes), none (500, no tenant named:
+// refused before any pass), or the named tenant's alone (VerifyFor).
+func BenchmarkOneMiBRequestAgainstManyKeys(b *testing.B) {
+	body := make([]byte, 1<<20)
+	forged := stdHeaders("msg_1", 1614265330, "v1,"+base64.StdEncoding.EncodeToString(make([]byte, 32)))
+	for _, keys := range []int{10, 500} {
+		v, _ := verifierWithKeys(b, keys, 0)
+		b.Run(fmt.Sprintf("%d-secrets-every-key", keys), func(b *testing.B) {
+			for b.Loop() {
+				_ = v.Verify(forged, body)
+			}
+		})
+		b.Run(fmt.Sprintf("%d-secrets-tenant-named", keys), func(b *testing.B) {
+			for b.Loop() {
+				_, _ = v.VerifyFor("hmac-0", forged, body)
 			}
 		})
 	}

@@ -47,6 +47,11 @@ type Options struct {
 	// true the request is answered 503 with its Retry-After, so the sender's
 	// retries do the queueing (inbox.BacklogGuard is one).
 	Busy func(r *http.Request) (retryAfter time.Duration, busy bool)
+	// Tenant, when set, names the tenant a request is for (from its URL,
+	// say): only that tenant's keys are tried (Verifier.VerifyFor), so a
+	// receiver for many tenants stays within MaxChecksPerRequest. Nil
+	// tries every key.
+	Tenant func(r *http.Request) string
 }
 
 // Middleware verifies each request before next sees it: it caps the body,
@@ -76,7 +81,12 @@ func Middleware(v *Verifier, opts Options, next http.Handler) http.Handler {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		match, err := v.VerifyTenant(r.Header, body)
+		var match Match
+		if opts.Tenant != nil {
+			match, err = v.VerifyFor(opts.Tenant(r), r.Header, body)
+		} else {
+			match, err = v.VerifyTenant(r.Header, body)
+		}
 		if err != nil {
 			if opts.OnReject != nil {
 				opts.OnReject(r, err)

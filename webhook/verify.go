@@ -32,8 +32,17 @@ const (
 	MaxSignatureHeaderBytes = 1024
 	// MaxEd25519Signatures is the most v1a signatures one header may
 	// carry (a sender rotating its key signs with two): each is checked
-	// against every public key, at about 50 µs a check.
+	// against every public key.
 	MaxEd25519Signatures = 2
+	// MaxChecksPerRequest bounds the passes over a request's body one
+	// verification may make: one HMAC per secret tried, one Ed25519 check
+	// per v1a signature and public key tried. Each reads the whole body
+	// (about 2–3 ms a MiB), so a request with no valid signature costs at
+	// most this many. A verifier whose keys would take more refuses the
+	// request (ErrTooManyKeys) before reading it: with many tenants, name
+	// the request's tenant (VerifyFor, Options.Tenant), so only its keys
+	// (one or two during a rotation) are tried.
+	MaxChecksPerRequest = 16
 )
 
 // Typed verification errors. Log them; answer the sender a generic 401.
@@ -44,6 +53,9 @@ var (
 	ErrFuture        = errors.New("webhook: timestamp too far in the future")
 	ErrNoMatch       = errors.New("webhook: no matching signature")
 	ErrNoKeys        = errors.New("webhook: verifier has no secret or public key")
+	// ErrTooManyKeys: checking the request against every key it could
+	// match would take more than MaxChecksPerRequest passes over its body.
+	ErrTooManyKeys = errors.New("webhook: too many keys to try for one request; name its tenant (VerifyFor, Options.Tenant)")
 )
 
 // Verifier checks signatures with any of its keys. Each key belongs to a
@@ -134,7 +146,46 @@ func (v *Verifier) Verify(h http.Header, body []byte) error {
 
 // VerifyTenant is Verify answering which tenant's key matched. When both
 // header formats are present, both must verify with the same tenant's keys.
+// Every key of the verifier may be tried, within MaxChecksPerRequest.
 func (v *Verifier) VerifyTenant(h http.Header, body []byte) (Match, error) {
+	return v.keys(v.secrets, v.publicKeys).verify(h, body)
+}
+
+// VerifyFor is VerifyTenant trying only tenant's keys: a receiver for many
+// tenants that knows whose request this is (its URL names it) stays
+// within MaxChecksPerRequest whatever the number of tenants.
+func (v *Verifier) VerifyFor(tenant string, h http.Header, body []byte) (Match, error) {
+	var secrets []tenantKey
+	for _, s := range v.secrets {
+		if s.tenant == tenant {
+			secrets = append(secrets, s)
+		}
+	}
+	var publicKeys []tenantPublicKey
+	for _, pk := range v.publicKeys {
+		if pk.tenant == tenant {
+			publicKeys = append(publicKeys, pk)
+		}
+	}
+	if len(secrets) == 0 && len(publicKeys) == 0 && (len(v.secrets) > 0 || len(v.publicKeys) > 0) {
+		return Match{}, fmt.Errorf("%w: no key of tenant %q", ErrNoMatch, truncate(tenant))
+	}
+	return v.keys(secrets, publicKeys).verify(h, body)
+}
+
+// keySet is the keys one request is checked against, with the verifier's
+// clock and tolerance.
+type keySet struct {
+	v          *Verifier
+	secrets    []tenantKey
+	publicKeys []tenantPublicKey
+}
+
+func (v *Verifier) keys(secrets []tenantKey, publicKeys []tenantPublicKey) keySet {
+	return keySet{v: v, secrets: secrets, publicKeys: publicKeys}
+}
+
+func (v keySet) verify(h http.Header, body []byte) (Match, error) {
 	if len(v.secrets) == 0 && len(v.publicKeys) == 0 {
 		return Match{}, ErrNoKeys
 	}
@@ -164,6 +215,10 @@ func (v *Verifier) VerifyTenant(h http.Header, body []byte) (Match, error) {
 	return Match{Tenant: tenants[0]}, nil
 }
 
+func (v keySet) checkTime(ts string) (int64, error) {
+	return v.v.checkTime(ts)
+}
+
 func (v *Verifier) checkTime(ts string) (int64, error) {
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || sec < 0 {
@@ -187,69 +242,76 @@ func (v *Verifier) checkTime(ts string) (int64, error) {
 	return sec, nil
 }
 
-func (v *Verifier) verifyStandard(id, ts, sigs string, body []byte) (string, error) {
+// verifyStandard checks the Standard Webhooks headers: everything about
+// the header first (its length, its entries, the timestamp), then at most
+// MaxChecksPerRequest passes over the body, none when nothing in the header
+// could match.
+func (v keySet) verifyStandard(id, ts, sigs string, body []byte) (string, error) {
 	if id == "" || ts == "" || sigs == "" {
 		return "", ErrMissingHeader
-	}
-	if _, err := v.checkTime(ts); err != nil {
-		return "", err
-	}
-	signed := make([]byte, 0, len(id)+len(ts)+2+len(body))
-	signed = append(append(append(append(signed, id...), '.'), ts...), '.')
-	signed = append(signed, body...)
-	want := make([][]byte, len(v.secrets))
-	for i, s := range v.secrets {
-		m := hmac.New(sha256.New, s.secret)
-		m.Write(signed)
-		want[i] = m.Sum(nil)
 	}
 	if len(sigs) > MaxSignatureHeaderBytes {
 		return "", fmt.Errorf("%w: webhook-signature longer than %d bytes", ErrMalformed, MaxSignatureHeaderBytes)
 	}
-	parts := strings.Fields(sigs)
-	if n := strings.Count(sigs, "v1a,"); n > MaxEd25519Signatures {
-		return "", fmt.Errorf("%w: webhook-signature carries more than %d v1a signatures", ErrMalformed, MaxEd25519Signatures)
-	}
-	wellFormed := false
-	for _, part := range parts {
+	var hmacs, ed [][]byte
+	for _, part := range strings.Fields(sigs) {
 		version, sig, ok := strings.Cut(part, ",")
 		if !ok {
 			continue
 		}
 		raw, err := base64.StdEncoding.DecodeString(sig)
-		if err != nil {
-			continue
+		switch {
+		case err != nil:
+		case version == "v1" && len(raw) == sha256.Size:
+			hmacs = append(hmacs, raw)
+		case version == "v1a" && len(raw) == ed25519.SignatureSize:
+			ed = append(ed, raw)
 		}
-		switch version {
-		case "v1":
-			if len(raw) != sha256.Size {
-				continue
-			}
-			wellFormed = true
-			for i, w := range want {
-				if hmac.Equal(raw, w) {
-					return v.secrets[i].tenant, nil
-				}
-			}
-		case "v1a":
-			if len(raw) != ed25519.SignatureSize {
-				continue
-			}
-			wellFormed = true
-			for _, pk := range v.publicKeys {
-				if ed25519.Verify(pk.key, signed, raw) {
-					return pk.tenant, nil
+	}
+	if len(ed) > MaxEd25519Signatures {
+		return "", fmt.Errorf("%w: webhook-signature carries more than %d v1a signatures", ErrMalformed, MaxEd25519Signatures)
+	}
+	if len(hmacs) == 0 && len(ed) == 0 {
+		return "", ErrMalformed
+	}
+	if _, err := v.checkTime(ts); err != nil {
+		return "", err
+	}
+	checks := len(ed) * len(v.publicKeys)
+	if len(hmacs) > 0 {
+		checks += len(v.secrets)
+	}
+	if checks > MaxChecksPerRequest {
+		return "", ErrTooManyKeys
+	}
+	signed := make([]byte, 0, len(id)+len(ts)+2+len(body))
+	signed = append(append(append(append(signed, id...), '.'), ts...), '.')
+	signed = append(signed, body...)
+	if len(hmacs) > 0 {
+		for _, s := range v.secrets {
+			m := hmac.New(sha256.New, s.secret)
+			m.Write(signed)
+			want := m.Sum(nil)
+			for _, got := range hmacs {
+				if hmac.Equal(got, want) {
+					return s.tenant, nil
 				}
 			}
 		}
 	}
-	if !wellFormed {
-		return "", ErrMalformed
+	for _, sig := range ed {
+		for _, pk := range v.publicKeys {
+			if ed25519.Verify(pk.key, signed, sig) {
+				return pk.tenant, nil
+			}
+		}
 	}
 	return "", ErrNoMatch
 }
 
-func (v *Verifier) verifyX(header string, body []byte) (string, error) {
+// verifyX checks X-Webhook-Signature: the header first, then one HMAC
+// pass over the body per secret, at most MaxChecksPerRequest.
+func (v keySet) verifyX(header string, body []byte) (string, error) {
 	if len(header) > MaxSignatureHeaderBytes {
 		return "", fmt.Errorf("%w: X-Webhook-Signature longer than %d bytes", ErrMalformed, MaxSignatureHeaderBytes)
 	}
@@ -277,6 +339,9 @@ func (v *Verifier) verifyX(header string, body []byte) (string, error) {
 	}
 	if _, err := v.checkTime(ts); err != nil {
 		return "", err
+	}
+	if len(v.secrets) > MaxChecksPerRequest {
+		return "", ErrTooManyKeys
 	}
 	for _, s := range v.secrets {
 		m := hmac.New(sha256.New, s.secret)

@@ -162,7 +162,9 @@ func splitTenant(s, prefix string) (tenant, key string) {
 // Config.ControlToken for who may call it).
 func (r *Receiver) Handler() http.Handler {
 	mux := http.NewServeMux()
-	opts := webhook.Options{OnReject: r.reject}
+	// A request may name its tenant (?tenant=), so a receiver of many
+	// tenants tries only that one's keys (webhook.MaxChecksPerRequest).
+	opts := webhook.Options{OnReject: r.reject, Tenant: func(req *http.Request) string { return req.URL.Query().Get("tenant") }}
 	if r.cfg.MaxBacklog > 0 {
 		opts.Busy = r.guard.Busy
 	}

@@ -49,8 +49,8 @@ type Options struct {
 	Busy func(r *http.Request) (retryAfter time.Duration, busy bool)
 	// Tenant, when set, names the tenant a request is for (from its URL,
 	// say): only that tenant's keys are tried (Verifier.VerifyFor), so a
-	// receiver for many tenants stays within MaxChecksPerRequest. Nil
-	// tries every key.
+	// receiver for many tenants stays within MaxChecksPerRequest. Nil, or
+	// "" for a request, tries every key.
 	Tenant func(r *http.Request) string
 }
 
@@ -82,8 +82,8 @@ func Middleware(v *Verifier, opts Options, next http.Handler) http.Handler {
 			return
 		}
 		var match Match
-		if opts.Tenant != nil {
-			match, err = v.VerifyFor(opts.Tenant(r), r.Header, body)
+		if tenant := tenantOf(opts, r); tenant != "" {
+			match, err = v.VerifyFor(tenant, r.Header, body)
 		} else {
 			match, err = v.VerifyTenant(r.Header, body)
 		}
@@ -112,4 +112,12 @@ func envelopeID(body []byte) string {
 	}
 	_ = json.Unmarshal(body, &env)
 	return env.ID
+}
+
+// tenantOf is the tenant opts.Tenant names for r, "" for none.
+func tenantOf(opts Options, r *http.Request) string {
+	if opts.Tenant == nil {
+		return ""
+	}
+	return opts.Tenant(r)
 }

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -80,4 +81,39 @@ func TestGinAdapter(t *testing.T) {
 	rec = httptest.NewRecorder()
 	r.ServeHTTP(rec, signedRequest(t, other, []byte(`{}`)))
 	require.Equal(t, http.StatusUnauthorized, rec.Code)
+}
+
+// TestMiddlewareTriesTheNamedTenantsKeys: a receiver of 20 tenants (past
+// MaxChecksPerRequest) verifies a request that names its tenant against
+// that tenant's key alone, and refuses one that names none before reading
+// any key (401, ErrTooManyKeys).
+func TestMiddlewareTriesTheNamedTenantsKeys(t *testing.T) {
+	v := &webhook.Verifier{}
+	var mine string
+	for i := range 20 {
+		s, err := signing.GenerateSecret()
+		require.NoError(t, err)
+		require.NoError(t, v.AddTenantSecret(fmt.Sprint("t", i), s))
+		if i == 7 {
+			mine = s
+		}
+	}
+	var rejected []error
+	var got webhook.Event
+	h := webhook.Middleware(v, webhook.Options{OnReject: func(_ *http.Request, err error) { rejected = append(rejected, err) },
+		Tenant: func(r *http.Request) string { return r.URL.Query().Get("tenant") }},
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got, _ = webhook.FromContext(r.Context()) }))
+	body := []byte(`{"id":"evt_1"}`)
+	req := signedRequest(t, mine, body)
+	req.URL.RawQuery = "tenant=t7"
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "t7", got.Tenant)
+
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, signedRequest(t, mine, body))
+	require.Equal(t, http.StatusUnauthorized, rec.Code)
+	require.Len(t, rejected, 1)
+	require.ErrorIs(t, rejected[0], webhook.ErrTooManyKeys)
 }

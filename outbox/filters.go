@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,9 +32,16 @@ type Publisher struct {
 	apps map[string][]endpointFilter
 }
 
-// endpointFilter is one enabled endpoint's filter.
+// endpointFilter is one enabled endpoint's filter and the event types it
+// subscribes to (none: every type).
 type endpointFilter struct {
 	id, expr string
+	types    []string
+}
+
+// subscribes reports whether f's endpoint subscribes to events of typ.
+func (f endpointFilter) subscribes(typ string) bool {
+	return len(f.types) == 0 || slices.Contains(f.types, typ)
 }
 
 // NewPublisher returns a Publisher that remembers nothing yet.
@@ -63,7 +71,7 @@ func (p *Publisher) known(appID string) []endpointFilter {
 
 // reload reads appID's filtered endpoints.
 func (p *Publisher) reload(ctx context.Context, q Querier, appID string) ([]endpointFilter, error) {
-	rows, err := q.Query(ctx, `SELECT id, filter FROM endpoints WHERE app_id = $1 AND filter <> '' AND NOT disabled AND deleted_at IS NULL`, appID)
+	rows, err := q.Query(ctx, `SELECT id, filter, event_types FROM endpoints WHERE app_id = $1 AND filter <> '' AND NOT disabled AND deleted_at IS NULL`, appID)
 	if err != nil {
 		return nil, fmt.Errorf("load filters of %s: %w", appID, err)
 	}
@@ -71,7 +79,7 @@ func (p *Publisher) reload(ctx context.Context, q Querier, appID string) ([]endp
 	var out []endpointFilter
 	for rows.Next() {
 		var f endpointFilter
-		if err := rows.Scan(&f.id, &f.expr); err != nil {
+		if err := rows.Scan(&f.id, &f.expr, &f.types); err != nil {
 			return nil, fmt.Errorf("load filters of %s: %w", appID, err)
 		}
 		out = append(out, f)
@@ -98,20 +106,31 @@ func (p *Publisher) verdicts(fs []endpointFilter, ev Event, created time.Time) (
 	if err != nil {
 		return v, err
 	}
-	in, err := filter.NewInput(filter.Event{Type: ev.Type, Data: ev.Data, Created: created, APIVersion: ev.APIVersion})
-	if err != nil {
-		return v, err
-	}
+	var in *filter.Input
 	for _, f := range fs {
-		r := filters.Eval(f.expr, in)
+		var r filter.Result
+		evaluated := f.subscribes(ev.Type)
+		if evaluated {
+			// The payload is decoded once, for the first filter that runs.
+			if in == nil {
+				if in, err = filter.NewInput(filter.Event{Type: ev.Type, Data: ev.Data, Created: created, APIVersion: ev.APIVersion}); err != nil {
+					return v, err
+				}
+			}
+			r = filters.Eval(f.expr, in)
+		}
 		v.ids, v.exprs, v.matched, v.errs = append(v.ids, f.id), append(v.exprs, f.expr), append(v.matched, r.Matched), append(v.errs, r.Err)
+		v.evaluated = append(v.evaluated, evaluated)
 	}
 	return v, nil
 }
 
-// verdicts are filters' results on one event, one entry per endpoint.
+// verdicts are filters' results on one event, one entry per endpoint; an
+// endpoint not subscribed to the event's type (as last read) has its filter
+// not evaluated, and the statement checks that it still is not.
 type verdicts struct {
 	ids, exprs []string
 	matched    []bool
 	errs       []string
+	evaluated  []bool
 }

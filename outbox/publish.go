@@ -222,7 +222,7 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			delivery.DefaultSchedule()[0].Milliseconds(), delivery.JitterFraction, ClaimGuard.Milliseconds(), ClaimAheadMax.Milliseconds(),
 			v.ids, v.exprs, v.matched, v.errs, traceparent, tracestate, ev.OrderingKey,
 			lease.Milliseconds(), skip, delivery.RequestTimeoutDefault.Milliseconds(), holdMS, delivery.DeadlineDefault.Milliseconds(),
-			delivery.HeldLead.Milliseconds()).
+			delivery.HeldLead.Milliseconds(), v.evaluated).
 			Scan(&inserted, &stale, &woke, &dlvIDs, &endpoints, &ordered, &skipped, &claimBy, &handed)
 		if err != nil {
 			var pgErr *pgconn.PgError

@@ -2,8 +2,9 @@ package outbox
 
 // publishSQL is one publish in one statement: the event, its catalog
 // entry, a delivery per subscribed endpoint whose filter accepts it (the
-// verdicts $15–$18 were evaluated on the filters as the Publisher last
-// read them, with the trace context $19–$20, see TraceContext), the
+// verdicts $15–$18 and $28 were evaluated on the filters as the Publisher
+// last read them, only those of endpoints subscribed to the event's type,
+// with the trace context $19–$20, see TraceContext), the
 // sequence numbers of its deliveries to fifo endpoints (key $21), their
 // outbox rows, leased to the publishing process's sender when it asked
 // ($22–$24, see Handoff) or until the probe of an endpoint its breaker
@@ -14,11 +15,15 @@ package outbox
 // since), it writes nothing and says so (the second column).
 const publishSQL = `
 	WITH fl AS (
-	  SELECT * FROM unnest($15::text[], $16::text[], $17::bool[], $18::text[]) AS f(id, filter, matched, error)
+	  SELECT * FROM unnest($15::text[], $16::text[], $17::bool[], $18::text[], $28::bool[]) AS f(id, filter, matched, error, evaluated)
 	), stale AS (
+	  -- A filter the publisher did not evaluate (its endpoint, as last
+	  -- read, not subscribed to the type) is current only while the
+	  -- endpoint still is not.
 	  SELECT 1 FROM endpoints e
 	  WHERE e.app_id = $1 AND $10 = '' AND e.filter <> '' AND NOT e.disabled AND e.deleted_at IS NULL
-	    AND NOT EXISTS (SELECT 1 FROM fl WHERE fl.id = e.id AND fl.filter = e.filter)
+	    AND NOT EXISTS (SELECT 1 FROM fl WHERE fl.id = e.id AND fl.filter = e.filter
+	                    AND (fl.evaluated OR NOT (cardinality(e.event_types) = 0 OR $3 = ANY (e.event_types))))
 	  LIMIT 1
 	), skipped AS (
 	  SELECT e.id, fl.error FROM endpoints e JOIN fl ON fl.id = e.id AND fl.filter = e.filter

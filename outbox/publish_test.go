@@ -436,6 +436,31 @@ func TestPublisherNoticesChangedFilters(t *testing.T) {
 	require.Equal(t, []string{b.pay.ID}, endpointsOf(pub))
 }
 
+// A Publisher skips the filter of an endpoint not subscribed to the event's
+// type; when the endpoint subscribes to it meanwhile (another process), the
+// statement refuses the skipped verdict and the filter runs.
+func TestPublisherNoticesAnEndpointNowSubscribed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	p := outbox.NewPublisher()
+	send := func(amount int) outbox.Published {
+		t.Helper()
+		pub, err := p.PublishNow(ctx, b.st.Pool(), b.app.ID, outbox.Event{Type: "order.created", Data: json.RawMessage(`{"amount": ` + strconv.Itoa(amount) + `}`)})
+		require.NoError(t, err)
+		return pub
+	}
+	setFilter(t, b, b.pay, "data.amount > 100")
+	require.Equal(t, []string{b.all.ID}, endpointsOf(send(500)), "pay is not subscribed to order.created")
+	types := []string{"payment.succeeded", "order.created"}
+	_, _, err := b.st.PatchEndpoint(ctx, b.app.ID, b.pay.ID, store.EndpointPatch{EventTypes: &types})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{b.all.ID, b.pay.ID}, endpointsOf(send(500)), "subscribed now: its filter runs and passes")
+	pub := send(10)
+	require.Equal(t, []string{b.all.ID}, endpointsOf(pub))
+	require.Equal(t, []outbox.FilteredOut{{EndpointID: b.pay.ID}}, pub.FilteredOut, "and filters out")
+}
+
 // A paused endpoint's rows are written held, held and released as it is
 // paused and resumed, and a row left held for an endpoint that is no
 // longer paused (an ingest that overlapped the resume) is released by the

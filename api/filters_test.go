@@ -15,23 +15,23 @@ import (
 	"hookrelay/outbox"
 )
 
-// filterErrors is hookrelay_filter_errors_total of endpointID in reg.
-func filterErrors(t *testing.T, reg *prometheus.Registry, endpointID string) int {
+// filterErrors is the value of series name in reg (of endpointID when
+// it has that label), and whether any series carries an endpoint_id label.
+func filterErrors(t *testing.T, reg *prometheus.Registry, name, endpointID string) (n int, labeled bool) {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
-	n := 0.0
 	for _, mf := range mfs {
-		if mf.GetName() != "hookrelay_filter_errors_total" {
-			continue
-		}
 		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == endpointID {
-				n += m.GetCounter().GetValue()
+			for _, l := range m.GetLabel() {
+				labeled = labeled || l.GetName() == "endpoint_id"
+			}
+			if mf.GetName() == name && (len(m.GetLabel()) == 0 || m.GetLabel()[0].GetValue() == endpointID) {
+				n += int(m.GetCounter().GetValue())
 			}
 		}
 	}
-	return int(n)
+	return n, labeled
 }
 
 // A filter is checked when it is saved: a syntax error, a type error, a
@@ -118,7 +118,9 @@ func TestFilterTestEqualsFanOut(t *testing.T) {
 		}
 	}
 	require.Equal(t, 4, failures, "2 subscribed types × 2 failing payloads")
-	require.Equal(t, failures, filterErrors(t, reg, ep.ID))
+	n, labeled := filterErrors(t, reg, "hookrelay_filter_errors_total", ep.ID)
+	require.Equal(t, failures, n)
+	require.False(t, labeled, "no endpoint ID in a label unless opted in (--metrics-endpoint-labels)")
 
 	rec = send(t, h, admin, "POST", base+"/endpoints/"+ep.ID+"/filter-test", nil)
 	require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())

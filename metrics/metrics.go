@@ -41,7 +41,9 @@ type Sender struct {
 	finished       *prometheus.CounterVec
 	deadLettered   *prometheus.CounterVec
 	byEndpoint     *prometheus.CounterVec // nil unless opted in
-	filterErrors   *prometheus.CounterVec
+	filterErrors   prometheus.Counter
+	// filterByEndpoint is nil unless opted in.
+	filterByEndpoint *prometheus.CounterVec
 	attemptSeconds prometheus.Histogram
 	firstAttempt   prometheus.Histogram
 	rounds         prometheus.Counter
@@ -50,7 +52,8 @@ type Sender struct {
 }
 
 // NewSender registers the sender's series on reg. With endpointSeries it
-// also counts attempts per endpoint ID (hookrelay_endpoint_attempts_total),
+// also counts attempts and filter errors per endpoint ID
+// (hookrelay_endpoint_attempts_total, hookrelay_endpoint_filter_errors_total),
 // a label as many-valued as the endpoints, so it is opt-in.
 func NewSender(reg prometheus.Registerer, endpointSeries bool) *Sender {
 	s := &Sender{
@@ -76,11 +79,13 @@ func NewSender(reg prometheus.Registerer, endpointSeries bool) *Sender {
 	if endpointSeries {
 		s.byEndpoint = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "endpoint_attempts_total",
 			Help: "Delivery attempts sent, by endpoint ID and class (opt-in: one series per endpoint)."}, []string{"endpoint_id", "class"})
-		reg.MustRegister(s.byEndpoint)
+		// Only endpoints whose filter fails on an event have a series.
+		s.filterByEndpoint = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "endpoint_filter_errors_total",
+			Help: "Events an endpoint's payload filter failed to evaluate on, by endpoint ID (opt-in: one series per endpoint)."}, []string{"endpoint_id"})
+		reg.MustRegister(s.byEndpoint, s.filterByEndpoint)
 	}
-	// Only endpoints whose filter fails on an event have a series.
-	s.filterErrors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "filter_errors_total",
-		Help: "Events an endpoint's payload filter failed to evaluate on (counted as no match), by endpoint ID."}, []string{"endpoint_id"})
+	s.filterErrors = prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "filter_errors_total",
+		Help: "Events an endpoint's payload filter failed to evaluate on (counted as no match for that endpoint)."})
 	reg.MustRegister(s.filterErrors, s.ingested, s.attempts, s.finished, s.deadLettered, s.attemptSeconds, s.firstAttempt, s.rounds, s.roundErrors, s.handoffs)
 	return s
 }
@@ -94,8 +99,12 @@ func (s *Sender) Ingested(outcome string) {
 
 // FilterError counts an event endpointID's filter failed to evaluate on.
 func (s *Sender) FilterError(endpointID string) {
-	if s != nil {
-		s.filterErrors.WithLabelValues(endpointID).Inc()
+	if s == nil {
+		return
+	}
+	s.filterErrors.Inc()
+	if s.filterByEndpoint != nil {
+		s.filterByEndpoint.WithLabelValues(endpointID).Inc()
 	}
 }
 

@@ -7,6 +7,7 @@ package filter
 
 import (
 	"bytes"
+	"container/list"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,7 +32,8 @@ const (
 	// comparison costs about 1, a string scan about one per 10 bytes; the filters users write cost 10–50.
 	CostLimit = 1_000
 	// CacheSize is how many compiled programs a Filters keeps; past it
-	// the cache starts again empty.
+	// the least recently used one goes, one at a time (a burst of filters
+	// tried and never saved does not drop the saved ones all at once).
 	CacheSize = 4096
 )
 
@@ -66,8 +68,16 @@ type Event struct {
 type Filters struct {
 	env *cel.Env
 	mu  sync.Mutex
-	// programs are compiled programs by expression text.
-	programs map[string]*Program
+	// programs are compiled programs by expression text, each an element
+	// of recent (its Value a *cached), most recently used first.
+	programs map[string]*list.Element
+	recent   list.List
+}
+
+// cached is one program of the cache.
+type cached struct {
+	expr string
+	prg  *Program
 }
 
 // New returns a Filters with an empty cache.
@@ -82,7 +92,7 @@ func New() (*Filters, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter environment: %w", err)
 	}
-	return &Filters{env: env, programs: map[string]*Program{}}, nil
+	return &Filters{env: env, programs: map[string]*list.Element{}}, nil
 }
 
 // Program is a compiled filter.
@@ -104,22 +114,37 @@ func (f *Filters) Program(expr string) (*Program, error) {
 		return nil, nil
 	}
 	f.mu.Lock()
-	p, ok := f.programs[expr]
-	f.mu.Unlock()
-	if ok {
-		return p, nil
+	if e, ok := f.programs[expr]; ok {
+		f.recent.MoveToFront(e)
+		f.mu.Unlock()
+		return e.Value.(*cached).prg, nil
 	}
+	f.mu.Unlock()
 	p, err := f.compile(expr)
 	if err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
-	if len(f.programs) >= CacheSize {
-		clear(f.programs)
+	defer f.mu.Unlock()
+	if e, ok := f.programs[expr]; ok {
+		// Compiled meanwhile by another caller.
+		f.recent.MoveToFront(e)
+		return e.Value.(*cached).prg, nil
 	}
-	f.programs[expr] = p
-	f.mu.Unlock()
+	if len(f.programs) >= CacheSize {
+		oldest := f.recent.Back()
+		f.recent.Remove(oldest)
+		delete(f.programs, oldest.Value.(*cached).expr)
+	}
+	f.programs[expr] = f.recent.PushFront(&cached{expr: expr, prg: p})
 	return p, nil
+}
+
+// cachedPrograms is how many programs f keeps.
+func (f *Filters) cachedPrograms() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.programs)
 }
 
 func (f *Filters) compile(expr string) (*Program, error) {

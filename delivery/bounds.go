@@ -58,7 +58,7 @@ func ReservedHeader(name string) bool {
 		return true
 	default:
 		switch n {
-		case "x-webhook-signature", "content-type", "user-agent", "host", "content-length":
+		case "x-webhook-signature", "content-type", "user-agent", "host", "content-length", "traceparent", "tracestate":
 			return true
 		}
 	}

@@ -156,7 +156,7 @@ func TestSettingsValidate(t *testing.T) {
 
 func TestReservedHeader(t *testing.T) {
 	t.Parallel()
-	for _, h := range []string{"webhook-id", "Webhook-Signature", "X-Webhook-Signature", "Content-Type", "user-agent", "Host", "Content-Length"} {
+	for _, h := range []string{"webhook-id", "Webhook-Signature", "X-Webhook-Signature", "Content-Type", "user-agent", "Host", "Content-Length", "traceparent", "Tracestate"} {
 		require.True(t, delivery.ReservedHeader(h), h)
 	}
 	for _, h := range []string{"X-Tenant", "Authorization", "webhookid"} {

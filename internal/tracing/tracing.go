@@ -199,13 +199,16 @@ func (t *Tracing) Extract(ctx context.Context, h http.Header) context.Context {
 	return t.prop.Extract(ctx, propagation.HeaderCarrier(h))
 }
 
-// Inject sets W3C traceparent (and tracestate) on h for ctx's span; it
+// Inject sets W3C traceparent on h for ctx's span, for a receiver: never
+// tracestate, whose entries (a tenant, a sampling decision of the
+// producer's tracing vendor) are the operator's, not a third party's. It
 // sets nothing when off or when ctx holds no valid span.
 func (t *Tracing) Inject(ctx context.Context, h http.Header) {
 	if t == nil || !trace.SpanContextFromContext(ctx).IsValid() {
 		return
 	}
 	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
+	h.Del("tracestate")
 }
 
 // Restore returns ctx with the remote parent stored with an outbox row

@@ -286,7 +286,11 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 		}
 		return headSent{}, err
 	}
-	e := d.makeFirst(ctx, d.Sequencer, f)
+	// The attempt continues the trace its event was published in, as a
+	// sender's first attempt does.
+	tctx, span := d.traced(ctx, row)
+	e := d.makeFirst(tctx, d.Sequencer, f)
+	span.End()
 	switch {
 	case e.retry:
 		return headSent{}, errors.New("cancel of " + row.DeliveryID + " not recorded")

@@ -2,15 +2,19 @@ package dispatch
 
 import (
 	"context"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"hookrelay/activities"
 	"hookrelay/internal/tracing"
 	"hookrelay/outbox"
+	"hookrelay/workflows"
 )
 
 // A claimed row's dispatch continues the trace its event was published
@@ -51,4 +55,30 @@ func TestDispatchContinuesTheRowsTrace(t *testing.T) {
 	require.Len(t, ended[1].Links(), 1)
 	require.Equal(t, "11111111111111111111111111111111", ended[1].Links()[0].SpanContext.TraceID().String())
 	require.False(t, ended[2].Parent().IsValid(), "an untraced event's dispatch starts a trace of its own")
+}
+
+// An ordered head's first attempt, made by its sequencer's run, continues
+// the trace its event was published in: a dispatch span under the stored
+// parent, and the attempt's span under it.
+func TestSequencedHeadContinuesTheRowsTrace(t *testing.T) {
+	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	ctx := context.Background()
+	f := setupSender(t, 0, time.Second)
+	_, h := f.fifoHead(t, "k")
+	rec := tracetest.NewSpanRecorder()
+	tr := tracing.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	d := &Dispatcher{Pool: f.st.Pool(), Client: &fakeClient{}, Logger: slog.New(slog.DiscardHandler), Tracing: tr,
+		Sequencer: &activities.Activities{Store: f.st, HTTP: activities.NewHTTPClient(false), Logger: slog.New(slog.DiscardHandler), Tracing: tr}}
+	row := *h.Row
+	row.Traceparent = parent
+	row.Settings.Schedule = []time.Duration{0, time.Second}
+	_, err := d.sendHead(ctx, row, time.Now().Add(workflows.SequenceRunBudget), func() (bool, error) { return true, nil })
+	require.NoError(t, err)
+	require.Equal(t, int64(1), f.hits.Load())
+	names := map[string]bool{}
+	for _, s := range rec.Ended() {
+		names[s.Name()] = true
+		require.Equal(t, "0af7651916cd43dd8448eb211c80319c", s.SpanContext().TraceID().String(), s.Name())
+	}
+	require.True(t, names[tracing.SpanDispatch] && names[tracing.SpanAttempt], "%v", names)
 }

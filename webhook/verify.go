@@ -243,7 +243,7 @@ func (v *Verifier) checkTime(ts string) (int64, error) {
 }
 
 // verifyStandard checks the Standard Webhooks headers: everything about
-// the header first (its length, its entries, the timestamp), then at most
+// the header first (its length, the timestamp, its entries), then at most
 // MaxChecksPerRequest passes over the body, none when nothing in the header
 // could match.
 func (v keySet) verifyStandard(id, ts, sigs string, body []byte) (string, error) {
@@ -252,6 +252,9 @@ func (v keySet) verifyStandard(id, ts, sigs string, body []byte) (string, error)
 	}
 	if len(sigs) > MaxSignatureHeaderBytes {
 		return "", fmt.Errorf("%w: webhook-signature longer than %d bytes", ErrMalformed, MaxSignatureHeaderBytes)
+	}
+	if _, err := v.checkTime(ts); err != nil {
+		return "", err
 	}
 	var hmacs, ed [][]byte
 	for _, part := range strings.Fields(sigs) {
@@ -273,9 +276,6 @@ func (v keySet) verifyStandard(id, ts, sigs string, body []byte) (string, error)
 	}
 	if len(hmacs) == 0 && len(ed) == 0 {
 		return "", ErrMalformed
-	}
-	if _, err := v.checkTime(ts); err != nil {
-		return "", err
 	}
 	checks := len(ed) * len(v.publicKeys)
 	if len(hmacs) > 0 {

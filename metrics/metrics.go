@@ -7,7 +7,6 @@ package metrics
 import (
 	"cmp"
 	"context"
-	"hookrelay/store"
 	"strconv"
 	"time"
 
@@ -36,19 +35,19 @@ func NewRegistry() *prometheus.Registry {
 
 // Sender holds the sending side's series. A nil *Sender records nothing.
 type Sender struct {
-	ingested       *prometheus.CounterVec
-	attempts       *prometheus.CounterVec
-	finished       *prometheus.CounterVec
-	deadLettered   *prometheus.CounterVec
-	byEndpoint     *prometheus.CounterVec // nil unless opted in
-	filterErrors   prometheus.Counter
+	ingested     *prometheus.CounterVec
+	attempts     *prometheus.CounterVec
+	finished     *prometheus.CounterVec
+	deadLettered *prometheus.CounterVec
+	byEndpoint   *prometheus.CounterVec // nil unless opted in
+	filterErrors prometheus.Counter
 	// filterByEndpoint is nil unless opted in.
 	filterByEndpoint *prometheus.CounterVec
-	attemptSeconds prometheus.Histogram
-	firstAttempt   prometheus.Histogram
-	rounds         prometheus.Counter
-	roundErrors    prometheus.Counter
-	handoffs       prometheus.Counter
+	attemptSeconds   prometheus.Histogram
+	firstAttempt     prometheus.Histogram
+	rounds           prometheus.Counter
+	roundErrors      prometheus.Counter
+	handoffs         prometheus.Counter
 }
 
 // NewSender registers the sender's series on reg. With endpointSeries it
@@ -166,13 +165,28 @@ func CodeFamily(code int) string {
 	return strconv.Itoa(code/100) + "xx"
 }
 
+// Gauges are the figures /metrics reads from Postgres at scrape time
+// (store.Store.Gauges), so every process reports what the database holds.
+type Gauges struct {
+	// OutboxBacklog counts outbox rows; OutboxOldestSeconds is the age of
+	// the oldest (0 when empty).
+	OutboxBacklog       int64
+	OutboxOldestSeconds float64
+	// WaitingRetry counts deliveries waiting for their next attempt.
+	WaitingRetry int64
+	// DeadLetters counts deliveries dead-lettered now.
+	DeadLetters int64
+	// EndpointsDisabled counts endpoints disabled now (not deleted).
+	EndpointsDisabled int64
+}
+
 // stateQueryTimeout bounds the scrape-time reads of Postgres.
 const stateQueryTimeout = 2 * time.Second
 
 // state reads gauges from Postgres at scrape time, so every process reports
 // the same figures as the database.
 type state struct {
-	read                                                    func(context.Context) (store.Gauges, error)
+	read                                                    func(context.Context) (Gauges, error)
 	backlog, oldest, waiting, dead, disabled, scrapeFailure *prometheus.Desc
 }
 
@@ -180,7 +194,10 @@ type state struct {
 // backlog and the age of its oldest row, deliveries waiting for a retry,
 // dead letters, disabled endpoints.
 // read is the store's reading of them (store.Store.Gauges).
-func NewState(reg prometheus.Registerer, read func(context.Context) (store.Gauges, error)) {
+//
+// The receiver kit uses this package too: it imports nothing of the
+// sender's (the store reads Gauges, not the other way round).
+func NewState(reg prometheus.Registerer, read func(context.Context) (Gauges, error)) {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", name), help, nil, nil)
 	}

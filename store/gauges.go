@@ -5,26 +5,13 @@ import (
 	"fmt"
 
 	"hookrelay/delivery"
+	"hookrelay/metrics"
 )
 
-// Gauges are the figures /metrics reads from Postgres at scrape time, so
-// every process reports what the database holds.
-type Gauges struct {
-	// OutboxBacklog counts outbox rows; OutboxOldestSeconds is the age of
-	// the oldest (0 when empty).
-	OutboxBacklog       int64
-	OutboxOldestSeconds float64
-	// WaitingRetry counts deliveries waiting for their next attempt.
-	WaitingRetry int64
-	// DeadLetters counts deliveries dead-lettered now.
-	DeadLetters int64
-	// EndpointsDisabled counts endpoints disabled now (not deleted).
-	EndpointsDisabled int64
-}
-
-// Gauges reads the Gauges in one statement.
-func (s *Store) Gauges(ctx context.Context) (Gauges, error) {
-	var g Gauges
+// Gauges reads the figures /metrics reports from Postgres
+// (metrics.Gauges) in one statement.
+func (s *Store) Gauges(ctx context.Context) (metrics.Gauges, error) {
+	var g metrics.Gauges
 	err := s.pool.QueryRow(ctx, `
 		SELECT (SELECT count(*) FROM outbox),
 		       COALESCE((SELECT EXTRACT(EPOCH FROM now() - min(created_at)) FROM outbox), 0),

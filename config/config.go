@@ -53,7 +53,7 @@ type Config struct {
 	DatabaseURL string
 	// DBMaxConns is the main pgx pool's size; the hot path's pool keeps min(8
 	// (store.HotPoolConns), DBMaxConns) more open. Defaults to
-	// DBMaxConnsDefault (8; why so few: README, Performance).
+	// DBMaxConnsDefault (8; why so few: docs/performance.md).
 	// Env HOOKRELAY_DB_MAX_CONNS.
 	DBMaxConns int
 	// PostgresPort is the private cluster's port (dev). Env HOOKRELAY_PG_PORT.
@@ -312,13 +312,13 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 	return b
 }
 
-// Settings lists every setting in the order --help shows them; the README's
+// Settings lists every setting in the order --help shows them; docs/operations.md's
 // configuration table is made from it (see MarkdownTable).
 func Settings(base Config) []Setting {
 	return define("", &Config{}, func(string) string { return "" }, base).settings
 }
 
-// MarkdownTable renders Settings as the README's configuration table.
+// MarkdownTable renders Settings as docs/operations.md's configuration table.
 func MarkdownTable(base Config) string {
 	var sb strings.Builder
 	sb.WriteString("| flag | env | default | commands | meaning |\n|---|---|---|---|---|\n")

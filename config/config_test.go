@@ -93,18 +93,18 @@ func TestErrorsNameTheSetting(t *testing.T) {
 	require.ErrorContains(t, err, "unexpected arguments")
 }
 
-var update = flag.Bool("update", false, "rewrite the README's configuration table")
+var update = flag.Bool("update", false, "rewrite docs/operations.md's configuration table")
 
-// TestREADMETable: the README's configuration table is config.Settings, so
-// a default changed in code cannot leave the README behind.
+// TestREADMETable: docs/operations.md's configuration table is config.Settings, so
+// a default changed in code cannot leave the docs behind.
 func TestREADMETable(t *testing.T) {
-	const path = "../README.md"
+	const path = "../docs/operations.md"
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
 	readme := string(raw)
 	const begin, end = "<!-- config:begin (generated from config.Settings; go test ./config -update) -->\n", "<!-- config:end -->"
 	i, j := strings.Index(readme, begin), strings.Index(readme, end)
-	require.True(t, i >= 0 && j > i, "README has the config markers")
+	require.True(t, i >= 0 && j > i, "docs/operations.md has the config markers")
 	want := config.MarkdownTable(defaults.Components())
 	if *update {
 		readme = readme[:i+len(begin)] + want + readme[j:]

@@ -11,7 +11,7 @@ import (
 )
 
 // Setting describes one setting: its flag, its environment variable, its
-// default (as --help and the README show it) and what it is for.
+// default (as --help and docs/operations.md show it) and what it is for.
 type Setting struct {
 	Flag, Env, Default, Usage string
 	// Commands are the commands that read it; it is a flag of those only.

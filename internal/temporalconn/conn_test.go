@@ -26,7 +26,7 @@ func TestOneListOfSearchAttributes(t *testing.T) {
 	require.NotNil(t, m, "docker-compose.yml registers the attributes in a `for sa in …;` loop")
 	require.Equal(t, want, strings.Fields(string(m[1])), "docker-compose.yml")
 
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/operations.md")
 	require.NoError(t, err)
 	table := regexp.MustCompile(`(?s)<!-- search-attributes:begin[^>]*-->\n(.*?)<!-- search-attributes:end -->`).FindSubmatch(readme)
 	require.NotNil(t, table, "README has the search-attributes table")

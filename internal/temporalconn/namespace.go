@@ -41,7 +41,7 @@ func (a SearchAttribute) CreateCommand(namespace string) string {
 }
 
 // Required lists the search attributes hookrelay's workflows set, by name:
-// the one list `hookrelay dev`, Check, Setup, the README and the compose
+// the one list `hookrelay dev`, Check, Setup, docs/operations.md and the compose
 // file follow.
 func Required() []SearchAttribute { return FromMap(workflows.SearchAttributes()) }
 

@@ -105,36 +105,42 @@ func New(c client.Client, acts *activities.Activities, opts Options) (Workers, e
 		pollers = PollersDefault
 	}
 	queue := cmp.Or(opts.TaskQueue, workflows.TaskQueue)
-	w := sdkworker.New(c, queue, sdkworker.Options{
-		MaxConcurrentActivityExecutionSize:      conc,
-		MaxConcurrentLocalActivityExecutionSize: conc,
-		MaxConcurrentWorkflowTaskExecutionSize:  wft,
-		MaxConcurrentWorkflowTaskPollers:        pollers,
-		MaxConcurrentActivityTaskPollers:        pollers,
-		WorkerStopTimeout:                       opts.StopTimeout,
-	})
+	w := sdkworker.New(c, queue, options(conc, wft, pollers, opts.StopTimeout))
 	w.RegisterWorkflowWithOptions(workflows.DeliveryWorkflow, workflow.RegisterOptions{Name: workflows.WorkflowName})
 	w.RegisterWorkflowWithOptions(workflows.CarrierWorkflow, workflow.RegisterOptions{Name: workflows.CarrierWorkflowName})
-	w.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
 	w.RegisterActivity(acts)
 	if opts.RunSequence == nil {
+		w.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
 		return Workers{w}, nil
 	}
 	// Sequencers started on the deliveries' queue by an earlier version
 	// finish there.
-	w.RegisterActivityWithOptions(opts.RunSequence, activity.RegisterOptions{Name: workflows.RunSequenceName})
+	registerSequencer(w, opts.RunSequence)
 	slots := opts.SequenceSlots
 	if slots <= 0 {
 		slots = SequenceSlotsDefault
 	}
-	sw := sdkworker.New(c, workflows.SequencerQueue(queue), sdkworker.Options{
-		MaxConcurrentActivityExecutionSize:     slots,
-		MaxConcurrentWorkflowTaskExecutionSize: sequenceWorkflowTasks,
-		MaxConcurrentWorkflowTaskPollers:       sequencePollers,
-		MaxConcurrentActivityTaskPollers:       sequencePollers,
-		WorkerStopTimeout:                      opts.StopTimeout,
-	})
-	sw.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
-	sw.RegisterActivityWithOptions(opts.RunSequence, activity.RegisterOptions{Name: workflows.RunSequenceName})
+	sw := sdkworker.New(c, workflows.SequencerQueue(queue), options(slots, sequenceWorkflowTasks, sequencePollers, opts.StopTimeout))
+	registerSequencer(sw, opts.RunSequence)
 	return Workers{w, sw}, nil
+}
+
+// options are a worker's: activities (regular and local) and workflow
+// tasks at once, pollers of each kind, and how long Stop lets tasks finish.
+func options(activities, workflowTasks, pollers int, stop time.Duration) sdkworker.Options {
+	return sdkworker.Options{
+		MaxConcurrentActivityExecutionSize:      activities,
+		MaxConcurrentLocalActivityExecutionSize: activities,
+		MaxConcurrentWorkflowTaskExecutionSize:  workflowTasks,
+		MaxConcurrentWorkflowTaskPollers:        pollers,
+		MaxConcurrentActivityTaskPollers:        pollers,
+		WorkerStopTimeout:                       stop,
+	}
+}
+
+// registerSequencer registers the sequencer's workflow and its RunSequence
+// activity on w.
+func registerSequencer(w sdkworker.Worker, run func(context.Context, workflows.SequenceRun) (workflows.SequenceStep, error)) {
+	w.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
+	w.RegisterActivityWithOptions(run, activity.RegisterOptions{Name: workflows.RunSequenceName})
 }

@@ -69,11 +69,10 @@ func (a *Activities) SendGroup(ctx context.Context, reqs []SendRequest) ([]SendO
 		if e == nil {
 			e = errs[j]
 		}
-		if e != nil {
-			outs[i] = Outcome(SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, e)))
-			continue
-		}
 		a.recorded(ctx, req, targets[req.DeliveryID], outs[i].Result, recs[i].KeyIDs)
+		if e != nil {
+			outs[i] = Outcome(a.unrecorded(req, outs[i].Result, recs[i], e))
+		}
 	}
 	return outs, nil
 }

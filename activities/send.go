@@ -76,7 +76,8 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, 
 		err = errs[0]
 	}
 	if err != nil {
-		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
+		a.recorded(ctx, req, t, res, rec.KeyIDs)
+		return a.unrecorded(req, res, rec, err)
 	}
 	a.recorded(ctx, req, t, res, rec.KeyIDs)
 	return res, nil
@@ -245,21 +246,57 @@ func (a *Activities) request(ctx context.Context, req SendRequest, t store.Targe
 	}
 	a.post(ctx, t, hdr, req.Timeout, &res)
 	res.DurationMS = a.now().Sub(started).Milliseconds()
+	rec := attemptRecord(req, res, keyIDs, a.now())
+	// The breaker hears of it before the request's place in its
+	// endpoint's share frees: an attempt that waited for that place checks
+	// the breaker next.
+	a.observe(ctx, t.EndpointID, res)
+	return res, rec, nil
+}
+
+// attemptRecord is the record of req's attempt that answered res, signed
+// with keyIDs and ended at end.
+func attemptRecord(req SendRequest, res SendResult, keyIDs []string, end time.Time) *store.Attempt {
 	rec := &store.Attempt{
 		DeliveryID: req.DeliveryID, Cycle: req.Cycle, Number: req.Number,
-		StartedAt: started, DurationMS: res.DurationMS, Class: string(res.Class),
+		StartedAt: res.StartedAt, DurationMS: res.DurationMS, Class: string(res.Class),
 		Error: res.Error, ResponseExcerpt: res.ResponseExcerpt, KeyIDs: keyIDs,
 	}
 	if res.StatusCode != 0 {
 		code := res.StatusCode
 		rec.StatusCode = &code
 	}
-	rec.NextAttemptAt = nextAttempt(req, res, a.now())
-	// The breaker hears of it before the request's place in its
-	// endpoint's share frees: an attempt that waited for that place checks
-	// the breaker next.
-	a.observe(ctx, t.EndpointID, res)
-	return res, rec, nil
+	rec.NextAttemptAt = nextAttempt(req, res, end)
+	return rec
+}
+
+// unrecorded is res of a request that went out with rec's keys but whose
+// record failed with err: the workflow records it (RecordLate) unless its
+// delivery is gone.
+func (a *Activities) unrecorded(req SendRequest, res SendResult, rec *store.Attempt, err error) (SendResult, error) {
+	if errors.Is(err, store.ErrNotFound) {
+		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
+	}
+	a.logger().Warn("attempt sent but not recorded; its workflow records it", "delivery_id", req.DeliveryID,
+		"cycle", req.Cycle, "attempt", req.Number, "err", err)
+	res.Unrecorded, res.KeyIDs = true, rec.KeyIDs
+	return res, nil
+}
+
+// RecordLate records an attempt its send activity made but could not record
+// (SendResult.Unrecorded). Recording is idempotent per (delivery, cycle,
+// number); the workflow retries it while Postgres is away.
+func (a *Activities) RecordLate(ctx context.Context, req SendRequest, res SendResult) error {
+	end := res.StartedAt.Add(time.Duration(res.DurationMS) * time.Millisecond)
+	errs, err := a.Store.RecordAttempts(ctx, []store.Attempt{*attemptRecord(req, res, res.KeyIDs, end)})
+	if err == nil {
+		err = errs[0]
+	}
+	var fu *store.FollowUpError
+	if err != nil && !errors.As(err, &fu) {
+		return gone(fmt.Errorf("record %s attempt %d: %w", req.DeliveryID, req.Number, err))
+	}
+	return nil
 }
 
 // recorded counts and logs an attempt once its record is stored.

@@ -182,9 +182,31 @@ func TestRecordSurvivesAShortOutage(t *testing.T) {
 	require.Equal(t, activities.ClassSuccess, res.Class)
 	require.Len(t, st.records, 1)
 
+	// Bounded: past RecordRetries the result goes to the workflow as sent
+	// but unrecorded, with what its record needs, and RecordLate stores it.
 	st = &flakyStore{target: target(t, 200), failures: []error{down, down, down, down}}
+	res, err = send(t, st, activities.SendRequest{DeliveryID: "dlv_1", Cycle: 1, Number: 1})
+	require.NoError(t, err)
+	require.Equal(t, activities.RecordRetries+1, st.recordCalls)
+	require.Empty(t, st.records)
+	require.True(t, res.Unrecorded)
+	require.Equal(t, activities.ClassSuccess, res.Class)
+	require.Equal(t, []string{st.target.Keys[0].ID}, res.KeyIDs)
+	a := &activities.Activities{Store: st}
+	require.NoError(t, a.RecordLate(context.Background(), activities.SendRequest{DeliveryID: "dlv_1", Cycle: 1, Number: 1}, res))
+	require.Len(t, st.records, 1)
+	rec := st.records[0]
+	require.Equal(t, res.KeyIDs, rec.KeyIDs)
+	require.Equal(t, res.StartedAt, rec.StartedAt)
+	require.Equal(t, 200, *rec.StatusCode)
+	require.Equal(t, [2]int{1, 1}, [2]int{rec.Cycle, rec.Number})
+
+	// A delivery gone meanwhile: nothing to record, and the run ends.
+	st = &flakyStore{target: target(t, 200), failures: []error{store.ErrNotFound}}
 	_, err = send(t, st, activities.SendRequest{})
-	require.ErrorIs(t, err, syscall.ECONNREFUSED, "bounded: %d retries", activities.RecordRetries)
+	var appErr *temporal.ApplicationError
+	require.ErrorAs(t, err, &appErr)
+	require.Equal(t, activities.ErrDeliveryGone, appErr.Type())
 }
 
 // TestNextAttemptIsPlanned: a retryable attempt's record carries when the
@@ -233,8 +255,8 @@ func TestMissingRowsAndKeysAreNotRetried(t *testing.T) {
 
 // TestSendGroupIsSendSignedForMany: a group's attempts are made as
 // SendSigned makes each, with one load and one record for all; a delivery
-// gone is ErrDeliveryGone; a record that fails fails only the sent ones,
-// retryably, after the same bounded retries.
+// gone is ErrDeliveryGone; a record that fails after the same bounded
+// retries leaves the sent ones unrecorded, for their workflows to record.
 func TestSendGroupIsSendSignedForMany(t *testing.T) {
 	t.Parallel()
 	st := &flakyStore{target: target(t, 200), missing: []string{"dlv_gone"}}
@@ -263,8 +285,8 @@ func TestSendGroupIsSendSignedForMany(t *testing.T) {
 	a.Store = st
 	outs, err = a.SendGroup(context.Background(), reqs[:1])
 	require.NoError(t, err)
-	require.Error(t, outs[0].Err())
-	require.NotErrorAs(t, outs[0].Err(), &appErr, "retryable: the workflow's schedule goes on")
+	require.NoError(t, outs[0].Err())
+	require.True(t, outs[0].Result.Unrecorded, "sent: its workflow records it")
 	require.Equal(t, activities.RecordRetries+1, st.recordCalls)
 
 	st = &flakyStore{target: target(t, 200), loadErr: down}

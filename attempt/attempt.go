@@ -21,6 +21,9 @@ const (
 	ActivitySend      = "SendSigned"
 	ActivitySendGroup = "SendGroup"
 	ActivityMark      = "MarkDelivery"
+	// ActivityRecordLate records an attempt the send activity could not
+	// (SendResult.Unrecorded).
+	ActivityRecordLate = "RecordLate"
 )
 
 // Error types of activity failures the workflow sorts on. Both are
@@ -124,6 +127,13 @@ type SendResult struct {
 	// HeldUntil is when a ClassEndpointBusy result's endpoint, which
 	// stopped answering, is next tried (zero for any other result).
 	HeldUntil time.Time `json:",omitzero"`
+	// Unrecorded marks a request that went out but whose record Postgres
+	// did not take within the activity's bounded retries: the workflow
+	// records it itself (ActivityRecordLate, retried by Temporal) before it
+	// judges it, so the log keeps every request and none is sent twice.
+	// KeyIDs are the signing keys the request used, for that record.
+	Unrecorded bool     `json:",omitempty"`
+	KeyIDs     []string `json:",omitempty"`
 }
 
 // MarkRequest records a state the workflow decided.

@@ -240,6 +240,9 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 		}
 	}
 	switch {
+	case err == nil && res.Unrecorded:
+		// Sent, but neither the attempt nor the row's outcome is recorded:
+		// the delivery's workflow records it before it goes on.
 	case err == nil && res.Class == activities.ClassSuccess:
 		return firstEnd{}
 	case err == nil && res.Class == activities.ClassEndpointPaused:

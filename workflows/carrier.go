@@ -235,7 +235,9 @@ func CarrierWorkflow(ctx workflow.Context, in CarrierInput) (CarrierResult, erro
 			res, err := results[i], errs[i]
 			v := judge(res, err)
 			switch {
-			case v.final && v.out == outSucceeded:
+			case v.final && v.out == outSucceeded && !res.Unrecorded:
+				// (An unrecorded success goes to its own workflow, which
+				// records it.)
 				result.Delivered++
 				continue
 			case v.final && v.out == outGone:

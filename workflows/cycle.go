@@ -203,6 +203,9 @@ func (r *run) sendDue(ctx workflow.Context, c *cycle) {
 // judged folds the attempt in hand's result into the run: the cycle ends,
 // or the next attempt is scheduled.
 func (r *run) judged(ctx workflow.Context, c *cycle, res attempt.SendResult, err error) {
+	if err == nil && res.Unrecorded {
+		res = r.recordLate(ctx, c, res)
+	}
 	out, done, throttle := r.apply(ctx, res, err)
 	if done {
 		c.end(out)

@@ -63,6 +63,10 @@ const (
 	// the plan's deadline check already made (before: the run planned the
 	// wait again from its own start, and slept on a timer).
 	versionPlannedRetry = "planned-retry"
+	// versionRecordLate: an attempt sent but not recorded by its activity
+	// (attempt.SendResult.Unrecorded) is recorded by the run before it is
+	// judged (before: no such result existed; the activity failed).
+	versionRecordLate = "record-late"
 )
 
 // Versions of versionPlannedRetry.

@@ -66,6 +66,32 @@ func (r *run) cancel(ctx workflow.Context) error {
 	return err
 }
 
+// recordLate records an attempt its activity sent but could not record
+// (attempt.SendResult.Unrecorded): retried while Postgres is away, up to
+// MarkTimeout, so the log shows the request and the outcome, and the
+// attempt is judged once (never sent again for want of a record). A
+// delivery deleted meanwhile needs no record. It answers res as judged.
+func (r *run) recordLate(ctx workflow.Context, c *cycle, res attempt.SendResult) attempt.SendResult {
+	if workflow.GetVersion(ctx, versionRecordLate, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
+		return res
+	}
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout:    MarkAttemptTimeout,
+		ScheduleToCloseTimeout: MarkTimeout,
+		RetryPolicy: &temporal.RetryPolicy{
+			InitialInterval: time.Second, MaximumInterval: MarkMaximumInterval,
+			NonRetryableErrorTypes: []string{attempt.ErrDeliveryGone},
+		},
+		Summary: fmt.Sprintf("record attempt %d (sent, not yet recorded)", res.Number),
+	})
+	req := sendRequest(r.in, r.set, r.state.Cycle, res.Number, c.deadline)
+	if err := workflow.ExecuteActivity(actx, attempt.ActivityRecordLate, req, res).Get(ctx, nil); err != nil {
+		workflow.GetLogger(ctx).Warn("attempt not recorded", "delivery_id", r.in.DeliveryID, "attempt", res.Number, "err", err)
+	}
+	res.Unrecorded, res.KeyIDs = false, nil
+	return res
+}
+
 // mark records a workflow-decided state in Postgres and answers the status
 // the row holds; "" when the row is gone (its app was deleted), which ends
 // the run without error.

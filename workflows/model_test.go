@@ -38,10 +38,18 @@ type model struct {
 	lastFinal string // the last recorded answer
 	canceled  time.Time
 	marks     []delivery.Status
+	// unrecorded counts answers sent back as not recorded (their activity's
+	// record failed) that the run has not yet recorded itself; early says a
+	// request started while one was.
+	unrecorded int
+	early      bool
 }
 
 func (m *model) send(_ context.Context, req activities.SendRequest) (activities.SendResult, error) {
 	now := m.env.Now()
+	if m.unrecorded > 0 {
+		m.early = true
+	}
 	m.sends = append(m.sends, now)
 	m.env.SetCurrentHistoryLength(len(m.sends) * 6)
 	a := modelAnswers[m.rng.IntN(len(modelAnswers))]
@@ -78,7 +86,23 @@ func (m *model) send(_ context.Context, req activities.SendRequest) (activities.
 	}
 	m.recorded++
 	m.lastFinal = a
+	if m.rng.IntN(4) == 0 {
+		// Sent, but Postgres refused its record past the activity's retries.
+		res.Unrecorded = true
+		m.unrecorded++
+	}
 	return res, nil
+}
+
+// recordLate is RecordLate: Postgres refuses one record in three.
+func (m *model) recordLate(_ context.Context, _ activities.SendRequest, res activities.SendResult) error {
+	if m.rng.IntN(3) == 0 {
+		return errors.New("connection refused")
+	}
+	if res.Unrecorded {
+		m.unrecorded--
+	}
+	return nil
 }
 
 func (m *model) mark(_ context.Context, req activities.MarkRequest) (activities.MarkResult, error) {
@@ -88,9 +112,13 @@ func (m *model) mark(_ context.Context, req activities.MarkRequest) (activities.
 
 // TestModel plays modelRuns random interleavings of attempt answers
 // (2xx, 4xx, 410, 429 with and without a hint, 5xx, timeout, an activity
-// error after the request, busy, paused, rate-limited) and signals (cancel,
-// replay) against DeliveryWorkflow, and checks after each run:
+// error after the request, busy, paused, rate-limited; one sent answer in
+// four unrecorded by its activity, its late record refused one time in
+// three) and signals (cancel, replay) against DeliveryWorkflow, and checks
+// after each run:
 //   - the attempts the run holds equal the requests the model answered;
+//   - every unrecorded answer is recorded by the run before its next
+//     request (and before the run ends);
 //   - the final status follows the last recorded answer (2xx: succeeded;
 //     4xx or 410: dead_lettered; a cancel: canceled unless a 2xx came);
 //   - no request starts after a cancel reached the run;
@@ -124,6 +152,7 @@ func playModel(t *testing.T, seed uint64) bool {
 	env.RegisterActivity(&activities.Activities{})
 	env.OnActivity(a.SendSigned, mock.Anything, mock.Anything).Return(m.send)
 	env.OnActivity(a.MarkDelivery, mock.Anything, mock.Anything).Return(m.mark)
+	env.OnActivity(a.RecordLate, mock.Anything, mock.Anything, mock.Anything).Return(m.recordLate)
 	env.RegisterWorkflow(workflows.DeliveryWorkflow)
 	set := delivery.Settings{
 		Schedule: []time.Duration{0, time.Second, 5 * time.Second, time.Minute, 10 * time.Minute, time.Hour}[:1+m.rng.IntN(6)],
@@ -152,6 +181,9 @@ func playModel(t *testing.T, seed uint64) bool {
 	}
 	if !env.IsWorkflowCompleted() {
 		return fail("the run did not end")
+	}
+	if m.early || m.unrecorded != 0 {
+		return fail("a sent attempt was not recorded before the run went on (%d left unrecorded, sent early: %v)", m.unrecorded, m.early)
 	}
 	var st workflows.State
 	var can *workflow.ContinueAsNewError

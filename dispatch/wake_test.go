@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,21 +157,112 @@ func TestSequenceWakesHandOutAPaceOfSequencesPerSecond(t *testing.T) {
 	for i := range 3 {
 		keys = append(keys, store.SequenceKey{EndpointID: "ep_1", OrderingKey: fmt.Sprint(i)})
 	}
-	q.add(keys...)
-	q.add(keys[0])
+	q.add("app_1", keys...)
+	q.add("app_1", keys[0])
 	require.Equal(t, len(keys), q.len(), "a key queued once")
 	t0 := time.Now()
 	got, next := q.take(t0)
-	require.Equal(t, keys[:1], got)
+	require.Equal(t, keys[:1], wakeKeys(got))
+	require.Equal(t, "app_1", got[0].App)
 	require.Equal(t, t0.Add(wakeEvery), next)
 	got, next = q.take(t0.Add(wakeEvery / 2))
 	require.Empty(t, got, "not before wakeEvery")
 	require.Equal(t, t0.Add(wakeEvery), next)
 	got, _ = q.take(t0.Add(wakeEvery))
-	require.Equal(t, keys[1:2], got)
+	require.Equal(t, keys[1:2], wakeKeys(got))
 	got, next = q.take(t0.Add(5 * wakeEvery))
-	require.Equal(t, keys[2:], got, "one at a time, even after a pause")
+	require.Equal(t, keys[2:], wakeKeys(got), "one at a time, even after a pause")
 	require.True(t, next.IsZero(), "none left")
-	q.add(keys[0])
+	q.add("app_1", keys[0])
 	require.Equal(t, 1, q.len(), "a key handed out can be queued again")
 }
+
+func wakeKeys(ws []sequenceWake) []store.SequenceKey {
+	var out []store.SequenceKey
+	for _, w := range ws {
+		out = append(out, w.SequenceKey)
+	}
+	return out
+}
+
+// TestSequenceWakesTakeAppsInTurn: an app with a thousand new keys queued
+// delays another app's keys by one wake each, not by its whole queue; a
+// dropped key leaves its lane, an emptied lane leaves the turns, and front
+// lists keys in the order take hands them out.
+func TestSequenceWakesTakeAppsInTurn(t *testing.T) {
+	t.Parallel()
+	var q sequenceWakes
+	key := func(app string, i int) store.SequenceKey {
+		return store.SequenceKey{EndpointID: "ep_" + app, OrderingKey: fmt.Sprint(i)}
+	}
+	for i := range 1000 {
+		q.add("big", key("big", i))
+	}
+	q.add("small", key("small", 0), key("small", 1))
+	q.add("third", key("third", 0))
+	require.Equal(t, []store.SequenceKey{key("big", 0), key("small", 0), key("third", 0), key("big", 1), key("small", 1), key("big", 2)}, q.front(6))
+	q.drop([]store.SequenceKey{key("small", 0)})
+	at := time.Now()
+	var order []sequenceWake
+	for range 6 {
+		at = at.Add(wakeEvery)
+		got, _ := q.take(at)
+		require.Len(t, got, 1)
+		order = append(order, got[0])
+	}
+	require.Equal(t, []store.SequenceKey{key("big", 0), key("small", 1), key("third", 0), key("big", 1), key("big", 2), key("big", 3)}, wakeKeys(order))
+	require.Equal(t, 996, q.len())
+	q.add("small", key("small", 7))
+	got, _ := q.take(at.Add(wakeEvery))
+	require.Equal(t, key("big", 4), got[0].SequenceKey, "a lane that starts again waits its turn")
+	got, _ = q.take(at.Add(2 * wakeEvery))
+	require.Equal(t, key("small", 7), got[0].SequenceKey)
+	q.drop(q.front(q.len()))
+	require.Zero(t, q.len())
+	got, next := q.take(at.Add(time.Hour))
+	require.Empty(t, got)
+	require.True(t, next.IsZero())
+}
+
+// TestWakeTakesAppsInTurn: on the real dispatcher, an app whose 200 new
+// ordering keys wait for their sequencers' wakes delays another app's new
+// key by one wake, not by its queue (200 × wakeEvery = 12.5 s).
+func TestWakeTakesAppsInTurn(t *testing.T) {
+	t.Parallel()
+	f := newRound(t)
+	ctx := context.Background()
+	fifo := func(name string) (appID, epID string) {
+		app, err := f.st.CreateApp(ctx, store.App{Name: name})
+		require.NoError(t, err)
+		ep, _, err := f.st.CreateEndpoint(ctx, store.Endpoint{AppID: app.ID, URL: "http://127.0.0.1:9/hook", Environment: "live",
+			RetrySchedule: delivery.DefaultSchedule(), Deadline: time.Hour, RequestTimeout: time.Second, Ordering: delivery.OrderingFIFO})
+		require.NoError(t, err)
+		return app.ID, ep.ID
+	}
+	bigApp, _ := fifo("big")
+	smallApp, small := fifo("small")
+	for i := range 200 {
+		_, err := outbox.PublishNow(ctx, f.st.Pool(), bigApp, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: fmt.Sprintf("k%03d", i)})
+		require.NoError(t, err)
+	}
+	_, err := f.d.dispatch(ctx, 1000)
+	require.NoError(t, err)
+	require.Equal(t, 199, f.d.seqWakes.len())
+	_, err = outbox.PublishNow(ctx, f.st.Pool(), smallApp, outbox.Event{Type: "order.paid", Data: json.RawMessage(`{}`), OrderingKey: "mine"})
+	require.NoError(t, err)
+	want := workflows.SequencerID(small, "mine")
+	start := time.Now()
+	require.Eventually(t, func() bool {
+		_, err := f.d.dispatch(ctx, 1000)
+		require.NoError(t, err)
+		f.fc.mu.Lock()
+		defer f.fc.mu.Unlock()
+		return slices.ContainsFunc(f.fc.signals, func(s string) bool { return strings.HasPrefix(s, want+":") })
+	}, 10*time.Second, 10*time.Millisecond, "the other app's key is woken in its turn")
+	f.fc.mu.Lock()
+	n := len(f.fc.signals)
+	f.fc.mu.Unlock()
+	require.LessOrEqual(t, n, 3, "after at most one more of the big app's keys")
+	t.Logf("the other app's key woken after %s, %d wakes in all", time.Since(start).Round(time.Millisecond), n)
+}
+

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -41,84 +42,136 @@ const wakeEvery = time.Second / SequenceWakesPerSecond
 
 // sequenceWakes is a dispatcher's queue of sequences to signal: each round
 // adds the sequences of the ordered rows it claimed that no run holds,
-// once each, in the order found; take hands them out one per wakeEvery.
-// The zero value is empty.
+// once each, in a lane per app in the order found; take hands them out one
+// per wakeEvery, taking the apps' lanes in turn, so an app with thousands of
+// new keys queued delays another app's next key by one wake per app with
+// keys waiting, not by its whole queue. The zero value is empty.
 type sequenceWakes struct {
-	mu     sync.Mutex
-	keys   []store.SequenceKey
-	queued map[store.SequenceKey]bool
+	mu sync.Mutex
+	// lanes are the apps' queues; order the apps with keys waiting, in
+	// turn from turn.
+	lanes  map[string][]store.SequenceKey
+	order  []string
+	turn   int
+	queued map[store.SequenceKey]string // key → its app
+	n      int
 	// last is when the last key was handed out.
 	last time.Time
 }
 
-// add queues keys not queued yet, at the back.
-func (q *sequenceWakes) add(keys ...store.SequenceKey) {
+// sequenceWake is a queued sequence and its app.
+type sequenceWake struct {
+	App string
+	store.SequenceKey
+}
+
+// add queues app's keys not queued yet, at the back of its lane.
+func (q *sequenceWakes) add(app string, keys ...store.SequenceKey) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if q.queued == nil {
-		q.queued = map[store.SequenceKey]bool{}
+		q.queued, q.lanes = map[store.SequenceKey]string{}, map[string][]store.SequenceKey{}
 	}
 	for _, k := range keys {
-		if !q.queued[k] {
-			q.queued[k] = true
-			q.keys = append(q.keys, k)
+		if _, ok := q.queued[k]; ok {
+			continue
 		}
+		q.queued[k] = app
+		if len(q.lanes[app]) == 0 {
+			// A lane that starts again waits its turn behind the others.
+			q.order = append(q.order, app)
+		}
+		q.lanes[app] = append(q.lanes[app], k)
+		q.n++
 	}
 }
 
-// take removes and returns the key at the front when wakeEvery passed since
-// the last one (none otherwise); next is when the next may go, when keys
-// are left (zero otherwise).
-func (q *sequenceWakes) take(now time.Time) (keys []store.SequenceKey, next time.Time) {
+// take removes and returns the key at the front of the lane whose turn it
+// is, when wakeEvery passed since the last one (none otherwise); next is
+// when the next may go, when keys are left (zero otherwise).
+func (q *sequenceWakes) take(now time.Time) (wakes []sequenceWake, next time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.keys) > 0 && now.Sub(q.last) >= wakeEvery {
-		keys = append(keys, q.keys[0])
-		q.keys = q.keys[1:]
-		delete(q.queued, keys[0])
+	if q.n > 0 && now.Sub(q.last) >= wakeEvery {
+		app := q.order[q.turn]
+		k := q.lanes[app][0]
+		wakes = append(wakes, sequenceWake{App: app, SequenceKey: k})
+		q.remove(k)
+		if len(q.lanes[app]) > 0 {
+			q.turn++
+		}
+		if len(q.order) > 0 {
+			q.turn %= len(q.order)
+		} else {
+			q.turn = 0
+		}
 		q.last = now
 	}
-	if len(q.keys) > 0 {
+	if q.n > 0 {
 		next = q.last.Add(wakeEvery)
 	}
-	return keys, next
+	return wakes, next
 }
 
-// front returns up to n keys at the front, leaving them queued.
+// front returns up to n keys in the order take would hand them out,
+// leaving them queued.
 func (q *sequenceWakes) front(n int) []store.SequenceKey {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return append([]store.SequenceKey(nil), q.keys[:min(n, len(q.keys))]...)
+	var out []store.SequenceKey
+	for depth := 0; len(out) < min(n, q.n); depth++ {
+		for i := range q.order {
+			lane := q.lanes[q.order[(q.turn+i)%len(q.order)]]
+			if depth < len(lane) && len(out) < n {
+				out = append(out, lane[depth])
+			}
+		}
+	}
+	return out
 }
 
 // drop removes keys from the queue.
 func (q *sequenceWakes) drop(keys []store.SequenceKey) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	gone := map[store.SequenceKey]bool{}
 	for _, k := range keys {
-		if q.queued[k] {
-			gone[k] = true
-			delete(q.queued, k)
+		if _, ok := q.queued[k]; ok {
+			q.remove(k)
 		}
 	}
-	if len(gone) == 0 {
+	if len(q.order) == 0 {
+		q.turn = 0
+	} else {
+		q.turn %= len(q.order)
+	}
+}
+
+// remove takes queued key k out of its lane, and the lane out of the
+// turns when it empties (the turn stays on the lane that followed it).
+func (q *sequenceWakes) remove(k store.SequenceKey) {
+	app := q.queued[k]
+	delete(q.queued, k)
+	q.n--
+	lane := q.lanes[app]
+	i := slices.Index(lane, k)
+	lane = slices.Delete(lane, i, i+1)
+	if len(lane) > 0 {
+		q.lanes[app] = lane
 		return
 	}
-	kept := q.keys[:0]
-	for _, k := range q.keys {
-		if !gone[k] {
-			kept = append(kept, k)
-		}
+	delete(q.lanes, app)
+	at := slices.Index(q.order, app)
+	q.order = slices.Delete(q.order, at, at+1)
+	if at < q.turn {
+		q.turn--
 	}
-	q.keys = kept
 }
 
 // len is how many keys wait.
 func (q *sequenceWakes) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.keys)
+	return q.n
 }
 
 // wake queues the sequences rows belong to (sequenceWakes), once per
@@ -128,11 +181,11 @@ func (q *sequenceWakes) len() int {
 // it signals what the queue allows now (signalWakes).
 func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
 	var keys []store.SequenceKey
-	seen := map[store.SequenceKey]bool{}
+	apps := map[store.SequenceKey]string{}
 	for _, it := range rows {
 		k := store.SequenceKey{EndpointID: it.EndpointID, OrderingKey: it.OrderingKey}
-		if !seen[k] {
-			seen[k] = true
+		if _, seen := apps[k]; !seen {
+			apps[k] = it.AppID
 			keys = append(keys, k)
 		}
 	}
@@ -148,7 +201,7 @@ func (d *Dispatcher) wake(ctx context.Context, rows []outbox.Row) error {
 			if held[k] {
 				d.bells.wake(workflows.SequencerID(k.EndpointID, k.OrderingKey))
 			} else {
-				d.seqWakes.add(k)
+				d.seqWakes.add(apps[k], k)
 			}
 		}
 	}
@@ -188,8 +241,8 @@ func (d *Dispatcher) signalWakes(ctx context.Context) error {
 			break
 		}
 	}
-	keys, next := d.seqWakes.take(time.Now())
-	for _, k := range keys {
+	wakes, next := d.seqWakes.take(time.Now())
+	for _, k := range wakes {
 		id := workflows.SequencerID(k.EndpointID, k.OrderingKey)
 		opts := client.StartWorkflowOptions{
 			ID:            id,
@@ -201,7 +254,7 @@ func (d *Dispatcher) signalWakes(ctx context.Context) error {
 		in := workflows.SequencerInput{EndpointID: k.EndpointID, OrderingKey: k.OrderingKey}
 		if _, err := d.Client.SignalWithStartWorkflow(ctx, id, workflows.SignalWake, nil, opts, workflows.SequencerWorkflowName, in); err != nil {
 			errs = append(errs, fmt.Errorf("wake %s: %w", id, err))
-			d.seqWakes.add(k)
+			d.seqWakes.add(k.App, k.SequenceKey)
 			next = time.Now().Add(time.Second)
 		}
 	}

@@ -265,4 +265,3 @@ func TestWakeTakesAppsInTurn(t *testing.T) {
 	require.LessOrEqual(t, n, 3, "after at most one more of the big app's keys")
 	t.Logf("the other app's key woken after %s, %d wakes in all", time.Since(start).Round(time.Millisecond), n)
 }
-

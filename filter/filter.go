@@ -8,6 +8,7 @@ package filter
 import (
 	"bytes"
 	"container/list"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +20,6 @@ import (
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/overloads"
-	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
 )
 
@@ -29,8 +29,14 @@ const (
 	MaxBytes = 4 << 10
 	// CostLimit is CEL's cost budget for one evaluation of one filter; an
 	// evaluation past it stops and counts as no match (an EvalError). A
-	// comparison costs about 1, a string scan about one per 10 bytes; the filters users write cost 10–50.
+	// comparison costs about 1, a string scan about one per 10 bytes, every
+	// operation on data's values is charged by the size it touches (see
+	// sizeCharges), and matches() is checked before it runs; the filters
+	// users write cost 10–50.
 	CostLimit = 1_000
+	// EvalTimeout is a backstop beside the cost limit: an evaluation still
+	// running after it stops at its next loop step and counts as no match.
+	EvalTimeout = 20 * time.Millisecond
 	// CacheSize is how many compiled programs a Filters keeps; past it
 	// the least recently used one goes, one at a time (a burst of filters
 	// tried and never saved does not drop the saved ones all at once).
@@ -161,7 +167,8 @@ func (f *Filters) compile(expr string) (*Program, error) {
 	if err := literalPatterns(checked); err != nil {
 		return nil, err
 	}
-	prg, err := f.env.Program(checked, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize), cel.CostTrackerOptions(deepCosts()...))
+	prg, err := f.env.Program(checked, cel.CostLimit(CostLimit), cel.CostTracking(sizeCharges{}),
+		cel.OptimizeRegex(boundedMatches), cel.InterruptCheckFrequency(interruptEvery))
 	if err != nil {
 		return nil, &CompileError{Message: err.Error()}
 	}
@@ -181,69 +188,6 @@ func literalPatterns(checked *cel.Ast) error {
 		}
 	}
 	return nil
-}
-
-// deepCosts charge what walks a whole value by its whole size: CEL's
-// defaults charge an equality of two maps or lists, and a string's size,
-// as 1 whatever they hold, so a loop of them could walk a large payload
-// many times within the cost limit (review finding: 1 s for one
-// evaluation on a 250 KiB event).
-func deepCosts() []interpreter.CostTrackerOption {
-	both := func(args []ref.Val, _ ref.Val) *uint64 {
-		c := deepSize(args[0].Value()) + deepSize(args[1].Value())
-		return &c
-	}
-	first := func(args []ref.Val, _ ref.Val) *uint64 {
-		c := deepSize(args[0].Value())
-		return &c
-	}
-	last := func(args []ref.Val, _ ref.Val) *uint64 {
-		c := deepSize(args[len(args)-1].Value())
-		return &c
-	}
-	return []interpreter.CostTrackerOption{
-		interpreter.OverloadCostTracker(overloads.Equals, both),
-		interpreter.OverloadCostTracker(overloads.NotEquals, both),
-		interpreter.OverloadCostTracker(overloads.InList, last),
-		interpreter.OverloadCostTracker(overloads.SizeString, first),
-		interpreter.OverloadCostTracker(overloads.SizeStringInst, first),
-	}
-}
-
-// deepSize is the work of walking v: one per element, one per 10 bytes of
-// text.
-func deepSize(v any) uint64 {
-	switch v := v.(type) {
-	case string:
-		return 1 + uint64(len(v))/10
-	case []byte:
-		return 1 + uint64(len(v))/10
-	case map[string]any:
-		n := uint64(1)
-		for k, e := range v {
-			n += deepSize(k) + deepSize(e)
-		}
-		return n
-	case []any:
-		n := uint64(1)
-		for _, e := range v {
-			n += deepSize(e)
-		}
-		return n
-	case []ref.Val:
-		n := uint64(1)
-		for _, e := range v {
-			n += deepSize(e.Value())
-		}
-		return n
-	case map[ref.Val]ref.Val:
-		n := uint64(1)
-		for k, e := range v {
-			n += deepSize(k.Value()) + deepSize(e.Value())
-		}
-		return n
-	}
-	return 1
 }
 
 // Input is one event prepared for evaluation: its data decoded once for
@@ -303,7 +247,9 @@ func (p *Program) Match(in *Input) (bool, error) {
 	if p == nil {
 		return true, nil
 	}
-	out, _, err := p.prg.Eval(in.act)
+	ctx, cancel := context.WithTimeout(context.Background(), EvalTimeout)
+	defer cancel()
+	out, _, err := p.prg.ContextEval(ctx, in.act)
 	if err != nil {
 		return false, &EvalError{Message: err.Error()}
 	}

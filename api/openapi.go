@@ -140,7 +140,7 @@ func schemas() obj {
 			"endpoint_ids": arr(str("keep only the events one of these endpoints got or filtered out"))}},
 		"FilterTest": obj{"type": "object", "properties": obj{"filter": str(""), "event_types": arr(str("")),
 			"evaluated": obj{"type": "integer"}, "matched": obj{"type": "integer"}, "not_matched": obj{"type": "integer"},
-			"errored": obj{"type": "integer"}, "not_subscribed": obj{"type": "integer"},
+			"errored": obj{"type": "integer"}, "not_subscribed": obj{"type": "integer"}, "truncated": obj{"type": "boolean"},
 			"events": arr(obj{"type": "object", "properties": obj{"id": str(""), "type": str(""), "created": ts,
 				"verdict": obj{"type": "string", "enum": []string{VerdictMatched, VerdictNotMatched, VerdictError, VerdictNotSubscribed}},
 				"error":   str("the evaluation error (verdict error)")}})}},

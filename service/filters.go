@@ -20,6 +20,9 @@ const (
 	FilterTestLastDefault = 100
 	// MaxFilterTestLast is the most events one filter test evaluates.
 	MaxFilterTestLast = 1000
+	// MaxFilterTestBytes bounds the payload bytes one filter test reads:
+	// past them it evaluates no older events and says so (Truncated).
+	MaxFilterTestBytes = 16 << 20
 )
 
 // Verdicts of a filter test, one per event.
@@ -59,14 +62,17 @@ type FilterTestEvent struct {
 // FilterTest is the result of a filter test: what fan-out would have done
 // with the app's latest events.
 type FilterTest struct {
-	Filter        string            `json:"filter"`
-	EventTypes    []string          `json:"event_types"`
-	Evaluated     int               `json:"evaluated"`
-	Matched       int               `json:"matched"`
-	NotMatched    int               `json:"not_matched"`
-	Errored       int               `json:"errored"`
-	NotSubscribed int               `json:"not_subscribed"`
-	Events        []FilterTestEvent `json:"events"`
+	Filter        string   `json:"filter"`
+	EventTypes    []string `json:"event_types"`
+	Evaluated     int      `json:"evaluated"`
+	Matched       int      `json:"matched"`
+	NotMatched    int      `json:"not_matched"`
+	Errored       int      `json:"errored"`
+	NotSubscribed int      `json:"not_subscribed"`
+	// Truncated: older events among the last asked for were left out, as
+	// their payloads would have passed MaxFilterTestBytes.
+	Truncated bool              `json:"truncated"`
+	Events    []FilterTestEvent `json:"events"`
 }
 
 // TestFilter evaluates in's filter with its subscription on app appID's
@@ -127,11 +133,11 @@ func (s *Service) TestFilter(ctx context.Context, p principal, appID, endpointID
 	if err != nil {
 		return FilterTest{}, invalidf("filter", "filter: %s", err)
 	}
-	evs, err := s.store.LatestEvents(ctx, appID, outbox.TestType, last, endpoints)
+	evs, more, err := s.store.LatestEvents(ctx, appID, outbox.TestType, last, endpoints, MaxFilterTestBytes)
 	if err != nil {
 		return FilterTest{}, typed(err)
 	}
-	out := FilterTest{Filter: expr, EventTypes: types, Events: make([]FilterTestEvent, 0, len(evs))}
+	out := FilterTest{Filter: expr, EventTypes: types, Truncated: more, Events: make([]FilterTestEvent, 0, len(evs))}
 	if out.EventTypes == nil {
 		out.EventTypes = []string{}
 	}

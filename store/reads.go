@@ -177,20 +177,37 @@ func (s *Store) ListEvents(ctx context.Context, appID, typ string, since, until 
 	return pgx.CollectRows(rows, pgx.RowToStructByPos[EventRecord])
 }
 
-// LatestEvents returns an app's latest n events, newest first, leaving
-// out those of type except ("" leaves none out) and, when endpointIDs is
-// not empty, those none of these endpoints got or filtered out.
-func (s *Store) LatestEvents(ctx context.Context, appID, except string, n int, endpointIDs []string) ([]EventRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events ev
-		WHERE app_id = $1 AND type <> $2
-		  AND (cardinality($4::text[]) = 0
-		       OR EXISTS (SELECT 1 FROM deliveries d WHERE d.app_id = ev.app_id AND d.event_id = ev.id AND d.endpoint_id = ANY ($4))
-		       OR EXISTS (SELECT 1 FROM jsonb_array_elements(ev.filtered_out) f WHERE f->>'endpoint_id' = ANY ($4)))
-		ORDER BY received_at DESC, id DESC LIMIT $3`, appID, except, n, nonNil(endpointIDs))
+// LatestEvents returns app's latest n events but those of type except,
+// newest first; with endpointIDs, only events one of them got or filtered
+// out. It reads no more than maxBytes of payloads: past them it stops (at
+// least one event is read), and more reports that it did.
+func (s *Store) LatestEvents(ctx context.Context, appID, except string, n int, endpointIDs []string, maxBytes int64) (evs []EventRecord, more bool, err error) {
+	rows, err := s.pool.Query(ctx, `WITH latest AS (
+		  SELECT ev.id AS latest_id, ev.received_at AS latest_at,
+		         sum(octet_length(ev.payload)) OVER (ORDER BY ev.received_at DESC, ev.id DESC) AS upto,
+		         row_number() OVER (ORDER BY ev.received_at DESC, ev.id DESC) AS nth
+		  FROM events ev
+		  WHERE app_id = $1 AND type <> $2
+		    AND (cardinality($4::text[]) = 0
+		         OR EXISTS (SELECT 1 FROM deliveries d WHERE d.app_id = ev.app_id AND d.event_id = ev.id AND d.endpoint_id = ANY ($4))
+		         OR EXISTS (SELECT 1 FROM jsonb_array_elements(ev.filtered_out) f WHERE f->>'endpoint_id' = ANY ($4)))
+		  ORDER BY ev.received_at DESC, ev.id DESC LIMIT $3)
+		SELECT `+eventCols+`, (SELECT count(*) FROM latest) FROM events JOIN latest ON app_id = $1 AND id = latest_id
+		WHERE upto <= $5 OR nth = 1
+		ORDER BY latest_at DESC, latest_id DESC`, appID, except, n, nonNil(endpointIDs), maxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("latest events of %s: %w", appID, err)
+		return nil, false, fmt.Errorf("latest events of %s: %w", appID, err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[EventRecord])
+	var found int64
+	evs, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventRecord, error) {
+		var e EventRecord
+		err := r.Scan(&e.ID, &e.Type, &e.Payload, &e.ReceivedAt, &e.FilteredOut, &e.OrderingKey, &found)
+		return e, err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("latest events of %s: %w", appID, err)
+	}
+	return evs, int64(len(evs)) < found, nil
 }
 
 // nonNil is ids, or an empty list for nil (Postgres' text[] '{}').

@@ -203,21 +203,26 @@ func (s *Server) accessLog(c *gin.Context) {
 	s.logger.Debug("http", "method", c.Request.Method, "route", c.FullPath(), "status", c.Writer.Status(), "duration_ms", time.Since(start).Milliseconds())
 }
 
+// ready answers whether this API process can take events: Postgres is
+// what ingest needs (503 without it). Temporal is what delivery needs, not
+// ingest: unreachable, the answer is still 200, with "status": "degraded",
+// and accepted events wait in the outbox until it is back.
 func (s *Server) ready(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 	defer cancel()
-	checks := gin.H{}
+	checks := gin.H{"status": readyOK}
 	status := http.StatusOK
 	if err := s.store.Ping(ctx); err != nil {
 		checks["postgres"] = "unreachable"
-		status = http.StatusServiceUnavailable
+		checks["status"], status = readyUnavailable, http.StatusServiceUnavailable
 	} else {
 		checks["postgres"] = "ok"
 	}
-	if s.engine == nil {
+	degraded := true
+	switch err := s.temporalHealth(ctx); {
+	case s.engine == nil:
 		checks["temporal"] = "not configured"
-		status = http.StatusServiceUnavailable
-	} else if err := s.engine.Healthy(ctx); err != nil {
+	case err != nil:
 		checks["temporal"] = "unreachable"
 		// A namespace without hookrelay's search attributes would take no
 		// workflow start: say which are missing.
@@ -225,9 +230,26 @@ func (s *Server) ready(c *gin.Context) {
 		if errors.As(err, &namespace) {
 			checks["temporal"] = namespace.Summary()
 		}
-		status = http.StatusServiceUnavailable
-	} else {
-		checks["temporal"] = "ok"
+	default:
+		checks["temporal"], degraded = "ok", false
+	}
+	if degraded && status == http.StatusOK {
+		checks["status"] = readyDegraded
 	}
 	c.JSON(status, checks)
 }
+
+// temporalHealth is the engine's health, nil without an engine.
+func (s *Server) temporalHealth(ctx context.Context) error {
+	if s.engine == nil {
+		return nil
+	}
+	return s.engine.Healthy(ctx)
+}
+
+// Readiness statuses (/readyz's "status").
+const (
+	readyOK          = "ok"
+	readyDegraded    = "degraded"
+	readyUnavailable = "unavailable"
+)

@@ -135,12 +135,9 @@ func TestAuth(t *testing.T) {
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, hdr)
 		require.Equal(t, "application/problem+json", resp.Header.Get("Content-Type"))
 	}
-	var ready map[string]string
-	resp, err := http.Get(h.url + "/readyz")
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	_ = ready
+	code, ready := readyz(t, h.url)
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, map[string]string{"status": "ok", "postgres": "ok", "temporal": "ok"}, ready)
 }
 
 // TestTemporalOutage: while Temporal is unreachable, first attempts still

@@ -198,6 +198,7 @@ func TestDevStack(t *testing.T) {
 	require.Equal(t, 200, code)
 	code, body := get(t, "http://"+p.api+"/readyz", "")
 	require.Equal(t, 200, code, string(body))
+	require.Contains(t, string(body), `"status":"ok"`)
 	ui := "http://" + p.ui
 	code, _ = get(t, ui+"/", "")
 	require.Equal(t, 200, code, "Temporal Web UI")

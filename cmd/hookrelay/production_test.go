@@ -319,6 +319,7 @@ func TestTemporalMTLS(t *testing.T) {
 	startRole(t, env, "worker")
 	status, body := get(t, "http://"+api.api+"/readyz", "")
 	require.Equal(t, http.StatusOK, status, string(body))
+	require.Contains(t, string(body), `"status":"ok"`)
 
 	r, a, rc := flakyApp(t, api, adminKey, "mtls", "0s", "1s")
 	for i := range 8 {

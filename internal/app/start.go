@@ -36,7 +36,7 @@ func (st *Stack) start(ctx context.Context, roles Roles, opts Options) error {
 		{"connect to Postgres", st.connectPostgres},
 		{"check the schema", st.checkSchema},
 		{"prepare the store", st.prepareStore},
-		{"connect to Temporal", func(ctx context.Context) error { return st.connectTemporal(ctx, opts.SDKLogger) }},
+		{"connect to Temporal", func(ctx context.Context) error { return st.connectTemporal(ctx, opts.SDKLogger, roles&RoleWorker == 0) }},
 		{"start the supervisor", st.startSupervisor},
 	}
 	if roles&RoleWorker != 0 {
@@ -172,7 +172,7 @@ func (st *Stack) prepareStore(ctx context.Context) error {
 // connectTemporal dials Temporal and checks the namespace: one without
 // hookrelay's search attributes would refuse every workflow start, so the
 // process refuses to start instead, saying what to run.
-func (st *Stack) connectTemporal(ctx context.Context, sdkLogger sdklog.Logger) error {
+func (st *Stack) connectTemporal(ctx context.Context, sdkLogger sdklog.Logger, apiOnly bool) error {
 	if sdkLogger == nil {
 		sdkLogger = sdklog.NewStructuredLogger(st.Logger.With("component", "sdk"))
 	}
@@ -188,6 +188,17 @@ func (st *Stack) connectTemporal(ctx context.Context, sdkLogger sdklog.Logger) e
 		settings.Interceptors = append(settings.Interceptors, ti)
 	}
 	tc, err := temporalconn.Dial(ctx, settings, sdkLogger)
+	if _, unreachable := errors.AsType[*temporalconn.ConnectError](err); unreachable && apiOnly {
+		// Ingest needs Postgres only: events wait in the outbox for the
+		// workers, which need Temporal. /readyz says degraded meanwhile.
+		st.Logger.Warn("Temporal unreachable; the API starts and accepts events, which wait in the outbox until Temporal answers", "err", err)
+		if tc, err = temporalconn.DialLazy(settings, sdkLogger); err != nil {
+			return err
+		}
+		st.Client = tc
+		st.closers = append(st.closers, tc.Close)
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -125,6 +125,18 @@ func (e *ConnectError) Error() string {
 
 func (e *ConnectError) Unwrap() error { return e.Err }
 
+// DialLazy returns a client that connects on its first call, and again
+// on each call while the frontend does not answer: for a process that must
+// start while Temporal is unreachable (the API, whose ingest needs only
+// Postgres).
+func DialLazy(s Settings, logger sdklog.Logger) (client.Client, error) {
+	opts, err := s.ClientOptions(logger)
+	if err != nil {
+		return nil, err
+	}
+	return client.NewLazyClient(opts)
+}
+
 // Dial connects to the frontend (the SDK checks it answers).
 func Dial(ctx context.Context, s Settings, logger sdklog.Logger) (client.Client, error) {
 	opts, err := s.ClientOptions(logger)

@@ -254,8 +254,14 @@ func OpenAPI() obj {
 		}
 		item[strings.ToLower(op.method)] = o
 	}
+	readySchema := obj{"type": "object", "properties": obj{
+		"status":   obj{"type": "string", "enum": []string{readyOK, readyDegraded, readyUnavailable}},
+		"postgres": str("ok or unreachable"), "temporal": str("ok, unreachable, not configured, or the namespace's missing search attributes"),
+	}}
 	paths["/healthz"] = obj{"get": obj{"summary": "Process is up", "responses": obj{"200": obj{"description": "OK"}}}}
-	paths["/readyz"] = obj{"get": obj{"summary": "Postgres and Temporal reachable", "responses": obj{"200": obj{"description": "ready"}, "503": obj{"description": "not ready"}}}}
+	paths["/readyz"] = obj{"get": obj{"summary": "Whether this process takes events: Postgres reachable (Temporal unreachable is degraded, still 200)", "responses": obj{
+		"200": obj{"description": "takes events; status ok, or degraded while Temporal is unreachable or its namespace incomplete", "content": obj{"application/json": obj{"schema": readySchema}}},
+		"503": obj{"description": "Postgres unreachable", "content": obj{"application/json": obj{"schema": readySchema}}}}}}
 	return obj{
 		"openapi": "3.1.0",
 		"info":    obj{"title": "hookrelay", "version": Version, "description": "Durable webhook delivery on Temporal and Postgres."},

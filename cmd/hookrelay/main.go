@@ -9,6 +9,7 @@
 //	hookrelay verify    check a webhook's signature headers
 //	hookrelay receiver  the reference receiver, for demos and tests
 //	hookrelay bench     the load harness
+//	hookrelay probe     a container health check (GET a URL, exit 0 on 2xx)
 package main
 
 import (
@@ -46,6 +47,7 @@ commands:
   verify    verify a webhook's signature headers (exit 0 valid, 1 not)
   receiver  run the reference receiver (verify, dedupe, durable inbox, failure injection)
   bench     measure delivery throughput, latency and cost on a fresh dev stack
+  probe     GET a URL, exit 0 on 2xx (a container health check)
 
 Run 'hookrelay <command> -h' for the command's flags.
 `
@@ -79,6 +81,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return receiverCmd(rest, stderr)
 	case "bench":
 		return benchCmd(rest, stdout, stderr)
+	case "probe":
+		return probe(rest, stdout, stderr)
 	case "dev", "api", "worker", "migrate", "rotate-secret-key", "setup-temporal":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

@@ -64,6 +64,11 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(st.Metrics, promhttp.HandlerOpts{}))
+	// A liveness check for the worker's container (hookrelay probe).
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"ok"}`))
+	})
 	svc, err := st.listen("metrics", cfg.MetricsAddr, mux, api.ServerOptions{})
 	if err != nil {
 		return err

@@ -132,6 +132,9 @@ type Activities struct {
 	// Tracing makes each attempt a span and sends it as W3C traceparent;
 	// nil is tracing off (no span, no traceparent).
 	Tracing *tracing.Tracing
+	// ReceiverTraces is the trace context a receiver is sent when its
+	// endpoint names none ("" is delivery.TraceContextDefault).
+	ReceiverTraces delivery.TraceContext
 
 	// Open tracks asynchronous attempts not yet completed.
 	Open Open

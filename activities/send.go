@@ -6,6 +6,7 @@ package activities
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -368,6 +369,20 @@ func (a *Activities) record(ctx context.Context, recs []store.Attempt) (errs []e
 	}
 }
 
+// injectTrace sets the trace context t's receiver is sent (see
+// delivery.TraceContext): the endpoint's choice, else the deployment's.
+func (a *Activities) injectTrace(ctx context.Context, t store.Target, h http.Header) {
+	mode := cmp.Or(delivery.TraceContext(t.TraceContext), a.ReceiverTraces, delivery.TraceContextDefault)
+	switch mode {
+	case delivery.TraceLinked:
+		a.Tracing.Inject(ctx, h)
+	case delivery.TraceFresh:
+		if id := a.Tracing.InjectFresh(ctx, h); id != "" {
+			trace.SpanFromContext(ctx).SetAttributes(tracing.ReceiverTraceID(id))
+		}
+	}
+}
+
 // post sends the request and fills the HTTP part of res.
 func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Headers, timeout time.Duration, res *SendResult) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -395,8 +410,8 @@ func (a *Activities) post(ctx context.Context, t store.Target, hdr signing.Heade
 		httpReq.Header[delivery.HeaderSequence] = []string{strconv.FormatInt(t.Sequence, 10)}
 	}
 	// The attempt's span, when tracing is on (the signature covers only
-	// id, timestamp and body).
-	a.Tracing.Inject(ctx, httpReq.Header)
+	// id, timestamp and body), as the endpoint or the deployment says.
+	a.injectTrace(ctx, t, httpReq.Header)
 	client, err := a.client(t)
 	if err != nil {
 		res.Class, res.Error = ClassifyError(err)

@@ -3,6 +3,7 @@ package activities_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"hookrelay/activities"
+	"hookrelay/delivery"
 	"hookrelay/internal/tracing"
 	"hookrelay/signing"
 	"hookrelay/store"
@@ -97,6 +99,63 @@ func TestAttemptSpan(t *testing.T) {
 		for _, f := range forbidden {
 			require.NotEmpty(t, f)
 			require.False(t, strings.Contains(v, f), "attribute value %q holds %q", v, f)
+		}
+	}
+}
+
+// The trace context a receiver is sent: linked by default (the attempt's
+// span, in the event's trace), fresh (a new trace ID, recorded on the
+// attempt's span, the event's never sent) or off, the endpoint's choice
+// over the deployment's; never tracestate.
+func TestReceiverTraceContext(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		deployment, endpoint delivery.TraceContext
+		want                 delivery.TraceContext
+	}{
+		{"", "", delivery.TraceLinked},
+		{delivery.TraceFresh, "", delivery.TraceFresh},
+		{delivery.TraceOff, "", delivery.TraceOff},
+		{delivery.TraceOff, delivery.TraceLinked, delivery.TraceLinked},
+		{delivery.TraceLinked, delivery.TraceFresh, delivery.TraceFresh},
+		{delivery.TraceFresh, delivery.TraceOff, delivery.TraceOff},
+	} {
+		rec := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+		tg, got := headerTarget(t, 200)
+		tg.TraceContext = string(tc.endpoint)
+		a := &activities.Activities{Store: &flakyStore{target: tg}, HTTP: activities.NewHTTPClient(false), UserAgent: "test",
+			Tracing: tracing.New(tp), ReceiverTraces: tc.deployment}
+		ctx, parent := tp.Tracer("test").Start(context.Background(), "producer")
+		_, err := a.SendSigned(ctx, activities.SendRequest{DeliveryID: "dlv_1", Cycle: 1, Number: 1, Timeout: time.Second})
+		require.NoError(t, err)
+		parent.End()
+		var span sdktrace.ReadOnlySpan
+		for _, s := range rec.Ended() {
+			if s.Name() == tracing.SpanAttempt {
+				span = s
+			}
+		}
+		require.NotNil(t, span)
+		h := got()
+		require.Empty(t, h.Get("tracestate"))
+		name := fmt.Sprintf("deployment %q, endpoint %q", tc.deployment, tc.endpoint)
+		switch tc.want {
+		case delivery.TraceOff:
+			require.Empty(t, h.Get("traceparent"), name)
+		case delivery.TraceLinked:
+			require.Equal(t, fmt.Sprintf("00-%s-%s-01", parent.SpanContext().TraceID(), span.SpanContext().SpanID()), h.Get("traceparent"), name)
+		case delivery.TraceFresh:
+			tp := h.Get("traceparent")
+			require.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, tp, name)
+			require.NotContains(t, tp, parent.SpanContext().TraceID().String(), name)
+			var sent string
+			for _, kv := range span.Attributes() {
+				if kv.Key == tracing.KeyReceiverTraceID {
+					sent = kv.Value.AsString()
+				}
+			}
+			require.Equal(t, strings.Split(tp, "-")[1], sent, "the attempt's span names the trace the receiver got")
 		}
 	}
 }

@@ -103,6 +103,8 @@ func schemas() obj {
 			"description": "none (the default): every delivery on its own; fifo: the deliveries of one ordering key one at a time, in acceptance order (docs/contract.md#14-ordered-delivery)"},
 		"fifo_on_dead_letter": obj{"type": "string", "enum": []string{string(delivery.DeadLetterSkip), string(delivery.DeadLetterBlock)},
 			"description": "skip (the default): a fifo sequence moves on when its head dead-letters; block: it waits until the dead letter is replayed and succeeds or is released; applies to events accepted from then on"},
+		"trace_context": obj{"type": "string", "enum": []string{"", string(delivery.TraceLinked), string(delivery.TraceFresh), string(delivery.TraceOff)},
+			"description": "trace context the receiver is sent while tracing is on: linked (traceparent of the attempt's span in the event's trace), fresh (a new trace each attempt), off; \"\" (absent) follows the deployment's --receiver-traces; tracestate is never sent"},
 	}
 	endpoint := obj{"type": "object", "properties": merge(endpointProps, obj{"id": str("ep_…"), "disabled_reason": nullable("string"),
 		"public_key": str("whpk_…: an ed25519 endpoint's current public key, to verify v1a signatures"), "created_at": ts, "updated_at": ts})}

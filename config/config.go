@@ -118,6 +118,11 @@ type Config struct {
 	// are never logged. Defaults to none.
 	// Env HOOKRELAY_EGRESS_PROXY_USER, HOOKRELAY_EGRESS_PROXY_PASSWORD.
 	EgressProxyUser, EgressProxyPassword string
+	// ReceiverTraces is the trace context receivers are sent while tracing
+	// is on: linked (the event's trace), fresh (a new trace per attempt) or
+	// off; an endpoint's trace_context overrides it. Defaults to the
+	// worker's (linked). Env HOOKRELAY_RECEIVER_TRACES.
+	ReceiverTraces string
 	// EagerStart starts delivery workflows eagerly on the dispatcher's own
 	// worker. Env HOOKRELAY_EAGER_START.
 	EagerStart bool
@@ -294,6 +299,7 @@ func define(cmd string, c *Config, getenv func(string) string, base Config) *bui
 	b.str(&c.EgressProxy, "egress-proxy", "HOOKRELAY_EGRESS_PROXY", "", "forward proxy every attempt goes through with CONNECT, http:// or https://; the address guard checks each target before the CONNECT; an endpoint's egress_proxy (admin key) overrides it")
 	b.str(&c.EgressProxyUser, "egress-proxy-user", "HOOKRELAY_EGRESS_PROXY_USER", "", "user sent to the egress proxy (Proxy-Authorization: Basic)")
 	b.str(&c.EgressProxyPassword, "egress-proxy-password", "HOOKRELAY_EGRESS_PROXY_PASSWORD", "", "password sent to the egress proxy (prefer the variable: flags show in ps); never logged")
+	b.str(&c.ReceiverTraces, "receiver-traces", "HOOKRELAY_RECEIVER_TRACES", base.ReceiverTraces, "trace context receivers are sent while tracing is on: linked (traceparent of the attempt's span in the event's trace), fresh (traceparent of a new trace each attempt; the producer's trace ID never leaves) or off; tracestate is never sent; an endpoint's trace_context overrides it")
 	b.boolean(&c.EagerStart, "eager-start", "HOOKRELAY_EAGER_START", true, "start delivery workflows eagerly on the dispatcher's own worker")
 	b.num(&c.DispatchBatch, "dispatch-batch", "HOOKRELAY_DISPATCH_BATCH", base.DispatchBatch, "outbox rows claimed per dispatcher round")
 	b.str(&c.FirstAttempts, "first-attempts", "HOOKRELAY_FIRST_ATTEMPTS", FirstAttemptsWorkflow, "how first attempts are made: workflow (every delivery its own DeliveryWorkflow, its whole history in Temporal), or for volume sender (from the outbox; a workflow only after a failure) or carrier (many first attempts to one workflow)")

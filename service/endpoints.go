@@ -46,6 +46,10 @@ type EndpointInput struct {
 	// FIFOOnDeadLetter is "skip" (the default) or "block": what a fifo
 	// sequence does when its head dead-letters.
 	FIFOOnDeadLetter *string `json:"fifo_on_dead_letter"`
+	// TraceContext is what trace context the receiver is sent while
+	// tracing is on: "linked", "fresh" or "off"; "" follows the
+	// deployment's --receiver-traces.
+	TraceContext *string `json:"trace_context"`
 }
 
 // Endpoint is an endpoint as callers see it.
@@ -75,9 +79,12 @@ type Endpoint struct {
 	// Ordering is "none" or "fifo".
 	Ordering string `json:"ordering"`
 	// FIFOOnDeadLetter is "skip" or "block".
-	FIFOOnDeadLetter string    `json:"fifo_on_dead_letter"`
-	CreatedAt        time.Time `json:"created_at"`
-	UpdatedAt        time.Time `json:"updated_at"`
+	FIFOOnDeadLetter string `json:"fifo_on_dead_letter"`
+	// TraceContext is the endpoint's choice of trace context, absent when
+	// it follows the deployment's.
+	TraceContext string    `json:"trace_context,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 	// Secret is an HMAC endpoint's "whsec_…", in the result that made it
 	// only.
 	Secret string `json:"secret,omitempty"`
@@ -87,7 +94,7 @@ func viewEndpoint(e store.Endpoint) Endpoint {
 	v := Endpoint{ID: e.ID, URL: e.URL, Description: e.Description, EventTypes: e.EventTypes, Environment: e.Environment,
 		Disabled: e.Disabled, DisabledReason: e.DisabledReason, Paused: e.Paused, RateLimit: nonZero(e.RateLimit), MaxInFlight: nonZero(e.MaxInFlight), Deadline: e.Deadline.String(), RequestTimeout: e.RequestTimeout.String(),
 		Headers: e.Headers, Filter: e.Filter, SignatureScheme: e.SignatureScheme, PublicKey: e.PublicKey, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt,
-		EgressProxy: e.EgressProxy, Ordering: string(e.Ordering), FIFOOnDeadLetter: string(e.FIFOOnDeadLetter)}
+		EgressProxy: e.EgressProxy, Ordering: string(e.Ordering), FIFOOnDeadLetter: string(e.FIFOOnDeadLetter), TraceContext: e.TraceContext}
 	if v.Ordering == "" {
 		v.Ordering = string(delivery.OrderingNone)
 	}
@@ -214,7 +221,7 @@ func (s *Service) PatchEndpoint(ctx context.Context, p principal, appID, id stri
 	}
 	pt := store.EndpointPatch{URL: in.URL, Description: in.Description, EventTypes: in.EventTypes, Environment: in.Environment,
 		Disabled: in.Disabled, Paused: in.Paused, RateLimit: in.RateLimit, MaxInFlight: in.MaxInFlight, Headers: in.Headers, Filter: in.Filter,
-		EgressProxy: in.EgressProxy}
+		EgressProxy: in.EgressProxy, TraceContext: in.TraceContext}
 	if in.Ordering != nil {
 		pt.Ordering = &e.Ordering
 	}

@@ -124,6 +124,12 @@ func (s *Service) applyEndpoint(p principal, in EndpointInput, e *store.Endpoint
 		}
 		e.EgressProxy = *in.EgressProxy
 	}
+	if in.TraceContext != nil {
+		if v := delivery.TraceContext(*in.TraceContext); v != "" && !v.Valid() {
+			return bad("trace_context", `must be "linked", "fresh", "off" or "" for the deployment's --receiver-traces`)
+		}
+		e.TraceContext = *in.TraceContext
+	}
 	if in.Ordering != nil {
 		if o := delivery.Ordering(*in.Ordering); !o.Valid() {
 			return bad("ordering", `must be "none" or "fifo"`)

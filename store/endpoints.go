@@ -55,14 +55,17 @@ type Endpoint struct {
 	// FIFOOnDeadLetter is delivery.DeadLetterSkip (the default) or
 	// delivery.DeadLetterBlock.
 	FIFOOnDeadLetter delivery.DeadLetterChoice
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// TraceContext is what trace context the receiver is sent
+	// (delivery.TraceContext*), "" for the deployment's --receiver-traces.
+	TraceContext string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
 }
 
 const endpointCols = `id, app_id, url, description, event_types, environment, disabled, disabled_reason, paused, COALESCE(rate_limit, 0), COALESCE(max_in_flight, 0),
 	retry_schedule_ms, deadline_ms, request_timeout_ms, headers, filter, signature_scheme,
 	COALESCE((SELECT s.public_key FROM endpoint_secrets s WHERE s.endpoint_id = endpoints.id AND s.status = 'current' ORDER BY s.created_at DESC LIMIT 1), ''),
-	created_at, updated_at, COALESCE(egress_proxy, ''), ordering, fifo_on_dead_letter`
+	created_at, updated_at, COALESCE(egress_proxy, ''), ordering, fifo_on_dead_letter, COALESCE(trace_context, '')`
 
 func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	var e Endpoint
@@ -70,7 +73,7 @@ func scanEndpoint(r pgx.Row) (Endpoint, error) {
 	var deadline, timeout int64
 	var headers []byte
 	if err := r.Scan(&e.ID, &e.AppID, &e.URL, &e.Description, &e.EventTypes, &e.Environment, &e.Disabled, &e.DisabledReason, &e.Paused, &e.RateLimit, &e.MaxInFlight,
-		&sched, &deadline, &timeout, &headers, &e.Filter, &e.SignatureScheme, &e.PublicKey, &e.CreatedAt, &e.UpdatedAt, &e.EgressProxy, &e.Ordering, &e.FIFOOnDeadLetter); err != nil {
+		&sched, &deadline, &timeout, &headers, &e.Filter, &e.SignatureScheme, &e.PublicKey, &e.CreatedAt, &e.UpdatedAt, &e.EgressProxy, &e.Ordering, &e.FIFOOnDeadLetter, &e.TraceContext); err != nil {
 		return Endpoint{}, err
 	}
 	e.RetrySchedule = delivery.Durations(sched)
@@ -126,11 +129,11 @@ func (s *Store) CreateEndpoint(ctx context.Context, e Endpoint) (Endpoint, strin
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		row := tx.QueryRow(ctx, `
 			INSERT INTO endpoints (id, app_id, url, description, event_types, environment, disabled,
-			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme, paused, rate_limit, max_in_flight, filter, egress_proxy, ordering, fifo_on_dead_letter)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULLIF($15, 0), NULLIF($16, 0), $17, NULLIF($18, ''), $19, $20)
+			                       retry_schedule_ms, deadline_ms, request_timeout_ms, headers, headers_sealed, signature_scheme, paused, rate_limit, max_in_flight, filter, egress_proxy, ordering, fifo_on_dead_letter, trace_context)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, NULLIF($15, 0), NULLIF($16, 0), $17, NULLIF($18, ''), $19, $20, NULLIF($21, ''))
 			RETURNING `+endpointCols,
 			e.ID, e.AppID, e.URL, e.Description, e.EventTypes, e.Environment, e.Disabled,
-			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme, e.Paused, e.RateLimit, e.MaxInFlight, e.Filter, e.EgressProxy, e.Ordering, e.FIFOOnDeadLetter)
+			toMS(e.RetrySchedule), e.Deadline.Milliseconds(), e.RequestTimeout.Milliseconds(), masked, sealed, e.SignatureScheme, e.Paused, e.RateLimit, e.MaxInFlight, e.Filter, e.EgressProxy, e.Ordering, e.FIFOOnDeadLetter, e.TraceContext)
 		var err error
 		if e, err = scanEndpoint(row); err != nil {
 			return foreignApp(err, e.AppID)
@@ -205,6 +208,8 @@ type EndpointPatch struct {
 	// FIFOOnDeadLetter changes the dead-letter choice of deliveries
 	// accepted from now on.
 	FIFOOnDeadLetter *delivery.DeadLetterChoice
+	// TraceContext "" follows the deployment's --receiver-traces again.
+	TraceContext *string
 }
 
 // ReasonDisabledByAPI is the disabled_reason of an endpoint disabled by
@@ -262,11 +267,12 @@ func (s *Store) PatchEndpoint(ctx context.Context, appID, id string, p EndpointP
 			  max_in_flight = CASE WHEN $16::int IS NULL THEN max_in_flight ELSE NULLIF($16, 0) END,
 			  filter = COALESCE($17, filter), updated_at = now(),
 			  egress_proxy = CASE WHEN $18::text IS NULL THEN egress_proxy ELSE NULLIF($18, '') END,
-			  ordering = COALESCE($19, ordering), fifo_on_dead_letter = COALESCE($20, fifo_on_dead_letter)
+			  ordering = COALESCE($19, ordering), fifo_on_dead_letter = COALESCE($20, fifo_on_dead_letter),
+			  trace_context = CASE WHEN $21::text IS NULL THEN trace_context ELSE NULLIF($21, '') END
 			WHERE app_id = $1 AND id = $2
 			RETURNING `+endpointCols,
 			appID, id, p.URL, p.Description, p.EventTypes, p.Environment, p.Disabled, sched, ms(p.Deadline), ms(p.RequestTimeout),
-			masked, ReasonDisabledByAPI, sealed, p.Paused, p.RateLimit, p.MaxInFlight, p.Filter, p.EgressProxy, p.Ordering, p.FIFOOnDeadLetter))
+			masked, ReasonDisabledByAPI, sealed, p.Paused, p.RateLimit, p.MaxInFlight, p.Filter, p.EgressProxy, p.Ordering, p.FIFOOnDeadLetter, p.TraceContext))
 		if err != nil {
 			return fmt.Errorf("patch endpoint %s: %w", id, err)
 		}

@@ -41,6 +41,9 @@ type Target struct {
 	// Sequence is an ordered delivery's place in its sequence (sent as
 	// delivery.HeaderSequence); 0 for an unordered delivery.
 	Sequence int64
+	// TraceContext is the endpoint's choice of the trace context its
+	// receiver is sent (delivery.TraceContext*), "" for the deployment's.
+	TraceContext string
 }
 
 // targetQuery selects each delivery of $1 with its endpoint, frozen
@@ -49,7 +52,8 @@ type Target struct {
 const targetQuery = `
 		SELECT d.id, d.app_id, d.event_id, d.endpoint_id, e.url, e.headers, e.headers_sealed,
 		       (e.disabled OR e.deleted_at IS NOT NULL), e.paused, COALESCE(e.rate_limit, 0), COALESCE(e.max_in_flight, 0), ev.payload,
-		       COALESCE(e.egress_proxy, ''), COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}'), COALESCE(d.sequence, 0)
+		       COALESCE(e.egress_proxy, ''), COALESCE(k.ids, '{}'), COALESCE(k.sealed, '{}'), COALESCE(d.sequence, 0),
+		       COALESCE(e.trace_context, '')
 		FROM deliveries d
 		JOIN endpoints e ON e.id = d.endpoint_id
 		JOIN events ev ON ev.app_id = d.app_id AND ev.id = d.event_id
@@ -84,7 +88,7 @@ func scanSealed(r pgx.Row, extra ...any) (sealedTarget, error) {
 	var st sealedTarget
 	t := &st.Target
 	dest := []any{&t.DeliveryID, &t.AppID, &t.EventID, &t.EndpointID, &t.URL, &st.headers, &st.sealed, &t.Inactive, &t.Paused, &t.RateLimit,
-		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &st.keyIDs, &st.keysSealed, &t.Sequence}
+		&t.MaxInFlight, &t.Payload, &t.EgressProxy, &st.keyIDs, &st.keysSealed, &t.Sequence, &t.TraceContext}
 	err := r.Scan(append(dest, extra...)...)
 	return st, err
 }
@@ -188,7 +192,7 @@ const claimTargetSQL = `
 		  SELECT d.id FROM deliveries d WHERE d.id = ANY ($1) AND ` + asyncCommit + `
 		  ORDER BY d.id FOR UPDATE OF d
 		), t (id, app_id, event_id, endpoint_id, url, headers, headers_sealed, inactive, paused, rate_limit, max_in_flight,
-		      payload, egress_proxy, key_ids, keys_sealed, sequence) AS (` + targetQuery + `
+		      payload, egress_proxy, key_ids, keys_sealed, sequence, trace_context) AS (` + targetQuery + `
 		), upd AS (
 		  UPDATE deliveries d SET status = $4, inflight_until = v.until
 		  FROM l JOIN v ON v.id = l.id JOIN t ON t.id = l.id

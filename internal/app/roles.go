@@ -10,6 +10,7 @@ import (
 
 	"hookrelay/activities"
 	"hookrelay/api"
+	"hookrelay/delivery"
 	"hookrelay/dispatch"
 	"hookrelay/portal"
 	"hookrelay/service"
@@ -28,18 +29,23 @@ func (st *Stack) startWorker(opts Options, ownMetrics bool) error {
 	if err != nil {
 		return err
 	}
+	traces := delivery.TraceContext(cfg.ReceiverTraces)
+	if !traces.Valid() {
+		return fmt.Errorf("receiver-traces %q (HOOKRELAY_RECEIVER_TRACES): want %s, %s or %s", cfg.ReceiverTraces, delivery.TraceLinked, delivery.TraceFresh, delivery.TraceOff)
+	}
 	acts := &activities.Activities{
-		Store:     batched,
-		HTTP:      activities.NewHTTPClientVia(!cfg.AllowPrivateTargets, nil, egressProxy),
-		Egress:    &activities.Egress{Guarded: !cfg.AllowPrivateTargets},
-		UserAgent: "hookrelay/" + api.Version,
-		Logger:    logger.With("component", "delivery"),
-		Metrics:   series,
-		Shares:    &activities.Shares{PerEndpoint: cfg.EndpointShare},
-		Breaker:   &activities.Breaker{Misses: cfg.BreakerMisses},
-		Local:     &activities.LocalFirsts{},
-		Completer: tc,
-		Tracing:   st.Tracing,
+		Store:          batched,
+		HTTP:           activities.NewHTTPClientVia(!cfg.AllowPrivateTargets, nil, egressProxy),
+		Egress:         &activities.Egress{Guarded: !cfg.AllowPrivateTargets},
+		UserAgent:      "hookrelay/" + api.Version,
+		Logger:         logger.With("component", "delivery"),
+		Metrics:        series,
+		Shares:         &activities.Shares{PerEndpoint: cfg.EndpointShare},
+		Breaker:        &activities.Breaker{Misses: cfg.BreakerMisses},
+		Local:          &activities.LocalFirsts{},
+		Completer:      tc,
+		Tracing:        st.Tracing,
+		ReceiverTraces: traces,
 	}
 	d := &dispatch.Dispatcher{Pool: st.Pool, Client: tc, TaskQueue: opts.TaskQueue, Batch: cfg.DispatchBatch,
 		NoEagerStart: !cfg.EagerStart, CarrierSize: cfg.CarrierSize, CarrierMin: cfg.CarrierMin, Logger: logger.With("component", "dispatcher"),

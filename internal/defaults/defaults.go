@@ -10,6 +10,7 @@ import (
 	"hookrelay/activities"
 	"hookrelay/api"
 	"hookrelay/config"
+	"hookrelay/delivery"
 	"hookrelay/dispatch"
 	"hookrelay/store"
 	"hookrelay/worker"
@@ -31,5 +32,6 @@ func Components() config.Config {
 		Retention:             store.RetentionDefault,
 		FailingAfter:          store.FailingAfterDefault,
 		AutoDisableAfter:      store.AutoDisableAfterDefault,
+		ReceiverTraces:        string(delivery.TraceContextDefault),
 	}
 }

@@ -16,6 +16,9 @@ const (
 	KeyAttempt    = attribute.Key("hookrelay.attempt")
 	KeyClass      = attribute.Key("hookrelay.class")
 	KeyStatusCode = attribute.Key("http.response.status_code")
+	// KeyReceiverTraceID is the trace ID a receiver was sent instead of
+	// the event's (delivery.TraceFresh).
+	KeyReceiverTraceID = attribute.Key("hookrelay.receiver_trace_id")
 )
 
 // Allowed are the attribute keys hookrelay sets, with the Temporal
@@ -23,9 +26,13 @@ const (
 // is its delivery ID).
 var Allowed = map[attribute.Key]bool{
 	KeyApp: true, KeyEndpoint: true, KeyEventType: true, KeyEvent: true, KeyDelivery: true, KeyDeliveries: true,
-	KeyCycle: true, KeyAttempt: true, KeyClass: true, KeyStatusCode: true,
+	KeyCycle: true, KeyAttempt: true, KeyClass: true, KeyStatusCode: true, KeyReceiverTraceID: true,
 	"temporalWorkflowID": true, "temporalRunID": true, "temporalActivityID": true, "temporalUpdateID": true,
 }
+
+// ReceiverTraceID is the trace ID a receiver was sent instead of the
+// event's.
+func ReceiverTraceID(id string) attribute.KeyValue { return KeyReceiverTraceID.String(id) }
 
 // App names an app.
 func App(id string) attribute.KeyValue { return KeyApp.String(id) }

@@ -13,6 +13,7 @@ package tracing
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"strings"
@@ -209,6 +210,26 @@ func (t *Tracing) Inject(ctx context.Context, h http.Header) {
 	}
 	t.prop.Inject(ctx, propagation.HeaderCarrier(h))
 	h.Del("tracestate")
+}
+
+// InjectFresh sets W3C traceparent on h naming a new trace (a random
+// trace ID and span ID, sampled as ctx's span is) instead of ctx's, so a
+// receiver that traces starts its own trace and the producer's trace ID
+// never leaves; it answers the new trace ID, "" (and sets nothing) when off
+// or when ctx holds no valid span.
+func (t *Tracing) InjectFresh(ctx context.Context, h http.Header) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if t == nil || !sc.IsValid() {
+		return ""
+	}
+	var tid trace.TraceID
+	var sid trace.SpanID
+	_, _ = rand.Read(tid[:])
+	_, _ = rand.Read(sid[:])
+	fresh := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: sc.TraceFlags(), Remote: true})
+	t.prop.Inject(trace.ContextWithSpanContext(context.Background(), fresh), propagation.HeaderCarrier(h))
+	h.Del("tracestate")
+	return tid.String()
 }
 
 // Restore returns ctx with the remote parent stored with an outbox row

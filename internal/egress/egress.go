@@ -15,13 +15,15 @@
 //
 // Failing to reach the proxy, to set up TLS with it, or a CONNECT it does
 // not answer 200 is a *ProxyError: an operator fault, not the endpoint's.
-// A proxy answers 502, 503 or 504 (or nothing, within the request's
-// timeout) both when it failed and when it could not reach the target; a
-// proxy that opened a tunnel for this Dialer within HealthyWindow works,
-// so such an answer from it is the target's failure (*UnreachableError,
-// or the request's own timeout), which counts toward the endpoint's
-// failing streak like a refused connection made directly: a receiver
-// that is down cannot pass its failures off as the operator's.
+// The one exception is a proxy that says, in an RFC 9209 Proxy-Status
+// header, that the target failed (connection_refused, connection_timeout,
+// destination_unavailable, …): that answer is the target's failure
+// (*UnreachableError), which counts toward the endpoint's failing streak
+// like a refused connection made directly. A bare 502, 503 or 504 names no
+// culprit, so it stays the proxy's. A proxy that opened a tunnel for this
+// Dialer within HealthyWindow and is still waiting on the target when the
+// request's timeout comes is taken to be waiting on the target (the
+// request's own timeout).
 package egress
 
 import (
@@ -50,7 +52,7 @@ const Direct = "direct"
 const ConnectTimeoutDefault = 30 * time.Second
 
 // HealthyWindow is how long after opening a tunnel a proxy is taken to
-// work: its 502, 503 or 504 to a CONNECT (or its silence) blames the
+// work: its silence on a CONNECT until the request's timeout blames the
 // target, not the proxy.
 const HealthyWindow = time.Minute
 
@@ -246,11 +248,8 @@ func (d *Dialer) connect(ctx context.Context, conn net.Conn, target netip.AddrPo
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		switch resp.StatusCode {
-		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-			if d.healthy() {
-				return nil, &UnreachableError{Proxy: d.Proxy.String(), Status: resp.Status}
-			}
+		if kind := targetFailure(resp.Header); kind != "" {
+			return nil, &UnreachableError{Proxy: d.Proxy.String(), Status: resp.Status, Kind: kind}
 		}
 		return nil, &ProxyError{Proxy: d.Proxy.String(), Op: "connect", StatusCode: resp.StatusCode, Status: resp.Status}
 	}

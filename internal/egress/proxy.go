@@ -108,23 +108,23 @@ func (e *ProxyError) Error() string {
 
 func (e *ProxyError) Unwrap() error { return e.Err }
 
-// UnreachableError is a working proxy's answer that it could not reach
-// the target (a 502, 503 or 504 to CONNECT, or no answer within the
-// request's timeout, from a proxy that opened a tunnel within
-// HealthyWindow): the target's failure, like a refused connection made
-// directly. It never holds credentials.
+// UnreachableError is a proxy's answer that it could not reach the target:
+// a CONNECT refused with a Proxy-Status naming a failure of the target
+// (Kind), or no answer within the request's timeout from a proxy that
+// opened a tunnel within HealthyWindow. It is the target's failure, like a
+// refused connection made directly. It never holds credentials.
 type UnreachableError struct {
 	// Proxy is Proxy.String().
 	Proxy string
 	// Status is the proxy's answer (e.g. "502 Bad Gateway"), "" when Err
-	// (a timeout) says why.
-	Status string
-	Err    error
+	// (a timeout) says why; Kind is its Proxy-Status error type.
+	Status, Kind string
+	Err          error
 }
 
 func (e *UnreachableError) Error() string {
 	if e.Status != "" {
-		return fmt.Sprintf("egress proxy %s could not reach the target (CONNECT answered %s)", e.Proxy, e.Status)
+		return fmt.Sprintf("egress proxy %s could not reach the target (CONNECT answered %s, Proxy-Status error=%s)", e.Proxy, e.Status, e.Kind)
 	}
 	return fmt.Sprintf("egress proxy %s could not reach the target: %v", e.Proxy, e.Err)
 }

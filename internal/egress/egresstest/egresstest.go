@@ -30,8 +30,12 @@ type Options struct {
 	// TLS serves the proxy over TLS (an https:// proxy URL) with a
 	// self-signed certificate for 127.0.0.1; RootCAs trusts it.
 	TLS bool
-	// Answer, when set, is the status every CONNECT gets (no tunnel).
+	// Answer, when set, is the status every CONNECT gets (no tunnel), with
+	// no Proxy-Status: the proxy's own failure.
 	Answer int
+	// Bare leaves Proxy-Status out of the 502 a CONNECT gets when the
+	// target cannot be reached (a proxy that does not implement RFC 9209).
+	Bare bool
 }
 
 // Proxy is a running CONNECT proxy.
@@ -155,7 +159,12 @@ func (p *Proxy) handle(c net.Conn) {
 	}
 	up, err := net.DialTimeout("tcp", req.Host, 5*time.Second)
 	if err != nil {
-		answer(http.StatusBadGateway)
+		if p.opts.Bare {
+			answer(http.StatusBadGateway)
+			return
+		}
+		// RFC 9209: the target refused the connection.
+		fmt.Fprintf(c, "HTTP/1.1 502 Bad Gateway\r\nProxy-Status: egresstest; error=connection_refused\r\nContent-Length: 0\r\n\r\n")
 		return
 	}
 	p.track(up, true)

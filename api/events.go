@@ -113,11 +113,6 @@ func (s *Server) createEvent(c *gin.Context) {
 		s.backlogs.added(app, len(pub.Deliveries)-pub.Ordered)
 	}
 	s.metrics.Ingested(outcome)
-	for _, f := range pub.FilteredOut {
-		if f.Error != "" && !pub.Duplicate {
-			s.metrics.FilterError(f.EndpointID)
-		}
-	}
 	c.JSON(status, pub)
 }
 

@@ -149,6 +149,10 @@ func New(opts Options) *Server {
 		svc = service.New(service.Options{Store: opts.Store, Engine: opts.Engine, Logger: logger, AllowPrivateTargets: opts.AllowPrivateTargets,
 			Retention: opts.Retention, LinkSigner: opts.LinkSigner, Dispatcher: opts.Dispatcher})
 	}
+	if opts.Metrics != nil {
+		// Every publish through this service counts its filter errors.
+		svc.Publisher().WithFilterErrors(opts.Metrics)
+	}
 	return &Server{store: opts.Store, engine: opts.Engine, logger: logger,
 		backlogs:     newBacklogs(opts.Store, opts.MaxBacklog),
 		authFailures: authLimiter{limit: cmp.Or(opts.AuthFailuresPerMinute, AuthFailuresPerMinuteDefault)},

@@ -30,6 +30,25 @@ type Publisher struct {
 	mu      sync.Mutex
 	// apps are the filtered endpoints last read of each app.
 	apps map[string][]endpointFilter
+	// errs counts filter errors (WithFilterErrors); nil counts nothing.
+	errs FilterErrorCounter
+}
+
+// FilterErrorCounter counts the events an endpoint's filter failed to
+// evaluate on (hookrelay's *metrics.Sender is one:
+// hookrelay_filter_errors_total).
+type FilterErrorCounter interface {
+	FilterError(endpointID string)
+}
+
+// WithFilterErrors makes p count each filter error of the events it
+// publishes with c (a repeat of a published event counts nothing), and
+// returns p. Set it before p publishes. The API's ingest counts through
+// it; a producer that publishes in its own transaction passes its own
+// counter to count the same.
+func (p *Publisher) WithFilterErrors(c FilterErrorCounter) *Publisher {
+	p.errs = c
+	return p
 }
 
 // endpointFilter is one enabled endpoint's filter and the event types it

@@ -140,8 +140,9 @@ type envelope struct {
 // an outbox row for each. Nothing is visible until tx commits; a rollback
 // leaves no trace. It returns delivery.ErrNotFound for an unknown app and
 // delivery.ErrConflict when ev.ID was published before with different
-// content. Each call compiles the app's filters afresh; a producer that
-// publishes often keeps a Publisher instead.
+// content. Each call compiles the app's filters afresh and counts no filter
+// error; a producer that publishes often keeps a Publisher instead
+// (Publisher.Publish), counting filter errors with WithFilterErrors.
 func Publish(ctx context.Context, tx pgx.Tx, appID string, ev Event) (Published, error) {
 	return NewPublisher().publish(ctx, tx, appID, ev, nil)
 }
@@ -247,6 +248,13 @@ func (p *Publisher) publish(ctx context.Context, q Querier, appID string, ev Eve
 			out.Deliveries = append(out.Deliveries, DeliveryRef{ID: dlvIDs[i], EndpointID: endpoints[i], Status: delivery.StatusPending})
 		}
 		out.FilteredOut = skipped
+		if p.errs != nil {
+			for _, f := range skipped {
+				if f.Error != "" {
+					p.errs.FilterError(f.EndpointID)
+				}
+			}
+		}
 		out.Ordered = ordered
 		out.Notified = woke > 0
 		if claimBy != nil {

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"os"
 	"strconv"
@@ -631,4 +632,34 @@ func TestTestEventsJoinNoSequence(t *testing.T) {
 	seq := seqOf(real)
 	require.NotNil(t, seq)
 	require.EqualValues(t, 1, *seq, "the first real event is the sequence's first")
+}
+
+// countErrors is a FilterErrorCounter.
+type countErrors map[string]int
+
+func (c countErrors) FilterError(endpointID string) { c[endpointID]++ }
+
+// A producer publishing in its own transaction counts filter errors as the
+// API's ingest does: each event a filter failed on, once (not its repeat).
+func TestPublisherCountsFilterErrorsInTheProducersTransaction(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	setFilter(t, b, b.all, "data.amount >= 5000")
+	counted := countErrors{}
+	p := outbox.NewPublisher().WithFilterErrors(counted)
+	ctx := context.Background()
+	for i, data := range []string{`{"amount": 9000}`, `{"currency": "usd"}`, `{"amount": "lots"}`} {
+		tx, err := b.st.Pool().Begin(ctx)
+		require.NoError(t, err)
+		_, err = p.Publish(ctx, tx, b.app.ID, outbox.Event{ID: fmt.Sprintf("evt_counted_%d", i), Type: "payment.succeeded", Data: json.RawMessage(data)})
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	require.Equal(t, countErrors{b.all.ID: 2}, counted)
+	tx, err := b.st.Pool().Begin(ctx)
+	require.NoError(t, err)
+	_, err = p.Publish(ctx, tx, b.app.ID, outbox.Event{ID: "evt_counted_1", Type: "payment.succeeded", Data: json.RawMessage(`{"currency": "usd"}`)})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.Equal(t, countErrors{b.all.ID: 2}, counted, "a repeat counts nothing")
 }

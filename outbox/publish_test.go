@@ -3,8 +3,8 @@ package outbox_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"

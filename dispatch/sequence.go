@@ -71,7 +71,7 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 	// holdSequence renew the hold.
 	var holding atomic.Bool
 	go d.holdSequence(ctx, stop, in, holder, &holding)
-	end := time.Now().Add(workflows.SequenceRunBudget)
+	end := time.Now().Add(cmp.Or(in.Budget, workflows.SequenceRunBudget))
 	// lingered is set once the run waited on an empty sequence.
 	lingered := false
 	bell := d.bells.ring(workflows.SequencerID(in.EndpointID, in.OrderingKey))

@@ -34,7 +34,7 @@ func TestHistoriesOfOrderedPaths(t *testing.T) {
 		h.waitDelivery(appID, id, 20*time.Second, delivery.StatusSucceeded)
 	}
 	sequencerEnded("straight")
-	h.keepHistory("v6-sequencer-sends-and-ends", workflows.SequencerID(ep, "straight"), "")
+	h.keepHistory("v14-sequencer-local-run-sends-and-ends", workflows.SequencerID(ep, "straight"), "")
 
 	handed := h.sendKeyed(appID, "flaky", 1).Deliveries[0].ID
 	behind := h.sendKeyed(appID, "flaky", 2).Deliveries[0].ID

@@ -26,10 +26,18 @@ const (
 	SignalEnded = "ended"
 )
 
-// versionSequencerBlockedWaits makes a sequencer blocked by a dead letter
-// look again only every SequenceCheckMax, not every SequenceCheckEvery (see
-// workflow.GetVersion).
-const versionSequencerBlockedWaits = "sequencer-blocked-waits"
+// Change IDs of SequencerWorkflow (see workflow.GetVersion).
+const (
+	// versionSequencerBlockedWaits makes a sequencer blocked by a dead
+	// letter look again only every SequenceCheckMax, not every
+	// SequenceCheckEvery.
+	versionSequencerBlockedWaits = "sequencer-blocked-waits"
+	// versionSequencerLocalRun makes a sequencer's first RunSequence a
+	// local activity of its first workflow task, bounded by
+	// SequenceLocalBudget (before: a regular activity, with its own task
+	// and a second workflow task).
+	versionSequencerLocalRun = "sequencer-local-run"
+)
 
 // Bounds of a sequencer.
 const (
@@ -37,6 +45,11 @@ const (
 	// past it the activity returns, so the sequencer's history shows its
 	// progress and a run can continue as new.
 	SequenceRunBudget = time.Minute
+	// SequenceLocalBudget bounds a sequencer's first run, made as a local
+	// activity in its first workflow task: a new key's event or two (the
+	// common case: one event, sent and done) cost one workflow task; a
+	// sequence with more to send goes on in regular runs.
+	SequenceLocalBudget = 3 * time.Second
 	// SequenceCheckEvery is how long a sequencer waits for the delivery
 	// ahead (in its own workflow, or a dead letter that blocks) or for a
 	// paused endpoint before it reads its sequence again: a delivery
@@ -90,6 +103,8 @@ type SequenceRun struct {
 	// Check asks whether the workflow of the delivery waited for still
 	// runs (see SequenceCheckEvery).
 	Check bool `json:",omitempty"`
+	// Budget bounds the run's sending (zero: SequenceRunBudget).
+	Budget time.Duration `json:",omitempty"`
 }
 
 // SequenceStep is what one RunSequence activity did and where the
@@ -142,6 +157,13 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		},
 		Summary: "send the sequence's deliveries in order",
 	})
+	// The first run goes in the first workflow task, as a local activity.
+	local := workflow.GetVersion(ctx, versionSequencerLocalRun, workflow.DefaultVersion, 1) == 1
+	lctx := workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		ScheduleToCloseTimeout: SequenceLocalBudget + 2*delivery.MaxRequestTimeout,
+		RetryPolicy:            &temporal.RetryPolicy{MaximumAttempts: 1},
+		Summary:                "send the sequence's next deliveries in order",
+	})
 	check := false
 	// checkEvery is the next wait for the delivery waited for before its
 	// workflow is checked.
@@ -151,7 +173,15 @@ func SequencerWorkflow(ctx workflow.Context, in SequencerInput) error {
 		drain(ended)
 		var step SequenceStep
 		run := SequenceRun{EndpointID: in.EndpointID, OrderingKey: in.OrderingKey, WaitingOn: in.WaitingOn, Check: check}
-		err := workflow.ExecuteActivity(actx, RunSequenceName, run).Get(ctx, &step)
+		var err error
+		if local {
+			// A failed local run is not retried in place: the loop below
+			// waits sequenceRetryWait and runs a regular activity.
+			local, run.Budget = false, SequenceLocalBudget
+			err = workflow.ExecuteLocalActivity(lctx, RunSequenceName, run).Get(ctx, &step)
+		} else {
+			err = workflow.ExecuteActivity(actx, RunSequenceName, run).Get(ctx, &step)
+		}
 		check = false
 		if err != nil {
 			workflow.GetLogger(ctx).Warn("sequencer: sending failed; trying again", "error", err)

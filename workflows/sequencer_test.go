@@ -26,6 +26,8 @@ type sequenced struct {
 	steps []func() (workflows.SequenceStep, error)
 	runs  []workflows.SequenceRun
 	at    []time.Duration
+	// local says which runs were local activities.
+	local []bool
 }
 
 func newSequenced(t *testing.T, steps ...func() (workflows.SequenceStep, error)) *sequenced {
@@ -34,8 +36,9 @@ func newSequenced(t *testing.T, steps ...func() (workflows.SequenceStep, error))
 	s := &sequenced{env: suite.NewTestWorkflowEnvironment(), steps: steps}
 	s.start = s.env.Now()
 	s.env.RegisterWorkflowWithOptions(workflows.SequencerWorkflow, workflow.RegisterOptions{Name: workflows.SequencerWorkflowName})
-	s.env.RegisterActivityWithOptions(func(_ context.Context, in workflows.SequenceRun) (workflows.SequenceStep, error) {
+	s.env.RegisterActivityWithOptions(func(ctx context.Context, in workflows.SequenceRun) (workflows.SequenceStep, error) {
 		s.runs = append(s.runs, in)
+		s.local = append(s.local, activity.GetInfo(ctx).IsLocalActivity)
 		s.at = append(s.at, s.env.Now().Sub(s.start))
 		if len(s.steps) == 0 {
 			return workflows.SequenceStep{Empty: true}, nil
@@ -67,7 +70,9 @@ func TestSequencerEndsWhenItsSequenceIsEmpty(t *testing.T) {
 	s.run(t)
 	require.Len(t, s.runs, 2, "a run that used its budget runs again at once; empty ends")
 	require.Equal(t, []time.Duration{0, 0}, s.at)
-	require.Equal(t, workflows.SequenceRun{EndpointID: "ep_1", OrderingKey: "k"}, s.runs[0])
+	require.Equal(t, workflows.SequenceRun{EndpointID: "ep_1", OrderingKey: "k", Budget: workflows.SequenceLocalBudget}, s.runs[0])
+	require.Equal(t, workflows.SequenceRun{EndpointID: "ep_1", OrderingKey: "k"}, s.runs[1])
+	require.Equal(t, []bool{true, false}, s.local, "the first run in the first workflow task, the rest regular activities")
 }
 
 func TestSequencerWaitsForTheDeliveryAheadToEnd(t *testing.T) {

@@ -60,16 +60,19 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 	}
 	info := activity.GetInfo(ctx)
 	holder := info.WorkflowExecution.RunID + "/" + info.ActivityID + "/" + strconv.Itoa(int(info.Attempt))
+	// holding is set while the run holds the sequence; only then does
+	// holdSequence renew the hold, and the run's end let it go.
+	var holding atomic.Bool
 	defer func() {
+		if !holding.Load() {
+			return
+		}
 		if err := store.UnleaseSequence(context.WithoutCancel(ctx), d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
 			d.logger().Warn("sequence hold not ended; it lapses", "sequencer", info.WorkflowExecution.ID, "err", err)
 		}
 	}()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	// holding is set while the run holds the sequence; only then does
-	// holdSequence renew the hold.
-	var holding atomic.Bool
 	go d.holdSequence(ctx, stop, in, holder, &holding)
 	end := time.Now().Add(cmp.Or(in.Budget, workflows.SequenceRunBudget))
 	// lingered is set once the run waited on an empty sequence.
@@ -138,6 +141,7 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 			// held (and woke no one for) is read now.
 			holding.Store(false)
 			if err := store.UnleaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
+				holding.Store(true) // the run's end tries again
 				return step, err
 			}
 			if h, ok, err = store.SequenceHead(ctx, d.Pool, in.EndpointID, in.OrderingKey); err != nil || !ok {
@@ -164,6 +168,7 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 				// queued while the run held the sequence, woke no one.
 				holding.Store(false)
 				if err := store.UnleaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
+					holding.Store(true) // the run's end tries again
 					return step, err
 				}
 				again, ok, err := store.SequenceHead(ctx, d.Pool, in.EndpointID, in.OrderingKey)
@@ -204,6 +209,7 @@ func (d *Dispatcher) RunSequence(ctx context.Context, in workflows.SequenceRun) 
 				// while the run held the sequence woke no one.
 				holding.Store(false)
 				if err := store.UnleaseSequence(ctx, d.Pool, in.EndpointID, in.OrderingKey, holder); err != nil {
+					holding.Store(true) // the run's end tries again
 					return step, err
 				}
 				if paused, err := store.EndpointPaused(ctx, d.Pool, in.EndpointID); err != nil || !paused {

@@ -113,6 +113,18 @@ func (q *sequenceWakes) take(now time.Time) (wakes []sequenceWake, next time.Tim
 	return wakes, next
 }
 
+// dueChecks is how many statements may look for ended sequences at the
+// front now: wakeCheckRounds when a key may be handed out at now, none
+// otherwise (no wake is spent before the next is due).
+func (q *sequenceWakes) dueChecks(now time.Time) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.n > 0 && now.Sub(q.last) >= wakeEvery {
+		return wakeCheckRounds
+	}
+	return 0
+}
+
 // front returns up to n keys in the order take would hand them out,
 // leaving them queued.
 func (q *sequenceWakes) front(n int) []store.SequenceKey {
@@ -217,8 +229,9 @@ func (d *Dispatcher) signalWakes(ctx context.Context) error {
 	var errs []error
 	// The sequences at the front that ended leave the queue first, a
 	// statement per wakeCheckChunk of them, so they take no second's
-	// wakes (an app deleted with thousands of keys queued).
-	for range wakeCheckRounds {
+	// wakes (an app deleted with thousands of keys queued): looked for
+	// when a wake may go, not in every round.
+	for range d.seqWakes.dueChecks(time.Now()) {
 		front := d.seqWakes.front(wakeCheckChunk)
 		if len(front) == 0 {
 			break

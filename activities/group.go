@@ -69,10 +69,11 @@ func (a *Activities) SendGroup(ctx context.Context, reqs []SendRequest) ([]SendO
 		if e == nil {
 			e = errs[j]
 		}
-		a.recorded(ctx, req, targets[req.DeliveryID], outs[i].Result, recs[i].KeyIDs)
 		if e != nil {
-			outs[i] = Outcome(a.unrecorded(req, outs[i].Result, recs[i], e))
+			outs[i] = Outcome(a.unrecorded(ctx, req, targets[req.DeliveryID], outs[i].Result, recs[i], e))
+			continue
 		}
+		a.recorded(ctx, req, targets[req.DeliveryID], outs[i].Result, recs[i].KeyIDs)
 	}
 	return outs, nil
 }

@@ -77,8 +77,7 @@ func (a *Activities) send(ctx context.Context, req SendRequest, outboxID int64, 
 		err = errs[0]
 	}
 	if err != nil {
-		a.recorded(ctx, req, t, res, rec.KeyIDs)
-		return a.unrecorded(req, res, rec, err)
+		return a.unrecorded(ctx, req, t, res, rec, err)
 	}
 	a.recorded(ctx, req, t, res, rec.KeyIDs)
 	return res, nil
@@ -271,13 +270,14 @@ func attemptRecord(req SendRequest, res SendResult, keyIDs []string, end time.Ti
 	return rec
 }
 
-// unrecorded is res of a request that went out with rec's keys but whose
-// record failed with err: the workflow records it (RecordLate) unless its
-// delivery is gone.
-func (a *Activities) unrecorded(req SendRequest, res SendResult, rec *store.Attempt, err error) (SendResult, error) {
+// unrecorded is res of a request to t that went out with rec's keys but
+// whose record failed with err: counted and logged as made, for the
+// workflow to record (RecordLate), unless its delivery is gone.
+func (a *Activities) unrecorded(ctx context.Context, req SendRequest, t store.Target, res SendResult, rec *store.Attempt, err error) (SendResult, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return SendResult{}, gone(fmt.Errorf("send %s: %w", req.DeliveryID, err))
 	}
+	a.recorded(ctx, req, t, res, rec.KeyIDs)
 	a.logger().Warn("attempt sent but not recorded; its workflow records it", "delivery_id", req.DeliveryID,
 		"cycle", req.Cycle, "attempt", req.Number, "err", err)
 	res.Unrecorded, res.KeyIDs = true, rec.KeyIDs

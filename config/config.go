@@ -53,7 +53,8 @@ type Config struct {
 	DatabaseURL string
 	// DBMaxConns is the main pgx pool's size; the hot path's pool keeps min(8
 	// (store.HotPoolConns), DBMaxConns) more open. Defaults to
-	// DBMaxConnsDefault (8; why so few: docs/performance.md).
+	// DBMaxConnsDefault (8: fewer idle connections to plan the hot
+	// statements again together after an ANALYZE).
 	// Env HOOKRELAY_DB_MAX_CONNS.
 	DBMaxConns int
 	// PostgresPort is the private cluster's port (dev). Env HOOKRELAY_PG_PORT.

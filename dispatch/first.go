@@ -162,6 +162,8 @@ func (d *Dispatcher) sendFirst(ctx context.Context, f first) {
 		d.firstHeld.Add(1)
 	case !e.hold.IsZero():
 		d.hold(f, e.hold)
+	case e.direct:
+		d.handOffDirect(ctx, f.row, e.outcome)
 	case e.handOff:
 		// A failure as its endpoint stopped answering (on this worker):
 		// its retry would be held too, so the row waits in the outbox with
@@ -208,6 +210,9 @@ type firstEnd struct {
 	// hold: nothing was sent (the endpoint's share in use, or the endpoint
 	// not answering) and the row waits in the outbox until then.
 	hold time.Time
+	// direct: outcome is on no row (keepUnrecorded): it goes to its
+	// workflow at once, never held in the outbox.
+	direct bool
 }
 
 // makeFirst checks f's deadline (every wait is followed by it), makes its
@@ -241,8 +246,9 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 	}
 	switch {
 	case err == nil && res.Unrecorded:
-		// Sent, but neither the attempt nor the row's outcome is recorded:
-		// the delivery's workflow records it before it goes on.
+		// Sent, but neither the attempt nor the row's outcome is recorded
+		// (the delivery's workflow records the attempt before it goes on).
+		return d.keepUnrecorded(ctx, f, activities.Outcome(res, nil))
 	case err == nil && res.Class == activities.ClassSuccess:
 		return firstEnd{}
 	case err == nil && res.Class == activities.ClassEndpointPaused:
@@ -261,6 +267,44 @@ func (d *Dispatcher) makeFirst(ctx context.Context, a *activities.Activities, f 
 	return firstEnd{handOff: true, outcome: &o}
 }
 
+// keepUnrecorded ends a first attempt that was sent but whose record (and
+// so its row's outcome) Postgres refused: the outcome is written on the
+// row when Postgres now takes it, and the row then goes as any failed
+// first attempt's (held or handed off, never sent again); else it must go
+// to its workflow at once (direct), the only other place it is kept.
+func (d *Dispatcher) keepUnrecorded(ctx context.Context, f first, o activities.SendOutcome) firstEnd {
+	raw, err := json.Marshal(o)
+	if err == nil {
+		err = store.KeepOutcome(context.WithoutCancel(ctx), d.Pool, f.row.ID, raw)
+	}
+	if err != nil {
+		d.logger().Warn("unrecorded first attempt's outcome not kept on its row; its workflow gets it now", "delivery_id", f.row.DeliveryID, "err", err)
+		return firstEnd{handOff: true, outcome: &o, direct: true}
+	}
+	return firstEnd{handOff: true, outcome: &o}
+}
+
+// startDirect starts row's DeliveryWorkflow from o, an outcome no row
+// holds (keepUnrecorded), trying again while Temporal refuses, up to
+// directTries times: put back, the row would be sent again.
+func (d *Dispatcher) startDirect(ctx context.Context, row outbox.Row, o *activities.SendOutcome) error {
+	wait := activities.RecordRetryWait
+	var err error
+	for try := 0; try < directTries; try++ {
+		if err = d.start(ctx, row, o, time.Time{}); err == nil {
+			return nil
+		}
+		if !sleepCtx(ctx, wait) {
+			break
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+	return err
+}
+
+// directTries bounds startDirect's tries (about 20 s in all).
+const directTries = 7
+
 // handOff starts row's DeliveryWorkflow, which goes on from the first
 // attempt's outcome (nil: it makes its own first attempt), and deletes the
 // row. When Temporal does not take it, the row goes back to the outbox:
@@ -276,6 +320,35 @@ func (d *Dispatcher) handOff(ctx context.Context, row outbox.Row, o *activities.
 		d.Logger.Warn("first attempt not handed off yet; its row goes back to the outbox", "delivery_id", row.DeliveryID, "err", err)
 		d.release(row.ID)
 		return
+	}
+	d.firstHandedOff.Add(1)
+}
+
+// handOffDirect is handOff for an outcome no row holds: its start is tried
+// again while Temporal refuses, and the row is put back only when that
+// failed (the one case left where it is sent again: Postgres and Temporal
+// both refusing for the whole of startDirect's tries).
+func (d *Dispatcher) handOffDirect(ctx context.Context, row outbox.Row, o *activities.SendOutcome) {
+	ctx = context.WithoutCancel(ctx)
+	if err := d.startDirect(ctx, row, o); err != nil {
+		d.Logger.Error("unrecorded first attempt not handed off; its row goes back to the outbox and is sent again", "delivery_id", row.DeliveryID, "err", err)
+		d.release(row.ID)
+		return
+	}
+	wait := activities.RecordRetryWait
+	for try := 0; ; try++ {
+		_, err := d.doneRows.Do(ctx, row.ID)
+		if err == nil {
+			break
+		}
+		if try+1 == directTries {
+			// Its workflow holds the outcome, but the row, claimed again
+			// once its lease lapses, would be sent again.
+			d.Logger.Error("unrecorded first attempt handed off, but its outbox row stays; it may be sent again", "delivery_id", row.DeliveryID, "err", err)
+			break
+		}
+		sleepCtx(ctx, wait)
+		wait = min(2*wait, 5*time.Second)
 	}
 	d.firstHandedOff.Add(1)
 }

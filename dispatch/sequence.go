@@ -308,6 +308,12 @@ func (d *Dispatcher) sendHead(ctx context.Context, row outbox.Row, end time.Time
 		// Nothing sent: the sequence waits for the endpoint's resume, which
 		// wakes it.
 		return headSent{paused: true}, nil
+	case e.direct:
+		// Its outcome is on no row: its workflow gets it now.
+		if err := d.startDirect(ctx, row, e.outcome); err != nil {
+			return headSent{}, err
+		}
+		return headSent{waitingOn: true}, store.OutboxDone(ctx, d.Pool, []int64{row.ID})
 	case e.handOff:
 		return handOff(e.outcome)
 	case e.deleteRow:

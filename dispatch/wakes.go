@@ -78,8 +78,12 @@ func (q *sequenceWakes) add(app string, keys ...store.SequenceKey) {
 		}
 		q.queued[k] = app
 		if len(q.lanes[app]) == 0 {
-			// A lane that starts again waits its turn behind the others.
-			q.order = append(q.order, app)
+			// A lane that starts again goes last in the turn: just before
+			// the lane whose turn it is, after every lane already waiting.
+			q.order = slices.Insert(q.order, q.turn, app)
+			if len(q.order) > 1 {
+				q.turn++
+			}
 		}
 		q.lanes[app] = append(q.lanes[app], k)
 		q.n++

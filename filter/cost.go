@@ -64,7 +64,10 @@ func callCost(function, overloadID string, args []ref.Val) uint64 {
 		return 1 + (textLen(arg(0))+textLen(arg(1)))/10
 	case overloads.Matches:
 		return matchCost(textLen(arg(0)), textLen(arg(1)))
-	case overloads.TypeConvertString, overloads.TypeConvertBytes:
+	}
+	if overloads.IsTypeConversionFunction(function) {
+		// string(), int(), double(), timestamp(), duration(), … parse or
+		// copy their argument's text (and an error quotes it).
 		return 1 + textLen(arg(0))/10
 	}
 	return 0

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/ast"
@@ -251,13 +252,30 @@ func (p *Program) Match(in *Input) (bool, error) {
 	defer cancel()
 	out, _, err := p.prg.ContextEval(ctx, in.act)
 	if err != nil {
-		return false, &EvalError{Message: err.Error()}
+		return false, &EvalError{Message: bounded(err.Error())}
 	}
 	b, ok := out.Value().(bool)
 	if !ok {
 		return false, &EvalError{Message: fmt.Sprintf("result is %s, not a bool", out.Type())}
 	}
 	return b, nil
+}
+
+// MaxErrorBytes bounds an evaluation error's message (an error may quote
+// the value it failed on, a whole field of the event): it is stored with
+// the event, once per endpoint whose filter failed.
+const MaxErrorBytes = 512
+
+// bounded is msg cut to MaxErrorBytes, on a rune boundary, marked when cut.
+func bounded(msg string) string {
+	if len(msg) <= MaxErrorBytes {
+		return msg
+	}
+	cut := MaxErrorBytes - len("…")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
 
 // Result is one filter's verdict on one event.

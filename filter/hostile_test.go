@@ -39,6 +39,8 @@ func hostileCases() []hostileCase {
 		{"map-of-lists", "size(data.xs.map(x, data.xs)) < 0"},
 		{"string-of-list", "data.xs.exists(x, string(x) + data.s == 'z')"},
 		{"list-literal", "[data.s, data.s, data.s, data.s].exists(v, v.contains('zz'))"},
+		{"int-of-string-in-loop", "data.xs.exists(x, int(data.s) == 1)"},
+		{"timestamp-chain", strings.TrimSuffix(strings.Repeat("timestamp(data.s) < created || ", 120), " || ")},
 	}
 }
 
@@ -82,6 +84,9 @@ func TestHostileFiltersAreBounded(t *testing.T) {
 		}
 		if ok {
 			t.Errorf("%s matched", c.name)
+		}
+		if err != nil && len(err.Error()) > MaxErrorBytes {
+			t.Errorf("%s: a %d-byte error (stored with the event); at most %d", c.name, len(err.Error()), MaxErrorBytes)
 		}
 	}
 }

@@ -149,6 +149,16 @@ func ReleaseOutbox(ctx context.Context, q outbox.Querier, id int64) error {
 	return WakeDispatcher(ctx, q)
 }
 
+// KeepOutcome writes a first attempt's outcome (outbox.Row.Outcome) on its
+// start row when the attempt's own record could not: from then on the row
+// is handed off from it, never sent again.
+func KeepOutcome(ctx context.Context, q outbox.Querier, id int64, outcome []byte) error {
+	if _, err := q.Exec(ctx, `UPDATE outbox SET outcome = $2::jsonb WHERE id = $1`, id, string(outcome)); err != nil {
+		return fmt.Errorf("keep the outcome on outbox row %d: %w", id, err)
+	}
+	return nil
+}
+
 // HoldOutbox leases each start row ids[i] until until[i], in one
 // statement: its first attempt was held back with nothing sent (its
 // endpoint's share in use, or the endpoint not answering), or its failed

@@ -52,6 +52,13 @@ type lockedBuffer struct {
 	b  bytes.Buffer
 }
 
+// Write implements io.Writer.
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
 func (l *lockedBuffer) WriteString(s string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

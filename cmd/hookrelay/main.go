@@ -10,6 +10,7 @@
 //	hookrelay receiver  the reference receiver, for demos and tests
 //	hookrelay bench     the load harness
 //	hookrelay probe     a container health check (GET a URL, exit 0 on 2xx)
+//	hookrelay version   print the version
 package main
 
 import (
@@ -25,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"hookrelay/api"
 	"hookrelay/config"
 	"hookrelay/internal/app"
 	"hookrelay/internal/defaults"
@@ -48,6 +50,7 @@ commands:
   receiver  run the reference receiver (verify, dedupe, durable inbox, failure injection)
   bench     measure delivery throughput, latency and cost on a fresh dev stack
   probe     GET a URL, exit 0 on 2xx (a container health check)
+  version   print the version (CHANGELOG.md says what each holds)
 
 Run 'hookrelay <command> -h' for the command's flags.
 `
@@ -83,6 +86,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return benchCmd(rest, stdout, stderr)
 	case "probe":
 		return probe(rest, stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, "hookrelay", api.Version)
+		return 0
 	case "dev", "api", "worker", "migrate", "rotate-secret-key", "setup-temporal":
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"hookrelay/api"
 )
 
 // TestProbe: 0 on a 2xx, 1 on any other answer or none, 2 on bad usage.
@@ -23,4 +26,15 @@ func TestProbe(t *testing.T) {
 	require.Equal(t, 1, probe([]string{srv.URL + "/readyz"}, &out, &errOut))
 	require.Equal(t, 1, probe([]string{"http://127.0.0.1:1/healthz"}, &out, &errOut))
 	require.Equal(t, 2, probe(nil, &out, &errOut))
+}
+
+// TestVersion: `hookrelay version` prints the version CHANGELOG.md's latest
+// release names and the User-Agent carries.
+func TestVersion(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.Equal(t, 0, run([]string{"version"}, nil, &out, &errOut))
+	require.Equal(t, "hookrelay "+api.Version+"\n", out.String())
+	changelog, err := os.ReadFile("../../CHANGELOG.md")
+	require.NoError(t, err)
+	require.Contains(t, string(changelog), "## ["+api.Version+"] - ")
 }

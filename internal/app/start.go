@@ -188,9 +188,11 @@ func (st *Stack) connectTemporal(ctx context.Context, sdkLogger sdklog.Logger, a
 		settings.Interceptors = append(settings.Interceptors, ti)
 	}
 	tc, err := temporalconn.Dial(ctx, settings, sdkLogger)
-	if _, unreachable := errors.AsType[*temporalconn.ConnectError](err); unreachable && apiOnly {
-		// Ingest needs Postgres only: events wait in the outbox for the
-		// workers, which need Temporal. /readyz says degraded meanwhile.
+	if ce, failed := errors.AsType[*temporalconn.ConnectError](err); failed && !ce.Reachable && apiOnly {
+		// Nothing answers at the address (a frontend that answers but
+		// refuses us is a configuration to fix, and fails the start). Ingest
+		// needs Postgres only: events wait in the outbox for the workers,
+		// which need Temporal. /readyz says degraded meanwhile.
 		st.Logger.Warn("Temporal unreachable; the API starts and accepts events, which wait in the outbox until Temporal answers", "err", err)
 		if tc, err = temporalconn.DialLazy(settings, sdkLogger); err != nil {
 			return err

@@ -26,7 +26,8 @@ func isTargetError(kind string) bool {
 
 // targetFailure is the error type of h's Proxy-Status (RFC 9209) when it
 // names a failure of the target, "" otherwise (none, the proxy's own, or
-// a header past its bounds).
+// a header past its bounds). Quoted strings (a details parameter) are
+// read as values, never as parameters.
 func targetFailure(h http.Header) string {
 	values := h.Values("Proxy-Status")
 	n := 0
@@ -36,12 +37,12 @@ func targetFailure(h http.Header) string {
 	if n == 0 || n > proxyStatusMaxBytes {
 		return ""
 	}
-	members := strings.Split(strings.Join(values, ","), ",")
+	members := splitUnquoted(strings.Join(values, ","), ',')
 	if len(members) > proxyStatusMaxMembers {
 		return ""
 	}
 	for _, m := range members {
-		params := strings.Split(m, ";")
+		params := splitUnquoted(m, ';')
 		for _, p := range params[1:] {
 			k, v, ok := strings.Cut(strings.TrimSpace(p), "=")
 			if kind := strings.Trim(v, `"`); ok && k == "error" && isTargetError(kind) {
@@ -50,4 +51,23 @@ func targetFailure(h http.Header) string {
 		}
 	}
 	return ""
+}
+
+// splitUnquoted splits s at each sep outside a quoted string (where a
+// backslash escapes the next byte).
+func splitUnquoted(s string, sep byte) []string {
+	var out []string
+	quoted, start := false, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == sep:
+			out = append(out, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(out, s[start:])
 }

@@ -33,7 +33,11 @@ func TestAPIRefusesAMisconfiguredTemporal(t *testing.T) {
 			}
 			// Speaks something that is not gRPC over cleartext HTTP/2 (a
 			// TLS-only frontend reached without TLS fails alike).
-			go func() { _, _ = io.WriteString(c, "\x15\x03\x01\x00\x02\x02\x46"); time.Sleep(50 * time.Millisecond); c.Close() }()
+			go func() {
+				_, _ = io.WriteString(c, "\x15\x03\x01\x00\x02\x02\x46")
+				time.Sleep(50 * time.Millisecond)
+				c.Close()
+			}()
 		}
 	}()
 	// The worker's path (apiOnly false) says what it is: reachable.

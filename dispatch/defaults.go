@@ -32,9 +32,8 @@ const (
 	// lingerLoaded is how many rows a round claims when ingest is fast
 	// enough that waiting out the whole linger costs each row less than
 	// the claim statement a round per few rows would: after such a round,
-	// nothing asked meanwhile cuts the linger short. At full speed a Wake
-	// per ingest did, and rounds of two or three rows took 10–15 % off
-	// the deliveries per second.
+	// nothing asked meanwhile cuts the linger short (at full speed a Wake
+	// per ingest would, and rounds of two or three rows cost throughput).
 	lingerLoaded = 8
 	// AppHeldShare is how many apps' worth of held rows HeldMax holds:
 	// an app holds at most HeldMax / AppHeldShare (AppHeldMax), so it

@@ -57,10 +57,9 @@ type openFirst struct {
 	lapse *time.Timer
 }
 
-// WorkflowAppShareDefault is WorkflowAppShare's default: the first tasks
-// of 32 runs of one app take about a third of a second of this 2-core
-// machine's Temporal, so another app's run waits no longer than that
-// behind them.
+// WorkflowAppShareDefault is WorkflowAppShare's default: small enough that
+// another app's run waits behind one app's first tasks for a fraction of a
+// second on a small machine (docs/benchmarks.md, the noisy neighbour).
 const WorkflowAppShareDefault = 32
 
 // opened records the app place f's run holds (taken by sendFirst) from its

@@ -75,8 +75,8 @@ func (s *Store) HotPool() *pgxpool.Pool {
 // HotPoolSetup is run on each new connection of the hot path's pool: a
 // plan made once per connection and kept, instead of a new plan at every
 // execution. With the default, Postgres plans these statements each time
-// (their arrays make a custom plan look cheaper), which was about 40 % of
-// Postgres's time per delivery (pg_stat_statements, track_planning). Each
+// (their arrays make a custom plan look cheaper), a large share of
+// Postgres's time per delivery (see pg_stat_statements' track_planning). Each
 // of them finds its rows by key whatever the parameters, so a plan that
 // reaches them by key is right for good; no other statement runs there
 // but the plan warmer's (internal/planwarm), which makes them again on

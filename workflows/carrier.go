@@ -21,8 +21,8 @@ const CarrierWorkflowName = "CarrierWorkflow"
 const (
 	// CarrierSizeMax is the most deliveries one carrier takes: its
 	// HookrelayDeliveries search attribute (a KeywordList of their IDs)
-	// must stay under the server's 2 KiB value limit, and 50 local
-	// activities per workflow task measured cheaper than 200.
+	// must stay under the server's 2 KiB value limit, and a task of more
+	// local activities costs more per delivery, not less.
 	CarrierSizeMax = 50
 	// CarrierLateness is how much later than its own first wait a carried
 	// first attempt may start in a carrier started before

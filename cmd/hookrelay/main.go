@@ -57,9 +57,8 @@ Run 'hookrelay <command> -h' for the command's flags.
 
 // GCPercentDefault is the garbage collector's target (GOGC) of a hookrelay
 // process when GOGC is not set: the Temporal server and SDK allocate a
-// little for every workflow task, and at 100 the collector took about 12 %
-// of a dev process's CPU at 80 deliveries/s; at 400 a delivery costs about
-// 10 % less CPU for a peak heap about 1.7 times larger (docs/benchmarks.md).
+// little for every workflow task, so a higher target trades a larger peak
+// heap for less CPU per delivery (docs/benchmarks.md).
 const GCPercentDefault = 400
 
 func main() {

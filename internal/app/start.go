@@ -120,8 +120,8 @@ func (st *Stack) connectPostgres(ctx context.Context) error {
 	// Every hot connection is opened (in the background) at start and, once
 	// its lifetime ends, replaced in the background (the ends spread by
 	// store.HotPoolLifetimeJitter), so a burst rarely waits for a new
-	// connection (opened on demand when a burst found every one busy, it
-	// cost the statement waiting for it 9-19 ms here); one replaced after a
+	// connection (opened on demand when a burst found every one busy, the
+	// statement waiting for it would wait a connect); one replaced after a
 	// failed reconnect may still be opened on demand.
 	hotCfg.MinConns = hotCfg.MaxConns
 	hotCfg.MaxConnLifetimeJitter = store.HotPoolLifetimeJitter

@@ -25,9 +25,9 @@ const startAttempts = 3
 // (history.timerProcessorMaxTimeShift 1 s) move every timer due sooner
 // than a second from its creation to a second after it, so a workflow's
 // wait shorter than a second (a sub-second retry wait, a sequencer's wait
-// for its head) would end up to a second late; a shift of 20–50 ms,
-// measured on 2 cores, made timers later still, as the timer queue's reads
-// (20 per second per shard by default) could not keep up.
+// for its head) would end up to a second late; a much smaller shift makes
+// timers later still on a small machine, as the timer queue's reads (20 per
+// second per shard by default) cannot keep up.
 const (
 	// TimerShift is history.timerProcessorMaxTimeShift: a timer fires at
 	// the earliest this long after its creation.

@@ -244,9 +244,18 @@ func TestHeldWaitersUnderChurn(t *testing.T) {
 	close(stopChurn)
 	churn.Wait()
 	a.Open.Drain(context.Background())
-	for range 8 {
-		<-parked
+	for i := range 8 {
+		select {
+		case <-parked:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("parked waiter %d of 8 did not end at the worker's stop", i+1)
+		}
 	}
+	// The breaker still works after the churn: "ep" answers, so it is open
+	// to no one.
+	now = time.Now()
+	b.observe("ep", true, now, now)
+	require.True(t, HeldUntil(a, "ep", "dlv_after", now).IsZero(), "an endpoint that answered is not held")
 }
 
 // TestOpenEndpointsListsOpenBreakers: an endpoint is listed from the miss

@@ -2,13 +2,17 @@ package devstack
 
 import (
 	"fmt"
-	"strings"
+	"slices"
 
 	"go.temporal.io/server/common/config"
 	"go.temporal.io/server/common/log"
 	"go.temporal.io/server/tools/common/schema"
 	sqltool "go.temporal.io/server/tools/sql"
 )
+
+// schemaVersionTable is the table where Temporal's SQL schema tool keeps a
+// database's schema version: a database without it has no schema yet.
+const schemaVersionTable = "schema_version"
 
 // setupSchema brings a Temporal database to the schema embedded in the
 // server module: version tables on first use, then every pending update.
@@ -18,10 +22,11 @@ func setupSchema(cfg *config.SQL, name string, logger log.Logger) error {
 		return fmt.Errorf("connect to %s: %w", cfg.DatabaseName, err)
 	}
 	defer conn.Close()
-	if _, err := conn.ReadSchemaVersion(); err != nil {
-		if !strings.Contains(err.Error(), "does not exist") {
-			return fmt.Errorf("read schema version of %s: %w", cfg.DatabaseName, err)
-		}
+	tables, err := conn.ListTables()
+	if err != nil {
+		return fmt.Errorf("list the tables of %s: %w", cfg.DatabaseName, err)
+	}
+	if !slices.Contains(tables, schemaVersionTable) {
 		if err := schema.NewSetupSchemaTask(conn, &schema.SetupConfig{InitialVersion: "0.0"}, logger).Run(); err != nil {
 			return fmt.Errorf("set up schema of %s: %w", cfg.DatabaseName, err)
 		}

@@ -285,24 +285,27 @@ func (d *Dispatcher) keepUnrecorded(ctx context.Context, f first, o activities.S
 }
 
 // startDirect starts row's DeliveryWorkflow from o, an outcome no row
-// holds (keepUnrecorded), trying again while Temporal refuses, up to
-// directTries times: put back, the row would be sent again.
+// holds (keepUnrecorded), trying again while Temporal refuses (tryAgain):
+// put back, the row would be sent again.
 func (d *Dispatcher) startDirect(ctx context.Context, row outbox.Row, o *activities.SendOutcome) error {
+	return tryAgain(ctx, func() error { return d.start(ctx, row, o, time.Time{}) })
+}
+
+// tryAgain runs fn until it succeeds, at most directTries times, waiting
+// activities.RecordRetryWait after the first failure and twice as long
+// after each next one (at most 5 s); it answers fn's last error.
+func tryAgain(ctx context.Context, fn func() error) error {
 	wait := activities.RecordRetryWait
 	var err error
-	for try := 0; try < directTries; try++ {
-		if err = d.start(ctx, row, o, time.Time{}); err == nil {
-			return nil
-		}
-		if !sleepCtx(ctx, wait) {
-			break
+	for try := 1; ; try++ {
+		if err = fn(); err == nil || try == directTries || !sleepCtx(ctx, wait) {
+			return err
 		}
 		wait = min(2*wait, 5*time.Second)
 	}
-	return err
 }
 
-// directTries bounds startDirect's tries (about 20 s in all).
+// directTries bounds tryAgain's tries (about 20 s in all).
 const directTries = 7
 
 // handOff starts row's DeliveryWorkflow, which goes on from the first
@@ -335,20 +338,10 @@ func (d *Dispatcher) handOffDirect(ctx context.Context, row outbox.Row, o *activ
 		d.release(row.ID)
 		return
 	}
-	wait := activities.RecordRetryWait
-	for try := 0; ; try++ {
-		_, err := d.doneRows.Do(ctx, row.ID)
-		if err == nil {
-			break
-		}
-		if try+1 == directTries {
-			// Its workflow holds the outcome, but the row, claimed again
-			// once its lease lapses, would be sent again.
-			d.Logger.Error("unrecorded first attempt handed off, but its outbox row stays; it may be sent again", "delivery_id", row.DeliveryID, "err", err)
-			break
-		}
-		sleepCtx(ctx, wait)
-		wait = min(2*wait, 5*time.Second)
+	if err := tryAgain(ctx, func() error { _, err := d.doneRows.Do(ctx, row.ID); return err }); err != nil {
+		// Its workflow holds the outcome, but the row, claimed again once
+		// its lease lapses, would be sent again.
+		d.Logger.Error("unrecorded first attempt handed off, but its outbox row stays; it may be sent again", "delivery_id", row.DeliveryID, "err", err)
 	}
 	d.firstHandedOff.Add(1)
 }

@@ -131,12 +131,10 @@ type Config struct {
 	// when its store is created (dev). Env HOOKRELAY_TEMPORAL_SHARDS.
 	TemporalShards int
 	// TemporalSQLite keeps the embedded server's state in this SQLite file
-	// instead of Postgres (dev).
-	// Env HOOKRELAY_TEMPORAL_SQLITE.
+	// instead of Postgres (dev). Env HOOKRELAY_TEMPORAL_SQLITE.
 	TemporalSQLite string
 	// DispatchBatch is how many outbox rows the dispatcher claims at once.
-	// Defaults to dispatch.BatchDefault.
-	// Env HOOKRELAY_DISPATCH_BATCH.
+	// Defaults to dispatch.BatchDefault. Env HOOKRELAY_DISPATCH_BATCH.
 	DispatchBatch int
 	// CarrierSize is the most new deliveries one carrier workflow makes
 	// first attempts for; 1 turns carriers off. Defaults to

@@ -36,8 +36,10 @@ func TestMain(m *testing.M) { os.Exit(testenv.Main(m, &pg)) }
 // call panics.
 type fakeClient struct {
 	client.Client
-	mu      sync.Mutex
-	err     error
+	mu  sync.Mutex
+	err error
+	// refused counts the starts err refused.
+	refused int
 	starts  []string
 	signals []string
 	// inputs and startedAt are each DeliveryWorkflow start's input and
@@ -68,6 +70,7 @@ func (c *fakeClient) ExecuteWorkflow(_ context.Context, o client.StartWorkflowOp
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
+		c.refused++
 		return nil, c.err
 	}
 	c.starts = append(c.starts, o.ID)

@@ -35,6 +35,23 @@ func (s *refusingRecords) RecordAttempts(ctx context.Context, as []store.Attempt
 	return s.Store.RecordAttempts(ctx, as)
 }
 
+// runUnrecordedSender runs a sender-mode dispatcher on f's database, with
+// fc for Temporal, whose attempts' records Postgres refuses past the
+// activity's bounded retries (the first RecordRetries+1 statements).
+func runUnrecordedSender(t *testing.T, f senderFixture, fc *fakeClient) {
+	t.Helper()
+	rs := &refusingRecords{Store: f.st, refuse: activities.RecordRetries + 1}
+	d := &Dispatcher{
+		Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
+		Mode: ModeSender, Sender: &activities.Activities{Store: rs, HTTP: activities.NewHTTPClient(false),
+			Logger: slog.New(slog.DiscardHandler), Breaker: &activities.Breaker{Misses: activities.BreakerMissesDefault}},
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = d.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // TestUnrecordedFirstAttemptIsNotSentAgain: a sender's first attempt that
 // got no answer (timeout) and whose record Postgres refused past the
 // activity's bounded retries comes back Unrecorded; its outcome is kept on
@@ -45,18 +62,8 @@ func TestUnrecordedFirstAttemptIsNotSentAgain(t *testing.T) {
 	// The receiver answers after 1 s; the endpoint's timeout is 100 ms; the
 	// default schedule retries 5 s later.
 	f := setupSender(t, time.Second, 100*time.Millisecond)
-	ctx := context.Background()
-	rs := &refusingRecords{Store: f.st, refuse: activities.RecordRetries + 1}
 	fc := &fakeClient{}
-	d := &Dispatcher{
-		Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
-		Mode: ModeSender, Sender: &activities.Activities{Store: rs, HTTP: activities.NewHTTPClient(false),
-			Logger: slog.New(slog.DiscardHandler), Breaker: &activities.Breaker{Misses: activities.BreakerMissesDefault}},
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runUnrecordedSender(t, f, fc)
 
 	id := f.publish(t)
 	started := func() bool {
@@ -68,9 +75,8 @@ func TestUnrecordedFirstAttemptIsNotSentAgain(t *testing.T) {
 	// result to record), or until the receiver was hit a second time.
 	require.Eventually(t, func() bool { return started() || f.hits.Load() > 1 }, 25*time.Second, 20*time.Millisecond,
 		"the first attempt never went to its workflow")
-	// Give a resend its chance to show.
-	time.Sleep(500 * time.Millisecond)
-	require.EqualValues(t, 1, f.hits.Load(), "attempt 1 was sent twice: its unrecorded result was held in the outbox with no outcome, then made again")
+	require.Never(t, func() bool { return f.hits.Load() > 1 }, 500*time.Millisecond, 20*time.Millisecond,
+		"attempt 1 was sent twice: its unrecorded result was held in the outbox with no outcome, then made again")
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
 	for _, in := range fc.inputs {
@@ -89,25 +95,21 @@ func TestUnrecordedFirstAttemptIsNotSentAgain(t *testing.T) {
 func TestUnrecordedFirstAttemptHandOffRetriedIsNotSentAgain(t *testing.T) {
 	f := setupSender(t, 0, time.Second)
 	ctx := context.Background()
-	rs := &refusingRecords{Store: f.st, refuse: activities.RecordRetries + 1}
 	fc := &fakeClient{err: errors.New("temporal: unavailable")}
-	d := &Dispatcher{
-		Pool: f.st.Pool(), Client: fc, Logger: slog.New(slog.DiscardHandler),
-		Mode: ModeSender, Sender: &activities.Activities{Store: rs, HTTP: activities.NewHTTPClient(false),
-			Logger: slog.New(slog.DiscardHandler), Breaker: &activities.Breaker{Misses: activities.BreakerMissesDefault}},
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = d.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	runUnrecordedSender(t, f, fc)
 
 	id := f.publish(t)
 	require.Eventually(t, func() bool { return f.hits.Load() >= 1 }, 20*time.Second, 10*time.Millisecond)
-	// Let the first hand-off fail (Temporal down), then Temporal is back.
-	time.Sleep(3 * time.Second)
-	fc.mu.Lock()
-	fc.err = nil
-	fc.mu.Unlock()
+	// The first hand-off fails (Temporal down), then Temporal is back.
+	require.Eventually(t, func() bool {
+		fc.mu.Lock()
+		defer fc.mu.Unlock()
+		if fc.refused == 0 {
+			return false
+		}
+		fc.err = nil
+		return true
+	}, 20*time.Second, 10*time.Millisecond, "the hand-off was tried")
 	require.Eventually(t, func() bool {
 		fc.mu.Lock()
 		started := slices.Contains(fc.starts, id)
@@ -116,6 +118,6 @@ func TestUnrecordedFirstAttemptHandOffRetriedIsNotSentAgain(t *testing.T) {
 		require.NoError(t, f.st.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE delivery_id = $1`, id).Scan(&rows))
 		return started || rows == 0 || f.hits.Load() > 1
 	}, 30*time.Second, 20*time.Millisecond, "never handed off")
-	time.Sleep(300 * time.Millisecond)
-	require.EqualValues(t, 1, f.hits.Load(), "attempt 1 was sent again after its hand-off failed: the row had no recorded outcome")
+	require.Never(t, func() bool { return f.hits.Load() > 1 }, 300*time.Millisecond, 20*time.Millisecond,
+		"attempt 1 was sent again after its hand-off failed: the row had no recorded outcome")
 }

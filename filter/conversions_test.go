@@ -1,7 +1,7 @@
 package filter
 
 import (
-	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -30,31 +30,8 @@ func TestHostileUnchargedConversions(t *testing.T) {
 	f := filters(t)
 	in := hostileInput(t)
 	for _, c := range hostileConversions() {
-		p, err := f.Program(c.expr)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		start := time.Now()
-		ok, err := p.Match(in)
-		took := time.Since(start)
-		runtime.ReadMemStats(&after)
-		alloc := after.TotalAlloc - before.TotalAlloc
-		msg := ""
-		if err != nil {
-			msg = err.Error()
-			if len(msg) > 120 {
-				msg = msg[:120] + "…"
-			}
-		}
-		t.Logf("%-28s %8s %11d B  matched=%v errlen=%d err=%s", c.name, took.Round(time.Microsecond), alloc, ok, func() int {
-			if err != nil {
-				return len(err.Error())
-			}
-			return 0
-		}(), msg)
+		ok, err, took, alloc := evaluate(t, f, c.expr, in)
+		t.Logf("%-28s %8s %11d B  matched=%v err=%v", c.name, took.Round(time.Microsecond), alloc, ok, err)
 		if alloc > 1<<20 {
 			t.Errorf("%s: allocated %d bytes; at most 1 MiB", c.name, alloc)
 		}
@@ -64,7 +41,7 @@ func TestHostileUnchargedConversions(t *testing.T) {
 // TestTimestampChainNoLoop: a chain of timestamp() calls on a 160 KiB
 // string, with no comprehension for the 20 ms interrupt to stop, ends at
 // the first call: each is charged by the text it parses (and would quote
-// into its error).
+// into its error). The time it took is printed, not asserted.
 func TestTimestampChainNoLoop(t *testing.T) {
 	f := filters(t)
 	in := hostileInput(t)
@@ -73,26 +50,10 @@ func TestTimestampChainNoLoop(t *testing.T) {
 		expr += "timestamp(s)<created||"
 	}
 	expr += "false)"
-	p, err := f.Program(expr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	start := time.Now()
-	ok, err := p.Match(in)
-	took := time.Since(start)
-	runtime.ReadMemStats(&after)
-	alloc := after.TotalAlloc - before.TotalAlloc
-	t.Logf("took %s, allocated %d B, matched=%v, err len %d", took, alloc, ok, func() int {
-		if err != nil {
-			return len(err.Error())
-		}
-		return 0
-	}())
-	if took > 2*EvalTimeout {
-		t.Errorf("evaluation took %s; the backstop is %s", took, EvalTimeout)
+	ok, err, took, alloc := evaluate(t, f, expr, in)
+	t.Logf("took %s, allocated %d B, matched=%v, err=%v", took, alloc, ok, err)
+	if ok || err == nil || !strings.Contains(err.Error(), "cost limit") {
+		t.Errorf("matched=%v err=%v; want the cost limit", ok, err)
 	}
 	if alloc > 1<<20 {
 		t.Errorf("allocated %d bytes; at most 1 MiB", alloc)

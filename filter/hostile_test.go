@@ -58,6 +58,24 @@ func hostileInput(t testing.TB) *Input {
 	return reviewInput(t, map[string]any{"s": strings.Repeat("a", 160<<10), "xs": xs, "m": m})
 }
 
+// evaluate compiles expr and evaluates it once on in, answering its
+// verdict, how long it took and the bytes it allocated.
+func evaluate(t *testing.T, f *Filters, expr string, in *Input) (ok bool, err error, took time.Duration, alloc uint64) {
+	t.Helper()
+	p, err := f.Program(expr)
+	if err != nil {
+		t.Fatalf("%.40s…: %v", expr, err)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	ok, err = p.Match(in)
+	took = time.Since(start)
+	runtime.ReadMemStats(&after)
+	return ok, err, took, after.TotalAlloc - before.TotalAlloc
+}
+
 // TestHostileFiltersAreBounded: each hostile filter, on a 256 KiB event
 // decoded once beforehand (as fan-out does), ends (matching, or not at the
 // cost limit) having allocated under 1 MB. The time each took is printed,
@@ -66,18 +84,7 @@ func TestHostileFiltersAreBounded(t *testing.T) {
 	f := filters(t)
 	in := hostileInput(t)
 	for _, c := range hostileCases() {
-		p, err := f.Program(c.expr)
-		if err != nil {
-			t.Fatalf("%s: %v", c.name, err)
-		}
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		start := time.Now()
-		ok, err := p.Match(in)
-		took := time.Since(start)
-		runtime.ReadMemStats(&after)
-		alloc := after.TotalAlloc - before.TotalAlloc
+		ok, err, took, alloc := evaluate(t, f, c.expr, in)
 		t.Logf("%-22s %8s %9d B  matched=%v err=%v", c.name, took.Round(time.Microsecond), alloc, ok, err)
 		if alloc > 1<<20 {
 			t.Errorf("%s: allocated %d bytes; at most 1 MiB", c.name, alloc)

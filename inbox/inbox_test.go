@@ -277,11 +277,7 @@ func TestPoisonTaskBecomesDead(t *testing.T) {
 		}
 		return nil
 	}}
-	require.Eventually(t, func() bool {
-		_, err := w.RunOnce(ctx)
-		require.NoError(t, err)
-		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`) == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	runUntilOneDead(t, w, pool)
 	dead, err := inbox.ListDead(ctx, pool)
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
@@ -486,11 +482,7 @@ func TestPanickingHandlerFailsItsAttempt(t *testing.T) {
 		}
 		return nil
 	}}
-	require.Eventually(t, func() bool {
-		_, err := w.RunOnce(ctx)
-		require.NoError(t, err)
-		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`) == 1
-	}, 10*time.Second, 5*time.Millisecond)
+	runUntilOneDead(t, w, pool)
 	require.Equal(t, int32(2), runs.Load(), "MaxAttempts runs, no more")
 	dead, err := inbox.ListDead(ctx, pool)
 	require.NoError(t, err)
@@ -505,4 +497,14 @@ func TestPanickingHandlerFailsItsAttempt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Equal(t, 1, count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'completed'`), "the next task runs")
+}
+
+// runUntilOneDead runs w until one task of pool is dead.
+func runUntilOneDead(t *testing.T, w *inbox.Worker, pool *pgxpool.Pool) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		_, err := w.RunOnce(context.Background())
+		require.NoError(t, err)
+		return count(t, pool, `SELECT count(*) FROM webhook_inbox_tasks WHERE status = 'dead'`) == 1
+	}, 10*time.Second, 5*time.Millisecond)
 }

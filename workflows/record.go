@@ -75,15 +75,7 @@ func (r *run) recordLate(ctx workflow.Context, c *cycle, res attempt.SendResult)
 	if workflow.GetVersion(ctx, versionRecordLate, workflow.DefaultVersion, 1) == workflow.DefaultVersion {
 		return res
 	}
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout:    MarkAttemptTimeout,
-		ScheduleToCloseTimeout: MarkTimeout,
-		RetryPolicy: &temporal.RetryPolicy{
-			InitialInterval: time.Second, MaximumInterval: MarkMaximumInterval,
-			NonRetryableErrorTypes: []string{attempt.ErrDeliveryGone},
-		},
-		Summary: fmt.Sprintf("record attempt %d (sent, not yet recorded)", res.Number),
-	})
+	actx := recordOptions(ctx, fmt.Sprintf("record attempt %d (sent, not yet recorded)", res.Number))
 	req := sendRequest(r.in, r.set, r.state.Cycle, res.Number, c.deadline)
 	if err := workflow.ExecuteActivity(actx, attempt.ActivityRecordLate, req, res).Get(ctx, nil); err != nil {
 		workflow.GetLogger(ctx).Warn("attempt not recorded", "delivery_id", r.in.DeliveryID, "attempt", res.Number, "err", err)
@@ -92,19 +84,26 @@ func (r *run) recordLate(ctx workflow.Context, c *cycle, res attempt.SendResult)
 	return res
 }
 
-// mark records a workflow-decided state in Postgres and answers the status
-// the row holds; "" when the row is gone (its app was deleted), which ends
-// the run without error.
-func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) (delivery.Status, error) {
-	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+// recordOptions are the options of an activity that writes to Postgres
+// what the run decided or learned (MarkDelivery, RecordLate): retried while
+// Postgres is away, up to MarkTimeout; a delivery gone is not retried.
+func recordOptions(ctx workflow.Context, summary string) workflow.Context {
+	return workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout:    MarkAttemptTimeout,
 		ScheduleToCloseTimeout: MarkTimeout,
 		RetryPolicy: &temporal.RetryPolicy{
 			InitialInterval: time.Second, MaximumInterval: MarkMaximumInterval,
 			NonRetryableErrorTypes: []string{attempt.ErrDeliveryGone},
 		},
-		Summary: markSummary(status, reason),
+		Summary: summary,
 	})
+}
+
+// mark records a workflow-decided state in Postgres and answers the status
+// the row holds; "" when the row is gone (its app was deleted), which ends
+// the run without error.
+func (r *run) mark(ctx workflow.Context, status delivery.Status, reason string) (delivery.Status, error) {
+	actx := recordOptions(ctx, markSummary(status, reason))
 	req := attempt.MarkRequest{
 		DeliveryID: r.in.DeliveryID, Status: status, Reason: reason, Cycle: r.state.Cycle, ReplayID: r.replayID,
 	}

@@ -35,7 +35,6 @@ func TestAPIRefusesAMisconfiguredTemporal(t *testing.T) {
 			// TLS-only frontend reached without TLS fails alike).
 			go func() {
 				_, _ = io.WriteString(c, "\x15\x03\x01\x00\x02\x02\x46")
-				time.Sleep(50 * time.Millisecond)
 				c.Close()
 			}()
 		}

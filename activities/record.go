@@ -129,4 +129,3 @@ func (a *Activities) record(ctx context.Context, recs []store.Attempt) (errs []e
 		wait *= 2
 	}
 }
-

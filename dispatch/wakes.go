@@ -54,7 +54,6 @@ type sequenceWakes struct {
 	order  []string
 	turn   int
 	queued map[store.SequenceKey]string // key → its app
-	n      int
 	// last is when the last key was handed out.
 	last time.Time
 }
@@ -86,7 +85,6 @@ func (q *sequenceWakes) add(app string, keys ...store.SequenceKey) {
 			}
 		}
 		q.lanes[app] = append(q.lanes[app], k)
-		q.n++
 	}
 }
 
@@ -96,7 +94,7 @@ func (q *sequenceWakes) add(app string, keys ...store.SequenceKey) {
 func (q *sequenceWakes) take(now time.Time) (wakes []sequenceWake, next time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n > 0 && now.Sub(q.last) >= wakeEvery {
+	if len(q.queued) > 0 && now.Sub(q.last) >= wakeEvery {
 		app := q.order[q.turn]
 		k := q.lanes[app][0]
 		wakes = append(wakes, sequenceWake{App: app, SequenceKey: k})
@@ -111,7 +109,7 @@ func (q *sequenceWakes) take(now time.Time) (wakes []sequenceWake, next time.Tim
 		}
 		q.last = now
 	}
-	if q.n > 0 {
+	if len(q.queued) > 0 {
 		next = q.last.Add(wakeEvery)
 	}
 	return wakes, next
@@ -123,7 +121,7 @@ func (q *sequenceWakes) take(now time.Time) (wakes []sequenceWake, next time.Tim
 func (q *sequenceWakes) dueChecks(now time.Time) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.n > 0 && now.Sub(q.last) >= wakeEvery {
+	if len(q.queued) > 0 && now.Sub(q.last) >= wakeEvery {
 		return wakeCheckRounds
 	}
 	return 0
@@ -135,7 +133,7 @@ func (q *sequenceWakes) front(n int) []store.SequenceKey {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var out []store.SequenceKey
-	for depth := 0; len(out) < min(n, q.n); depth++ {
+	for depth := 0; len(out) < min(n, len(q.queued)); depth++ {
 		for i := range q.order {
 			lane := q.lanes[q.order[(q.turn+i)%len(q.order)]]
 			if depth < len(lane) && len(out) < n {
@@ -167,7 +165,6 @@ func (q *sequenceWakes) drop(keys []store.SequenceKey) {
 func (q *sequenceWakes) remove(k store.SequenceKey) {
 	app := q.queued[k]
 	delete(q.queued, k)
-	q.n--
 	lane := q.lanes[app]
 	i := slices.Index(lane, k)
 	lane = slices.Delete(lane, i, i+1)
@@ -187,7 +184,7 @@ func (q *sequenceWakes) remove(k store.SequenceKey) {
 func (q *sequenceWakes) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.n
+	return len(q.queued)
 }
 
 // wake queues the sequences rows belong to (sequenceWakes), once per

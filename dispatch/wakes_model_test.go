@@ -37,8 +37,8 @@ func wakeInvariants(t *testing.T, q *sequenceWakes) {
 		}
 		n += len(lane)
 	}
-	if n != q.n || len(q.queued) != n {
-		t.Fatalf("n=%d lanes hold %d queued %d", q.n, n, len(q.queued))
+	if len(q.queued) != n {
+		t.Fatalf("lanes hold %d, queued %d", n, len(q.queued))
 	}
 	if len(q.order) != len(q.lanes) {
 		t.Fatalf("order %v vs %d lanes", q.order, len(q.lanes))
@@ -125,7 +125,7 @@ func TestWakesRandomAgainstModel(t *testing.T) {
 }
 
 func cloneWakes(q *sequenceWakes) *sequenceWakes {
-	c := &sequenceWakes{turn: q.turn, n: q.n, last: q.last,
+	c := &sequenceWakes{turn: q.turn, last: q.last,
 		order: slices.Clone(q.order), lanes: map[string][]store.SequenceKey{}, queued: map[store.SequenceKey]string{}}
 	for a, l := range q.lanes {
 		c.lanes[a] = slices.Clone(l)
